@@ -1,0 +1,52 @@
+"""The Kafka APIs strom serves and the version range of each.
+
+The ranges follow what an Apache Kafka 4.0 broker advertises (see
+shared/reference/kafka-4.0-api-versions.txt), clipped to the versions whose schemas kio
+ships: clients pick the highest version both sides support, so advertising the same
+ranges as a current broker means every client speaks to strom exactly as it would to
+Kafka. An API is listed here only once a handler for it exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    min_version: int
+    max_version: int
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+
+SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
+    # Produce v0-v2 carry magic v0/v1 message sets, which strom does not store.
+    ApiKey.PRODUCE: VersionRange(3, 12),
+    ApiKey.FETCH: VersionRange(4, 17),
+    ApiKey.LIST_OFFSETS: VersionRange(1, 10),
+    ApiKey.METADATA: VersionRange(0, 13),
+    ApiKey.API_VERSIONS: VersionRange(0, 4),
+    ApiKey.CREATE_TOPICS: VersionRange(2, 7),
+    ApiKey.DELETE_TOPICS: VersionRange(1, 6),
+    ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
+    ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+    ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+    ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
+}
