@@ -1,0 +1,576 @@
+"""The broker's typed configuration.
+
+`load_config` reads a Kafka-style `server.properties` text, then `--set key=value`
+overrides, then the CLI's shortcut options (later wins), checks every value and the keys
+against each other, and returns a frozen BrokerConfig. A single-node Kafka config in KRaft
+combined mode starts strom as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from types import MappingProxyType
+
+from strom.config.errors import ConfigError, ConfigSource
+from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME, SECURITY_PROTOCOLS
+from strom.config.listeners import (
+    WILDCARD_HOSTS,
+    Endpoint,
+    Listener,
+    QuorumVoter,
+    format_host_port,
+    parse_endpoint,
+    parse_host_port,
+    parse_voter,
+)
+from strom.config.properties import parse_properties
+from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+_FILE, _SET, _SHORTCUT = 0, 1, 2
+
+
+class Role(Enum):
+    BROKER = "broker"
+    CONTROLLER = "controller"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Typed broker configuration; see strom.config.keys for what each key means."""
+
+    node_id: int
+    process_roles: frozenset[Role]
+    cluster_name: str
+    broker_rack: str | None
+    listeners: tuple[Listener, ...]
+    client_listeners: tuple[Listener, ...]
+    controller_listeners: tuple[Listener, ...]
+    advertised_listeners: tuple[Listener, ...]
+    """One per client listener, in the same order."""
+    controller_listener_names: tuple[str, ...]
+    inter_broker_listener_name: str | None
+    """A client listener's name; None on a controller-only node."""
+    controller_quorum_voters: tuple[QuorumVoter, ...]
+    controller_quorum_bootstrap_servers: tuple[Endpoint, ...]
+    controller_quorum_election_timeout_ms: int
+    controller_quorum_election_backoff_max_ms: int
+    controller_quorum_fetch_timeout_ms: int
+    broker_heartbeat_interval_ms: int
+    broker_session_timeout_ms: int
+    initial_broker_registration_timeout_ms: int
+    log_dir: Path
+    metadata_log_dir: Path
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
+    log_segment_bytes: int
+    log_roll_ms: int
+    log_retention_ms: int
+    """-1: kept forever."""
+    log_retention_bytes: int
+    log_retention_check_interval_ms: int
+    log_index_interval_bytes: int
+    log_index_size_max_bytes: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int
+    log_flush_scheduler_interval_ms: int
+    log_cleanup_policy: tuple[str, ...]
+    log_message_timestamp_type: str
+    """"CreateTime" or "LogAppendTime"."""
+    message_max_bytes: int
+    compression_type: str
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
+    replica_lag_time_max_ms: int
+    socket_request_max_bytes: int
+    connections_max_idle_ms: int
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    offsets_retention_ms: int
+    offsets_retention_check_interval_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    raw: Mapping[str, str]
+    """Effective text of every known key that has a value (defaults included); keys that
+    are unset and have no default (e.g. log.retention.ms) are absent."""
+    sources: Mapping[str, ConfigSource]
+    """For every key in `raw`: STATIC_BROKER_CONFIG (file, --set, shortcut) or DEFAULT_CONFIG."""
+    values: Mapping[str, ConfigValue]
+    """Typed value of every known key, None where unset."""
+    ignored: tuple[str, ...]
+    """Keys the user set that strom accepts but that have no effect."""
+
+    @property
+    def is_broker(self) -> bool:
+        return Role.BROKER in self.process_roles
+
+    @property
+    def is_controller(self) -> bool:
+        return Role.CONTROLLER in self.process_roles
+
+
+def load_config(
+    *,
+    file_text: str | None = None,
+    overrides: Sequence[str] = (),
+    shortcuts: Mapping[str, str] = _EMPTY,
+) -> BrokerConfig:
+    """The config from a properties file's text, then `--set key=value` strings, then the
+    CLI's shortcut options already turned into keys (see `shortcut_overrides`); a later
+    value for the same key wins. Raises ConfigError naming the key on any problem."""
+    given: dict[str, str] = {}
+    layers: dict[str, int] = {}
+    if file_text is not None:
+        for name, text in parse_properties(file_text).items():
+            given[name], layers[name] = text, _FILE
+    for item in overrides:
+        name, separator, text = item.partition("=")
+        name = name.strip()
+        if not separator or not name:
+            raise ConfigError(
+                f"invalid --set {item!r}: expected key=value, e.g. --set num.partitions=3",
+                key=name or None,
+            )
+        given.pop(name, None)  # keep the order of the last assignment
+        given[name], layers[name] = text, _SET
+    for name, text in shortcuts.items():
+        given.pop(name, None)
+        given[name], layers[name] = text, _SHORTCUT
+    return _build(given, layers)
+
+
+def shortcut_overrides(
+    data_dir: str | None = None, listen: str | None = None, node_id: int | None = None
+) -> dict[str, str]:
+    """The keys the CLI's `--data-dir DIR`, `--listen HOST:PORT` and `--node-id N` stand for."""
+    result: dict[str, str] = {}
+    if data_dir is not None:
+        if not data_dir.strip() or "," in data_dir:
+            raise invalid_value("--data-dir", data_dir, "expected one directory")
+        result["log.dirs"] = data_dir
+    if listen is not None:
+        host, port = parse_host_port(listen, key="--listen", allow_empty_host=True)
+        result["listeners"] = f"PLAINTEXT://{format_host_port(host, port)}"
+    if node_id is not None:
+        if node_id < 0 or node_id > 2**31 - 1:
+            raise invalid_value("--node-id", str(node_id), "must be from 0 to 2147483647")
+        result["node.id"] = str(node_id)
+    return result
+
+
+class _Values:
+    """Typed access to the parsed values (whose types the key registry guarantees)."""
+
+    def __init__(self, values: Mapping[str, ConfigValue]) -> None:
+        self.all = values
+
+    def integer(self, name: str) -> int:
+        value = self.optional_integer(name)
+        assert value is not None, name
+        return value
+
+    def optional_integer(self, name: str) -> int | None:
+        value = self.all[name]
+        assert value is None or (isinstance(value, int) and not isinstance(value, bool)), name
+        return value
+
+    def boolean(self, name: str) -> bool:
+        value = self.all[name]
+        assert isinstance(value, bool), name
+        return value
+
+    def string(self, name: str) -> str:
+        value = self.optional_string(name)
+        assert value is not None, name
+        return value
+
+    def optional_string(self, name: str) -> str | None:
+        value = self.all[name]
+        assert value is None or isinstance(value, str), name
+        return value
+
+    def strings(self, name: str) -> tuple[str, ...]:
+        return self.optional_strings(name) or ()
+
+    def optional_strings(self, name: str) -> tuple[str, ...] | None:
+        value = self.all[name]
+        assert value is None or isinstance(value, tuple), name
+        return value
+
+
+def _build(given: Mapping[str, str], layers: Mapping[str, int]) -> BrokerConfig:
+    for name in given:
+        if name not in CONFIG_KEYS_BY_NAME:
+            raise unknown_key(name, tuple(CONFIG_KEYS_BY_NAME))
+    typed: dict[str, ConfigValue] = {}
+    raw: dict[str, str] = {}
+    sources: dict[str, ConfigSource] = {}
+    for key in CONFIG_KEYS:
+        text = given.get(key.name, key.default)
+        if text is None or (key.default is None and not text.strip()):
+            typed[key.name] = None
+            continue
+        value = key.parse(text)
+        typed[key.name] = value
+        raw[key.name] = format_value(value) or ""
+        sources[key.name] = (
+            ConfigSource.STATIC_BROKER_CONFIG if key.name in given else ConfigSource.DEFAULT_CONFIG
+        )
+    v = _Values(typed)
+
+    roles = _roles(v)
+    voters = _voters(v)
+    bootstrap = tuple(
+        parse_endpoint(text, key="controller.quorum.bootstrap.servers")
+        for text in v.strings("controller.quorum.bootstrap.servers")
+    )
+    single_node = roles == frozenset(Role) and len(voters) <= 1 and len(bootstrap) <= 1
+    node_id = _node_id(v, given, layers, single_node=single_node)
+    for name in ("node.id", "broker.id"):
+        raw[name] = str(node_id)
+        given_either = "node.id" in given or "broker.id" in given
+        sources[name] = (
+            ConfigSource.STATIC_BROKER_CONFIG if given_either else ConfigSource.DEFAULT_CONFIG
+        )
+    if Role.CONTROLLER in roles and voters and node_id not in {voter.node_id for voter in voters}:
+        raise ConfigError(
+            f"node.id {node_id} is not in 'controller.quorum.voters' "
+            f"({','.join(str(voter.node_id) for voter in voters)}), "
+            "but process.roles makes this node a controller",
+            key="controller.quorum.voters",
+        )
+    if Role.BROKER in roles and Role.CONTROLLER not in roles and not voters and not bootstrap:
+        raise ConfigError(
+            "process.roles=broker needs 'controller.quorum.voters' or "
+            "'controller.quorum.bootstrap.servers' to find the controllers",
+            key="controller.quorum.voters",
+        )
+    listeners = _ListenerSetup.build(v, given, roles, single_node=single_node)
+    log_dir = _log_dir(v)
+    metadata_log_dir = v.optional_string("metadata.log.dir")
+    group_min_ms = v.integer("group.min.session.timeout.ms")
+    group_max_ms = v.integer("group.max.session.timeout.ms")
+    if group_min_ms > group_max_ms:
+        raise invalid_value(
+            "group.min.session.timeout.ms",
+            str(group_min_ms),
+            f"must not exceed group.max.session.timeout.ms ({group_max_ms})",
+        )
+    return BrokerConfig(
+        node_id=node_id,
+        process_roles=roles,
+        cluster_name=v.string("cluster.name"),
+        broker_rack=v.optional_string("broker.rack") or None,
+        listeners=listeners.listeners,
+        client_listeners=listeners.client,
+        controller_listeners=listeners.controller,
+        advertised_listeners=listeners.advertised,
+        controller_listener_names=listeners.controller_names,
+        inter_broker_listener_name=listeners.inter_broker_name,
+        controller_quorum_voters=voters,
+        controller_quorum_bootstrap_servers=bootstrap,
+        controller_quorum_election_timeout_ms=v.integer("controller.quorum.election.timeout.ms"),
+        controller_quorum_election_backoff_max_ms=v.integer(
+            "controller.quorum.election.backoff.max.ms"
+        ),
+        controller_quorum_fetch_timeout_ms=v.integer("controller.quorum.fetch.timeout.ms"),
+        broker_heartbeat_interval_ms=v.integer("broker.heartbeat.interval.ms"),
+        broker_session_timeout_ms=v.integer("broker.session.timeout.ms"),
+        initial_broker_registration_timeout_ms=v.integer("initial.broker.registration.timeout.ms"),
+        log_dir=log_dir,
+        metadata_log_dir=Path(metadata_log_dir) if metadata_log_dir else log_dir,
+        num_partitions=v.integer("num.partitions"),
+        default_replication_factor=v.integer("default.replication.factor"),
+        auto_create_topics_enable=v.boolean("auto.create.topics.enable"),
+        delete_topic_enable=v.boolean("delete.topic.enable"),
+        log_segment_bytes=v.integer("log.segment.bytes"),
+        log_roll_ms=_roll_ms(v),
+        log_retention_ms=_retention_ms(v),
+        log_retention_bytes=v.integer("log.retention.bytes"),
+        log_retention_check_interval_ms=v.integer("log.retention.check.interval.ms"),
+        log_index_interval_bytes=v.integer("log.index.interval.bytes"),
+        log_index_size_max_bytes=v.integer("log.index.size.max.bytes"),
+        log_flush_interval_messages=v.integer("log.flush.interval.messages"),
+        log_flush_interval_ms=_flush_interval_ms(v),
+        log_flush_scheduler_interval_ms=v.integer("log.flush.scheduler.interval.ms"),
+        log_cleanup_policy=v.strings("log.cleanup.policy"),
+        log_message_timestamp_type=v.string("log.message.timestamp.type"),
+        message_max_bytes=v.integer("message.max.bytes"),
+        compression_type=v.string("compression.type"),
+        min_insync_replicas=v.integer("min.insync.replicas"),
+        unclean_leader_election_enable=v.boolean("unclean.leader.election.enable"),
+        replica_lag_time_max_ms=v.integer("replica.lag.time.max.ms"),
+        socket_request_max_bytes=v.integer("socket.request.max.bytes"),
+        connections_max_idle_ms=v.integer("connections.max.idle.ms"),
+        offsets_topic_num_partitions=v.integer("offsets.topic.num.partitions"),
+        offsets_topic_replication_factor=v.integer("offsets.topic.replication.factor"),
+        offsets_retention_ms=v.integer("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_interval_ms=v.integer("offsets.retention.check.interval.ms"),
+        group_initial_rebalance_delay_ms=v.integer("group.initial.rebalance.delay.ms"),
+        group_min_session_timeout_ms=group_min_ms,
+        group_max_session_timeout_ms=group_max_ms,
+        raw=MappingProxyType(raw),
+        sources=MappingProxyType(sources),
+        values=MappingProxyType(typed),
+        ignored=tuple(name for name in given if not CONFIG_KEYS_BY_NAME[name].effect),
+    )
+
+
+def _roles(v: _Values) -> frozenset[Role]:
+    names = v.strings("process.roles")
+    if not names:
+        raise invalid_value("process.roles", "", "must list broker, controller or both")
+    if len(set(names)) != len(names):
+        raise invalid_value("process.roles", ",".join(names), "a role is listed twice")
+    return frozenset(Role(name) for name in names)
+
+
+def _voters(v: _Values) -> tuple[QuorumVoter, ...]:
+    voters = tuple(parse_voter(text) for text in v.strings("controller.quorum.voters"))
+    seen: set[int] = set()
+    for voter in voters:
+        if voter.node_id in seen:
+            raise invalid_value(
+                "controller.quorum.voters",
+                ",".join(v.strings("controller.quorum.voters")),
+                f"node {voter.node_id} is listed twice",
+            )
+        seen.add(voter.node_id)
+    return voters
+
+
+def _node_id(
+    v: _Values, given: Mapping[str, str], layers: Mapping[str, int], *, single_node: bool
+) -> int:
+    node_id = v.integer("node.id")
+    broker_id = v.optional_integer("broker.id")
+    node_set = "node.id" in given and node_id != -1
+    if broker_id is not None and broker_id != -1:
+        if not node_set or layers["broker.id"] > layers["node.id"]:
+            node_id = broker_id
+        elif node_id != broker_id and layers["broker.id"] == layers["node.id"]:
+            raise ConfigError(
+                f"'node.id' ({node_id}) and 'broker.id' ({broker_id}) differ: broker.id is "
+                "Kafka's older name for node.id; set only one of them",
+                key="broker.id",
+            )
+    if node_id == -1:
+        if not single_node:
+            raise invalid_value(
+                "node.id",
+                "-1",
+                "must be set to this node's id (0 or more) unless a single node runs both roles",
+            )
+        node_id = 1
+    return node_id
+
+
+def _log_dir(v: _Values) -> Path:
+    dirs = v.optional_strings("log.dirs")
+    if dirs:
+        if len(dirs) > 1:
+            raise invalid_value(
+                "log.dirs",
+                ",".join(dirs),
+                f"strom supports one data directory for now; this lists {len(dirs)}",
+            )
+        return Path(dirs[0])
+    return Path(v.string("log.dir"))
+
+
+def _retention_ms(v: _Values) -> int:
+    retention_ms = v.optional_integer("log.retention.ms")
+    if retention_ms is None:
+        minutes = v.optional_integer("log.retention.minutes")
+        if minutes is not None:
+            retention_ms = minutes * 60_000
+        else:
+            retention_ms = v.integer("log.retention.hours") * 3_600_000
+    return -1 if retention_ms < 0 else retention_ms
+
+
+def _roll_ms(v: _Values) -> int:
+    roll_ms = v.optional_integer("log.roll.ms")
+    return roll_ms if roll_ms is not None else v.integer("log.roll.hours") * 3_600_000
+
+
+def _flush_interval_ms(v: _Values) -> int:
+    flush_ms = v.optional_integer("log.flush.interval.ms")
+    return flush_ms if flush_ms is not None else v.integer("log.flush.scheduler.interval.ms")
+
+
+@dataclass(frozen=True, slots=True)
+class _ListenerSetup:
+    listeners: tuple[Listener, ...]
+    client: tuple[Listener, ...]
+    controller: tuple[Listener, ...]
+    advertised: tuple[Listener, ...]
+    controller_names: tuple[str, ...]
+    inter_broker_name: str | None
+
+    @classmethod
+    def build(
+        cls, v: _Values, given: Mapping[str, str], roles: frozenset[Role], *, single_node: bool
+    ) -> _ListenerSetup:
+        listeners = _parse_listeners(v.strings("listeners"))
+        names = [listener.name for listener in listeners]
+        _check_protocols(listeners, _protocol_map(v.strings("listener.security.protocol.map")))
+        controller_names = tuple(
+            dict.fromkeys(name.upper() for name in v.strings("controller.listener.names"))
+        )
+        controller = tuple(item for item in listeners if item.name in controller_names)
+        client = tuple(item for item in listeners if item.name not in controller_names)
+        is_broker, is_controller = Role.BROKER in roles, Role.CONTROLLER in roles
+        if is_broker and not client:
+            raise ConfigError(
+                "'listeners' needs a client listener (one not named in "
+                "'controller.listener.names') because process.roles includes broker",
+                key="listeners",
+            )
+        if not is_broker and client:
+            raise ConfigError(
+                f"'listeners' has client listener {client[0].name!r}, but process.roles is "
+                f"controller only: list only the controller listeners "
+                f"({', '.join(controller_names) or 'controller.listener.names is empty'})",
+                key="listeners",
+            )
+        if is_broker and not is_controller:
+            if controller:
+                raise ConfigError(
+                    f"'listeners' must not include controller listener {controller[0].name!r} "
+                    "when process.roles is broker only",
+                    key="listeners",
+                )
+            if not controller_names:
+                raise invalid_value(
+                    "controller.listener.names",
+                    "",
+                    "must name the controllers' listener when process.roles is broker only",
+                )
+        if is_controller and (controller or not single_node):
+            if not controller_names:
+                raise invalid_value(
+                    "controller.listener.names", "", "must name this controller's listener"
+                )
+            for name in controller_names:
+                if name not in names:
+                    raise ConfigError(
+                        f"controller listener {name!r} of 'controller.listener.names' is not "
+                        f"in 'listeners'; add one, e.g. {name}://:9093",
+                        key="controller.listener.names",
+                    )
+        advertised = _advertised(v, listeners, client)
+        inter_broker_name = _inter_broker_name(v, given, client) if is_broker else None
+        return cls(listeners, client, controller, advertised, controller_names, inter_broker_name)
+
+
+def _parse_listeners(texts: Sequence[str]) -> tuple[Listener, ...]:
+    listeners = tuple(Listener.parse(text, key="listeners") for text in texts)
+    by_name: dict[str, Listener] = {}
+    by_port: dict[int, Listener] = {}
+    for listener in listeners:
+        if listener.name in by_name:
+            raise invalid_value(
+                "listeners", ",".join(texts), f"listener name {listener.name!r} is used twice"
+            )
+        by_name[listener.name] = listener
+        other = by_port.get(listener.port)
+        if other is not None:
+            raise invalid_value(
+                "listeners",
+                ",".join(texts),
+                f"listeners {other.name!r} and {listener.name!r} both use port {listener.port}",
+            )
+        if listener.port != 0:
+            by_port[listener.port] = listener
+    return listeners
+
+
+def _protocol_map(entries: Sequence[str]) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    result: dict[str, str] = {}
+    for entry in entries:
+        name, colon, protocol = (part.strip().upper() for part in entry.partition(":"))
+        if not colon or not name or protocol not in SECURITY_PROTOCOLS:
+            raise invalid_value(
+                key,
+                entry,
+                f"expected NAME:PROTOCOL entries, PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
+            )
+        if name in result:
+            raise invalid_value(key, entry, f"listener {name!r} is mapped twice")
+        result[name] = protocol
+    return result
+
+
+def _check_protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]) -> None:
+    for listener in listeners:
+        protocol = protocols.get(listener.name)
+        if protocol is None and listener.name in SECURITY_PROTOCOLS:
+            protocol = listener.name
+        if protocol is None:
+            raise ConfigError(
+                f"listener {listener.name!r} in 'listeners' has no security protocol: add "
+                f"{listener.name}:PLAINTEXT to 'listener.security.protocol.map'",
+                key="listener.security.protocol.map",
+            )
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"listener {listener.name!r} uses {protocol} "
+                "(see 'listener.security.protocol.map'): strom speaks PLAINTEXT only",
+                key="listener.security.protocol.map",
+            )
+
+
+def _advertised(
+    v: _Values, listeners: Sequence[Listener], client: Sequence[Listener]
+) -> tuple[Listener, ...]:
+    key = "advertised.listeners"
+    names = {listener.name for listener in listeners}
+    explicit: dict[str, Listener] = {}
+    for text in v.strings(key):
+        listener = Listener.parse(text, key=key, empty_host="localhost")
+        if listener.host in WILDCARD_HOSTS:
+            raise invalid_value(
+                key, text, f"{listener.host} is not an address a client can connect to"
+            )
+        if listener.name not in names:
+            raise invalid_value(key, text, f"listener {listener.name!r} is not in 'listeners'")
+        if listener.name in explicit:
+            raise invalid_value(key, text, f"listener {listener.name!r} is advertised twice")
+        explicit[listener.name] = listener
+    return tuple(
+        explicit.get(item.name)
+        or Listener(item.name, "localhost" if item.host in WILDCARD_HOSTS else item.host, item.port)
+        for item in client
+    )
+
+
+def _inter_broker_name(v: _Values, given: Mapping[str, str], client: Sequence[Listener]) -> str:
+    name = v.optional_string("inter.broker.listener.name")
+    protocol = v.string("security.inter.broker.protocol")
+    if name and "security.inter.broker.protocol" in given:
+        raise ConfigError(
+            "set only one of 'inter.broker.listener.name' and 'security.inter.broker.protocol'",
+            key="inter.broker.listener.name",
+        )
+    if protocol != "PLAINTEXT":
+        raise invalid_value(
+            "security.inter.broker.protocol", protocol, "strom speaks PLAINTEXT only"
+        )
+    client_names = [listener.name for listener in client]
+    if name:
+        if name.upper() not in client_names:
+            raise invalid_value(
+                "inter.broker.listener.name",
+                name,
+                f"must be a client listener in 'listeners' ({', '.join(client_names)})",
+            )
+        return name.upper()
+    return "PLAINTEXT" if "PLAINTEXT" in client_names else client_names[0]

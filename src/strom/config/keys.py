@@ -1,0 +1,475 @@
+"""The broker config keys strom knows, with Kafka's names and (unless noted) Kafka's defaults.
+
+Keys with `effect=False` are Kafka keys accepted so that Kafka's shipped `server.properties`
+files start strom unchanged; they change nothing (the broker logs them at start).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from strom.config.schema import (
+    LONG_MAX,
+    AtLeast,
+    Between,
+    ConfigKey,
+    ConfigType,
+    NonEmpty,
+    OneOf,
+    unknown_key,
+)
+
+INT = ConfigType.INT
+LONG = ConfigType.LONG
+BOOLEAN = ConfigType.BOOLEAN
+STRING = ConfigType.STRING
+LIST = ConfigType.LIST
+DOUBLE = ConfigType.DOUBLE
+
+_MAX = str(LONG_MAX)
+_REPLICATION_FACTOR = Between(1, 32767)
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = (
+    "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,"
+    "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+)
+
+
+def _ignored(name: str, type_: ConfigType, default: str | None, doc: str) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, None, effect=False)
+
+
+CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    # --- node and roles
+    ConfigKey(
+        "node.id",
+        INT,
+        "1",
+        "This node's id; -1 means 1 on a single node (Kafka: required).",
+        AtLeast(-1),
+    ),
+    ConfigKey(
+        "broker.id",
+        INT,
+        None,
+        "Kafka's older name for node.id; must agree if both are set.",
+        AtLeast(-1),
+    ),
+    ConfigKey(
+        "process.roles",
+        LIST,
+        "broker,controller",
+        "Roles of this node: broker, controller or both (Kafka: no default).",
+        OneOf(("broker", "controller")),
+    ),
+    ConfigKey(
+        "cluster.name", STRING, "strom", "strom: a human-readable name for the cluster.", NonEmpty()
+    ),
+    ConfigKey(
+        "broker.rack", STRING, None, "Rack of this broker, for rack-aware replica placement."
+    ),
+    # --- listeners
+    ConfigKey(
+        "listeners",
+        LIST,
+        "PLAINTEXT://127.0.0.1:9092",
+        "Listeners as NAME://HOST:PORT; empty host = all interfaces (Kafka: PLAINTEXT://:9092).",
+    ),
+    ConfigKey(
+        "advertised.listeners",
+        LIST,
+        None,
+        "Addresses given to clients, NAME://HOST:PORT; default: from listeners.",
+    ),
+    ConfigKey(
+        "controller.listener.names",
+        LIST,
+        "CONTROLLER",
+        "Names of the listeners used by the controller quorum (Kafka: no default).",
+    ),
+    ConfigKey(
+        "listener.security.protocol.map",
+        LIST,
+        DEFAULT_PROTOCOL_MAP,
+        "NAME:PROTOCOL per listener; strom speaks PLAINTEXT only.",
+    ),
+    ConfigKey(
+        "inter.broker.listener.name",
+        STRING,
+        None,
+        "Listener brokers use to reach each other; default: PLAINTEXT or the first.",
+    ),
+    ConfigKey(
+        "security.inter.broker.protocol",
+        STRING,
+        "PLAINTEXT",
+        "Protocol between brokers; strom speaks PLAINTEXT only.",
+        OneOf(SECURITY_PROTOCOLS),
+    ),
+    # --- controller quorum
+    ConfigKey(
+        "controller.quorum.voters", LIST, "", "Static controller quorum as ID@HOST:PORT entries."
+    ),
+    ConfigKey(
+        "controller.quorum.bootstrap.servers",
+        LIST,
+        "",
+        "HOST:PORT of controllers to discover the quorum from.",
+    ),
+    ConfigKey(
+        "controller.quorum.election.timeout.ms",
+        INT,
+        "1000",
+        "Time without a leader before a voter starts an election.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "controller.quorum.election.backoff.max.ms",
+        INT,
+        "1000",
+        "Most time a voter waits before retrying a failed election.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "controller.quorum.fetch.timeout.ms",
+        INT,
+        "2000",
+        "Time without a fetch from the leader before a voter starts an election.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "broker.heartbeat.interval.ms",
+        INT,
+        "2000",
+        "Time between a broker's heartbeats to the controller.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "broker.session.timeout.ms",
+        INT,
+        "9000",
+        "A broker without heartbeats for this long is fenced.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "initial.broker.registration.timeout.ms",
+        INT,
+        "60000",
+        "Time a starting broker waits to register with the controller.",
+        AtLeast(1),
+    ),
+    # --- storage
+    ConfigKey(
+        "log.dirs", LIST, None, "Directory for the data; wins over log.dir (strom: one only)."
+    ),
+    ConfigKey(
+        "log.dir",
+        STRING,
+        "./data",
+        "Directory for the data when log.dirs is unset (Kafka: /tmp/kafka-logs).",
+        NonEmpty(),
+    ),
+    ConfigKey(
+        "metadata.log.dir",
+        STRING,
+        None,
+        "Directory for the metadata log; default: the data directory.",
+    ),
+    ConfigKey(
+        "log.segment.bytes",
+        INT,
+        "1073741824",
+        "Size at which a log segment is rolled.",
+        AtLeast(14),
+    ),
+    ConfigKey(
+        "log.roll.ms",
+        LONG,
+        None,
+        "Age at which a segment is rolled; wins over log.roll.hours.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "log.roll.hours", INT, "168", "Age at which a segment is rolled, in hours.", AtLeast(1)
+    ),
+    ConfigKey(
+        "log.retention.ms",
+        LONG,
+        None,
+        "Time a segment is kept; -1 = forever. Wins over minutes and hours.",
+        AtLeast(-1),
+    ),
+    ConfigKey(
+        "log.retention.minutes",
+        INT,
+        None,
+        "Time a segment is kept, in minutes; wins over hours.",
+        AtLeast(-1),
+    ),
+    ConfigKey("log.retention.hours", INT, "168", "Time a segment is kept, in hours.", AtLeast(-1)),
+    ConfigKey("log.retention.bytes", LONG, "-1", "Most bytes kept per partition; -1 = no limit."),
+    ConfigKey(
+        "log.retention.check.interval.ms",
+        LONG,
+        "300000",
+        "Time between checks for segments to delete.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "log.index.interval.bytes",
+        INT,
+        "4096",
+        "Bytes between two entries of the offset index.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.index.size.max.bytes", INT, "10485760", "Largest size of an offset index.", AtLeast(4)
+    ),
+    ConfigKey(
+        "log.flush.interval.messages",
+        LONG,
+        "1",
+        "Records between fsyncs; 1 = fsync before acknowledging (Kafka: Long.MAX, the OS).",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "log.flush.interval.ms",
+        LONG,
+        None,
+        "Most time records stay unsynced; default: log.flush.scheduler.interval.ms.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.flush.scheduler.interval.ms",
+        LONG,
+        _MAX,
+        "Time between checks for logs to flush.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.segment.delete.delay.ms",
+        LONG,
+        "60000",
+        "Time before a deleted segment's files are removed.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.cleanup.policy",
+        LIST,
+        "delete",
+        "Default cleanup policy: delete, compact.",
+        OneOf(CLEANUP_POLICIES),
+    ),
+    ConfigKey(
+        "log.message.timestamp.type",
+        STRING,
+        "CreateTime",
+        "Record timestamps: as the producer set them, or the append time.",
+        OneOf(TIMESTAMP_TYPES),
+    ),
+    ConfigKey(
+        "log.message.timestamp.before.max.ms",
+        LONG,
+        _MAX,
+        "Most a CreateTime timestamp may lie before the broker's time.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.message.timestamp.after.max.ms",
+        LONG,
+        _MAX,
+        "Most a CreateTime timestamp may lie after the broker's time.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "message.max.bytes", INT, "1048588", "Largest record batch the broker accepts.", AtLeast(0)
+    ),
+    ConfigKey(
+        "compression.type",
+        STRING,
+        "producer",
+        "Compression of stored batches; producer = keep the producer's.",
+        OneOf(COMPRESSION_TYPES),
+    ),
+    # --- topics
+    ConfigKey(
+        "num.partitions", INT, "1", "Partitions of an automatically created topic.", AtLeast(1)
+    ),
+    ConfigKey(
+        "default.replication.factor",
+        INT,
+        "1",
+        "Replication factor of automatically created topics.",
+        _REPLICATION_FACTOR,
+    ),
+    ConfigKey(
+        "auto.create.topics.enable",
+        BOOLEAN,
+        "true",
+        "Create a topic when a client asks for one that does not exist.",
+    ),
+    ConfigKey("delete.topic.enable", BOOLEAN, "true", "Allow deleting topics."),
+    ConfigKey(
+        "min.insync.replicas",
+        INT,
+        "1",
+        "Replicas that must have a write for an acks=all produce to succeed.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "unclean.leader.election.enable",
+        BOOLEAN,
+        "false",
+        "Allow a replica outside the ISR to become leader, losing data.",
+    ),
+    ConfigKey(
+        "replica.lag.time.max.ms",
+        LONG,
+        "30000",
+        "A follower that has not caught up for this long leaves the ISR.",
+        AtLeast(1),
+    ),
+    # --- requests and connections
+    ConfigKey(
+        "socket.request.max.bytes",
+        INT,
+        "104857600",
+        "Largest request the broker reads.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "connections.max.idle.ms",
+        LONG,
+        "600000",
+        "Idle connections are closed after this long.",
+        AtLeast(1),
+    ),
+    # --- consumer groups
+    ConfigKey(
+        "offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", AtLeast(1)
+    ),
+    ConfigKey(
+        "offsets.topic.replication.factor",
+        INT,
+        "1",
+        "Replication factor of __consumer_offsets (Kafka: 3).",
+        _REPLICATION_FACTOR,
+    ),
+    ConfigKey(
+        "offsets.retention.minutes",
+        INT,
+        "10080",
+        "Committed offsets of an empty group are kept this long.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "offsets.retention.check.interval.ms",
+        LONG,
+        "600000",
+        "Time between checks for expired offsets.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "group.initial.rebalance.delay.ms",
+        INT,
+        "3000",
+        "Time the first rebalance of a new group waits for more members.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "group.min.session.timeout.ms",
+        INT,
+        "6000",
+        "Smallest session timeout a consumer may ask for.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "group.max.session.timeout.ms",
+        INT,
+        "1800000",
+        "Largest session timeout a consumer may ask for.",
+        AtLeast(0),
+    ),
+    # --- accepted for compatibility, no effect
+    _ignored(
+        "num.network.threads", INT, "3", "Kafka's network threads; strom uses one event loop."
+    ),
+    _ignored("num.io.threads", INT, "8", "Kafka's request threads; strom uses one event loop."),
+    _ignored("num.recovery.threads.per.data.dir", INT, "1", "Kafka's log recovery threads."),
+    _ignored("num.replica.fetchers", INT, "1", "Kafka's replica fetcher threads."),
+    _ignored("background.threads", INT, "10", "Kafka's background task threads."),
+    _ignored("queued.max.requests", INT, "500", "Kafka's request queue length."),
+    _ignored("socket.send.buffer.bytes", INT, "102400", "Kafka's SO_SNDBUF for client sockets."),
+    _ignored("socket.receive.buffer.bytes", INT, "102400", "Kafka's SO_RCVBUF for client sockets."),
+    _ignored("socket.listen.backlog.size", INT, "50", "Kafka's listen backlog."),
+    _ignored("max.connections", INT, str(2**31 - 1), "Kafka's connection limit."),
+    _ignored(
+        "max.connections.per.ip", INT, str(2**31 - 1), "Kafka's per-address connection limit."
+    ),
+    _ignored("fetch.max.bytes", INT, "57671680", "Kafka's limit on a fetch response."),
+    _ignored(
+        "replica.fetch.max.bytes", INT, "1048576", "Kafka's per-partition replica fetch size."
+    ),
+    _ignored("replica.fetch.wait.max.ms", INT, "500", "Kafka's replica fetch wait."),
+    _ignored(
+        "auto.leader.rebalance.enable", BOOLEAN, "true", "Kafka's preferred leader balancing."
+    ),
+    _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
+    _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
+    _ignored("log.cleaner.enable", BOOLEAN, "true", "Kafka's log compaction; not in strom yet."),
+    _ignored("log.cleaner.threads", INT, "1", "Kafka's log cleaner threads."),
+    _ignored(
+        "log.cleaner.delete.retention.ms",
+        LONG,
+        "86400000",
+        "Kafka's tombstone retention in compacted topics.",
+    ),
+    _ignored("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Kafka's compaction trigger."),
+    _ignored(
+        "log.cleaner.min.compaction.lag.ms", LONG, "0", "Kafka's least age before compaction."
+    ),
+    _ignored(
+        "log.cleaner.max.compaction.lag.ms", LONG, _MAX, "Kafka's most age before compaction."
+    ),
+    _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
+    _ignored("transaction.state.log.replication.factor", INT, "3", "Kafka's transaction log RF."),
+    _ignored("transaction.state.log.min.isr", INT, "2", "Kafka's transaction log min ISR."),
+    _ignored("transaction.state.log.num.partitions", INT, "50", "Kafka's transaction log size."),
+    _ignored(
+        "transaction.state.log.segment.bytes", INT, "104857600", "Kafka's transaction log segments."
+    ),
+    _ignored(
+        "share.coordinator.state.topic.replication.factor",
+        INT,
+        "3",
+        "Kafka's share-group state topic RF.",
+    ),
+    _ignored(
+        "share.coordinator.state.topic.min.isr",
+        INT,
+        "2",
+        "Kafka's share-group state topic min ISR.",
+    ),
+    _ignored(
+        "share.coordinator.state.topic.num.partitions",
+        INT,
+        "50",
+        "Kafka's share-group state topic size.",
+    ),
+    _ignored("zookeeper.connect", STRING, None, "ZooKeeper ensemble (a later strom will use it)."),
+    _ignored("zookeeper.connection.timeout.ms", INT, None, "ZooKeeper connection timeout."),
+    _ignored("zookeeper.session.timeout.ms", INT, "18000", "ZooKeeper session timeout."),
+)
+
+CONFIG_KEYS_BY_NAME = MappingProxyType({key.name: key for key in CONFIG_KEYS})
+
+
+def config_key(name: str) -> ConfigKey:
+    """The broker key `name`; ConfigError with a did-you-mean hint if there is none."""
+    try:
+        return CONFIG_KEYS_BY_NAME[name]
+    except KeyError:
+        raise unknown_key(name, tuple(CONFIG_KEYS_BY_NAME)) from None
