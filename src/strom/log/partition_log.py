@@ -1,0 +1,589 @@
+"""The log of one partition: a directory of segments, appended to and read by offset.
+
+Pure apart from plain file I/O: no clock (``now_ms`` comes in), no threads, no locks -
+one owner task calls it. Durability is split so the owner can group-commit in a worker
+thread: ``flush_plan`` hands out duplicated descriptors to fsync, ``mark_flushed``
+records the result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from bisect import bisect_right
+from collections.abc import Sequence
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from strom.log.config import LogConfig
+from strom.log.durability import DurabilityTracker
+from strom.log.files import (
+    CLEAN_SHUTDOWN_FILE,
+    list_directory,
+    read_recovery_point,
+    write_file_atomically,
+    write_recovery_point,
+)
+from strom.log.producer_state import ProducerEntry, ProducerStateManager
+from strom.log.recovery import (
+    RecoveryReport,
+    RecoveryReportBuilder,
+    load_segments,
+    sync_directory,
+)
+from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadResult, SegmentInfo
+from strom.log.segment import BatchInfo, Segment
+from strom.log.snapshots import (
+    load_newest_snapshot,
+    prune_snapshots,
+    remove_snapshots_after,
+    write_snapshot,
+)
+from strom.protocol.records import (
+    BatchHeader,
+    RecordsError,
+    TimestampType,
+    decode_batch,
+    stamp_batch,
+)
+
+# The result types are re-exported: callers import them from here or from strom.log.
+__all__ = [
+    "AppendResult",
+    "FlushPlan",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "ReadResult",
+    "SegmentInfo",
+]
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class PartitionLog:
+    """Segments, indexes and producer state of one partition directory."""
+
+    # Transitions: open() -> (append | read | roll | flush_plan/mark_flushed |
+    #   truncate_to | delete_old_segments)* -> closed, by close(clean) or delete().
+    # A closed log refuses every call. The active segment is always the last one.
+    __slots__ = (
+        "_bases",
+        "_closed",
+        "_config",
+        "_durability",
+        "_producers",
+        "_report",
+        "_segments",
+        "directory",
+    )
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment]) -> None:
+        """Use ``PartitionLog.open``."""
+        self.directory = directory
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._producers = ProducerStateManager()
+        self._closed = False
+        self._durability = DurabilityTracker(
+            directory,
+            log_end_offset=segments[-1].next_offset,
+            active_base=segments[-1].base_offset,
+        )
+        self._report: RecoveryReport | None = None
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls, directory: Path, config: LogConfig, *, now_ms: int, create: bool = True
+    ) -> PartitionLog:
+        """Open (and, unless ``create`` is False, create) a partition directory,
+        repairing whatever an unclean shutdown left; see ``recovery_report``."""
+        directory = Path(directory)
+        if create:
+            directory.mkdir(parents=True, exist_ok=True)
+        elif not directory.is_dir():
+            raise FileNotFoundError(f"no partition directory {directory}")
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+            sync_directory(directory)
+        stored_point = read_recovery_point(directory)
+        report = RecoveryReportBuilder(str(directory), clean, stored_point)
+        listing = list_directory(directory)
+        report.removed_files.extend(listing.removed)
+        segments = load_segments(
+            directory, config, listing.logs, clean, stored_point, now_ms, report
+        )
+        log = cls(directory, config, segments)
+        try:
+            active = segments[-1]
+            first = active.read_header(0) if not active.is_empty else None
+            if first is not None:
+                stamp = first.max_timestamp
+                active.rolling_base_ms = min(stamp, now_ms) if stamp >= 0 else now_ms
+            if report.deleted_segments or report.removed_files:
+                sync_directory(directory)
+            if stored_point != active.base_offset:
+                write_recovery_point(directory, active.base_offset)
+            log._load_producer_state(report)
+        except BaseException:
+            log.close(clean=False)
+            raise
+        log._report = report.build(log.log_start_offset, log.log_end_offset)
+        return log
+
+    def _load_producer_state(self, report: RecoveryReportBuilder | None) -> None:
+        """Newest snapshot at or below the log end, then the batch headers after it."""
+        end = self.log_end_offset
+        removed = remove_snapshots_after(self.directory, end)
+        self._producers.clear()
+        loaded, unreadable = load_newest_snapshot(self.directory, self._producers, end)
+        replay_from = (
+            self.log_start_offset if loaded is None else max(loaded, self.log_start_offset)
+        )
+        replayed = self._replay_producers(replay_from)
+        if report is not None:
+            report.removed_files.extend(removed + unreadable)
+            report.producer_snapshot_offset = -1 if loaded is None else loaded
+            report.producer_batches_replayed = replayed
+
+    def _replay_producers(self, offset: int) -> int:
+        """Rebuild producer state from the batch headers at and after ``offset``."""
+        replayed = 0
+        if offset >= self.log_end_offset:
+            return 0
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        found = self._segments[i].find_batch(offset)
+        position = found[0] if found is not None else self._segments[i].size_bytes
+        for segment in self._segments[i:]:
+            for _, header in segment.headers(position):
+                if header.producer_id >= 0:
+                    self._producers.replay(header)
+                    replayed += 1
+            position = 0
+        return replayed
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply changed topic configs (they take effect from the next append)."""
+        self._config = config
+        for segment in self._segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def recovery_report(self) -> RecoveryReport:
+        assert self._report is not None
+        return self._report
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[SegmentInfo, ...]:
+        last = len(self._segments) - 1
+        return tuple(
+            SegmentInfo(
+                s.base_offset,
+                s.next_offset,
+                s.size_bytes,
+                s.max_timestamp,
+                s.offset_of_max_timestamp,
+                i == last,
+            )
+            for i, s in enumerate(self._segments)
+        )
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this one is fsynced."""
+        return self._durability.flushed_offset
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._durability.unflushed_messages
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def producer_state_for(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"partition log {self.directory} is closed")
+
+    # ------------------------------------------------------------------ append
+
+    def append(
+        self,
+        batches: Sequence[tuple[memoryview, BatchHeader]],
+        *,
+        now_ms: int,
+        leader_epoch: int,
+        producer_check: bool = True,
+        assign_offsets: bool = True,
+    ) -> AppendResult:
+        """Append batches checked by ``records.validate_batches``, with one ``writev``.
+
+        Offsets are assigned from the log end offset (``assign_offsets=False`` keeps the
+        batches as they are - a follower copying its leader - and requires their offsets
+        to continue the log). Idempotent producer checks (``producer_check``) run for all
+        batches before anything is written; a RecordsError leaves the log unchanged
+        (RECORD_LIST_TOO_LARGE when the append alone exceeds segment.bytes).
+        """
+        self._check_open()
+        if not batches:
+            raise ValueError("nothing to append")
+        headers = [header for _, header in batches]
+        log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        if producer_check:
+            duplicate = self._producers.check(headers)
+            if duplicate is not None:
+                return AppendResult(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp if log_append else -1,
+                    self.log_start_offset,
+                    duplicate=True,
+                )
+        first_offset = self.log_end_offset
+        total_bytes = 0
+        next_offset = first_offset
+        for header in headers:
+            if not assign_offsets and header.base_offset != next_offset:
+                raise ValueError(
+                    f"batch at offset {header.base_offset} does not continue the log at "
+                    f"{next_offset}"
+                )
+            total_bytes += header.batch_length + 12
+            next_offset += header.last_offset_delta + 1
+        if total_bytes > self._config.segment_bytes:
+            raise RecordsError(
+                ErrorCode.record_list_too_large,
+                f"{total_bytes} bytes in one append exceed segment.bytes "
+                f"{self._config.segment_bytes}",
+            )
+        self._maybe_roll(total_bytes, next_offset - 1, now_ms)
+        log_append = log_append and assign_offsets
+        append_time = now_ms if log_append else None
+        pieces: list[bytes | memoryview] = []
+        infos: list[BatchInfo] = []
+        position = 0
+        base = first_offset
+        for view, header in batches:
+            if assign_offsets:
+                pieces += stamp_batch(
+                    view,
+                    header,
+                    base_offset=base,
+                    leader_epoch=leader_epoch,
+                    log_append_time_ms=append_time,
+                )
+            else:
+                pieces.append(view)
+            size = header.batch_length + 12
+            infos.append((position, base, now_ms if log_append else header.max_timestamp, size))
+            position += size
+            base += header.last_offset_delta + 1
+        active = self._segments[-1]
+        active.append(pieces, infos, next_offset=next_offset, now_ms=now_ms)
+        messages = 0
+        for (_, batch_base, max_timestamp, _), header in zip(infos, headers, strict=True):
+            messages += header.records_count
+            if header.producer_id >= 0:
+                self._producers.update(header, batch_base, max_timestamp)
+        self._durability.on_append(active.base_offset, messages, now_ms)
+        return AppendResult(
+            first_offset, next_offset - 1, now_ms if log_append else -1, self.log_start_offset
+        )
+
+    def _maybe_roll(self, incoming_bytes: int, last_offset: int, now_ms: int) -> None:
+        active = self._segments[-1]
+        if active.is_empty:
+            return
+        config = self._config
+        if (
+            active.size_bytes + incoming_bytes > config.segment_bytes
+            or (
+                active.rolling_base_ms is not None
+                and now_ms - active.rolling_base_ms > config.segment_ms
+            )
+            or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+        ):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int) -> int:
+        """Start a new active segment at the log end (no-op if the active one is empty).
+
+        Writes a producer state snapshot at the roll offset. Returns the active base.
+        """
+        self._check_open()
+        old = self._segments[-1]
+        if old.is_empty:
+            return old.base_offset
+        old.seal()
+        base = old.next_offset
+        segment = Segment.create(
+            self.directory,
+            base,
+            index_interval_bytes=self._config.index_interval_bytes,
+            now_ms=now_ms,
+        )
+        self._segments.append(segment)
+        self._bases.append(base)
+        self._durability.on_roll(old.base_offset, base)
+        write_snapshot(
+            self.directory,
+            self._producers,
+            base,
+            sync=False,
+            log_start_offset=self.log_start_offset,
+        )
+        return base
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Whole batches from the one containing ``fetch_offset``, within one segment.
+
+        At most ``max_bytes`` (but one batch at least if ``min_one_batch``); none whose
+        base offset is ``max_offset`` or more. Raises OffsetOutOfRange outside
+        ``[log_start_offset, log_end_offset]``. Decodes nothing.
+        """
+        self._check_open()
+        start, end = self.log_start_offset, self.log_end_offset
+        if fetch_offset < start or fetch_offset > end:
+            raise OffsetOutOfRange(fetch_offset, start, end)
+        limit = end if max_offset is None else min(max_offset, end)
+        if fetch_offset < limit:
+            i = bisect_right(self._bases, fetch_offset) - 1
+            for segment in self._segments[i:]:
+                result = segment.read(
+                    fetch_offset, max_bytes, limit=limit, min_one_batch=min_one_batch
+                )
+                if result is not None:
+                    return result
+        active = self._segments[-1]
+        return ReadResult(active.fd, active.size_bytes, 0, fetch_offset, fetch_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped ``timestamp_ms`` or later."""
+        self._check_open()
+        start = self.log_start_offset
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            position = 0
+            scan_from = segment.time_index.lookup(timestamp_ms)
+            if scan_from is not None:
+                found = segment.find_batch(scan_from)
+                position = found[0] if found is not None else 0
+            for pos, header in segment.headers(position):
+                if header.max_timestamp < timestamp_ms:
+                    continue
+                _, records = decode_batch(segment.read_batch(pos, header.size_bytes))
+                for record in records:
+                    if record.timestamp >= timestamp_ms and record.offset >= start:
+                        return record.offset, record.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the record with the largest timestamp; (-1, -1) if none."""
+        self._check_open()
+        best: Segment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None:
+            return -1, -1
+        found = best.find_batch(best.offset_of_max_timestamp)
+        if found is None:
+            return best.max_timestamp, best.offset_of_max_timestamp
+        position, header = found
+        _, records = decode_batch(best.read_batch(position, header.size_bytes))
+        for record in records:
+            if record.timestamp == best.max_timestamp:
+                return record.timestamp, record.offset
+        return best.max_timestamp, header.last_offset
+
+    # ------------------------------------------------------------------ flush
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """True when flush.messages or flush.ms say so, or a rolled segment awaits fsync."""
+        return self._durability.needs_flush(now_ms, self._config)
+
+    def flush_plan(self) -> FlushPlan:
+        """Duplicated descriptors to fsync (in a worker thread); then ``mark_flushed``.
+
+        Keep at most one plan in flight. The caller owns and must close every fd.
+        """
+        self._check_open()
+        by_base = {s.base_offset: s for s in self._segments}
+        return self._durability.make_plan(by_base, self.log_end_offset)
+
+    def mark_flushed(self, plan: FlushPlan) -> None:
+        """Record that every fd of ``plan`` was fsynced."""
+        if not self._closed:
+            self._durability.on_flushed(
+                plan,
+                log_end_offset=self.log_end_offset,
+                active_base=self._segments[-1].base_offset,
+            )
+
+    def flush(self) -> None:
+        """Synchronous flush of everything written so far (tests, shutdown)."""
+        plan = self.flush_plan()
+        try:
+            for fd in plan.fds:
+                os.fsync(fd)
+        finally:
+            for fd in plan.fds:
+                os.close(fd)
+        self.mark_flushed(plan)
+
+    # ------------------------------------------------------------------ retention
+
+    def delete_old_segments(self, now_ms: int) -> list[int]:
+        """Retention: drop whole old segments by time, then by size; never the active one.
+
+        Returns the base offsets deleted. ReadResults from before become invalid.
+        """
+        self._check_open()
+        deleted: list[int] = []
+        config = self._config
+        if config.retention_ms >= 0:
+            while (
+                len(self._segments) > 1
+                and now_ms - self._segments[0].largest_timestamp > config.retention_ms
+            ):
+                deleted.append(self._delete_first_segment())
+        if config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+            while len(self._segments) > 1 and excess - self._segments[0].size_bytes >= 0:
+                excess -= self._segments[0].size_bytes
+                deleted.append(self._delete_first_segment())
+        if deleted:
+            prune_snapshots(self.directory, self.log_start_offset)
+            self._durability.advance_recovery_point(self._segments[-1].base_offset)
+        return deleted
+
+    def _delete_first_segment(self) -> int:
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        base = segment.base_offset
+        segment.delete()
+        self._durability.on_segment_removed(base)
+        return base
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch at or after ``offset``; returns the new log end offset.
+
+        A batch containing ``offset`` is dropped whole, so the new end can be lower than
+        ``offset``. Truncating below the log start empties the log and restarts it at
+        ``offset``. Producer state is rebuilt; ReadResults from before become invalid.
+        """
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return self.log_end_offset
+        if offset < self.log_start_offset:
+            self._restart_at(offset)
+        else:
+            i = bisect_right(self._bases, offset) - 1
+            while len(self._segments) > i + 1:
+                self._delete_last_segment()
+            segment = self._segments[i]
+            found = segment.find_batch(offset)
+            if found is not None:
+                position, header = found
+                segment.truncate_to(position, header.base_offset)
+            segment.rolling_base_ms = None if segment.is_empty else segment.rolling_base_ms
+        sync_directory(self.directory)
+        end = self.log_end_offset
+        self._durability.on_truncated(self._segments[-1].base_offset, end)
+        self._load_producer_state(None)
+        return end
+
+    def _delete_last_segment(self) -> None:
+        segment = self._segments.pop()
+        self._bases.pop()
+        base = segment.base_offset
+        segment.delete()
+        self._durability.on_segment_removed(base)
+
+    def _restart_at(self, offset: int) -> None:
+        while self._segments:
+            self._delete_last_segment()
+        segment = Segment.create(
+            self.directory,
+            offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            now_ms=0,
+        )
+        segment.next_offset = offset
+        self._segments.append(segment)
+        self._bases.append(offset)
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, clean: bool = True) -> None:
+        """Close the log. ``clean`` fsyncs everything, snapshots the producer state and
+        leaves the marker that lets the next open skip recovery."""
+        if self._closed:
+            return
+        try:
+            if clean:
+                active = self._segments[-1]
+                active.seal()
+                dirty = self._durability.dirty_segments()
+                for segment in self._segments:
+                    if segment.base_offset in dirty:
+                        segment.sync()
+                write_snapshot(
+                    self.directory,
+                    self._producers,
+                    self.log_end_offset,
+                    sync=True,
+                    log_start_offset=self.log_start_offset,
+                )
+                self._durability.on_clean_close(active.base_offset, self.log_end_offset)
+                write_file_atomically(self.directory / CLEAN_SHUTDOWN_FILE, b"", sync=True)
+                sync_directory(self.directory)
+        finally:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+    def delete(self) -> None:
+        """Close the log and remove its directory (topic deletion)."""
+        self.close(clean=False)
+        shutil.rmtree(self.directory, ignore_errors=True)

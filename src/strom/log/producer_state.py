@@ -1,0 +1,229 @@
+"""Idempotent producer state of one partition: epochs, sequences, the last five batches.
+
+Kafka's rules, checked for every batch of an append before anything is written:
+
+* a batch equal (epoch, first and last sequence) to one of the producer's last five
+  batches is a duplicate: nothing is written and the original offsets are returned;
+* an epoch below the producer's current epoch is fenced (INVALID_PRODUCER_EPOCH);
+* a new, higher epoch must start at sequence 0, the same epoch must continue at last
+  sequence + 1 (wrapping to 0 after 2**31 - 1), else OUT_OF_ORDER_SEQUENCE_NUMBER;
+* a producer id never seen must start at sequence 0, else UNKNOWN_PRODUCER_ID.
+
+Snapshots (``<20-digit offset>.snapshot``) hold the state as of that offset:
+``b"SPS1"``, offset i64, producer count u32, then per producer: id i64, epoch i16,
+last timestamp i64, batch count u8 and per batch first/last sequence i32, first/last
+offset i64, timestamp i64; a CRC32C (u32) of everything before it closes the file.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import crc32c
+from kio.schema.errors import ErrorCode
+
+from strom.protocol.records import BatchHeader, RecordsError
+
+__all__ = [
+    "BatchMetadata",
+    "ProducerEntry",
+    "ProducerStateManager",
+    "SnapshotError",
+]
+
+CACHED_BATCHES = 5
+_SEQUENCE_MODULUS = 2**31
+
+_MAGIC = b"SPS1"
+_FILE_HEADER = struct.Struct(">4sqI")
+_PRODUCER = struct.Struct(">qhqB")
+_BATCH = struct.Struct(">iiqqq")
+_CRC = struct.Struct(">I")
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that cannot be trusted."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """One producer id's state."""
+
+    # Transitions: created by its first batch -> (same-epoch batch | new epoch)*.
+    # A new epoch clears the cached batches.
+    producer_id: int
+    epoch: int
+    last_timestamp: int = -1
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.epoch:
+            return None
+        first, last = header.base_sequence, header.last_sequence
+        for batch in self.batches:
+            if batch.first_seq == first and batch.last_seq == last:
+                return batch
+        return None
+
+
+class ProducerStateManager:
+    """All producers of one partition."""
+
+    # Transitions: empty -> (check + update | replay | load | clear)*.
+    __slots__ = ("_producers",)
+
+    def __init__(self) -> None:
+        self._producers: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def get(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def clear(self) -> None:
+        self._producers.clear()
+
+    def check(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+        """Check a whole append; returns the original batch if it is a duplicate.
+
+        Raises RecordsError with the Kafka error code when a batch is refused. Batches of
+        the same producer within one append are checked against each other too.
+        """
+        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
+        for header in headers:
+            producer_id = header.producer_id
+            if producer_id < 0 or header.base_sequence < 0:
+                continue
+            epoch = header.producer_epoch
+            first_seq = header.base_sequence
+            if producer_id in pending:
+                current_epoch, last_seq = pending[producer_id]
+            else:
+                entry = self._producers.get(producer_id)
+                if entry is None:
+                    if first_seq != 0:
+                        raise RecordsError(
+                            ErrorCode.unknown_producer_id,
+                            f"producer {producer_id} is unknown and starts at sequence "
+                            f"{first_seq}, not 0",
+                        )
+                    pending[producer_id] = (epoch, header.last_sequence)
+                    continue
+                duplicate = entry.find_duplicate(header)
+                if duplicate is not None:
+                    return duplicate
+                current_epoch, last_seq = entry.epoch, entry.last_seq
+            if epoch < current_epoch:
+                raise RecordsError(
+                    ErrorCode.invalid_producer_epoch,
+                    f"producer {producer_id} epoch {epoch} is older than {current_epoch}",
+                )
+            if epoch > current_epoch:
+                if first_seq != 0:
+                    raise RecordsError(
+                        ErrorCode.out_of_order_sequence_number,
+                        f"producer {producer_id} new epoch {epoch} starts at sequence "
+                        f"{first_seq}, not 0",
+                    )
+            elif first_seq != (last_seq + 1) % _SEQUENCE_MODULUS:
+                raise RecordsError(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"producer {producer_id} epoch {epoch}: expected sequence "
+                    f"{(last_seq + 1) % _SEQUENCE_MODULUS}, got {first_seq}",
+                )
+            pending[producer_id] = (epoch, header.last_sequence)
+        return None
+
+    def update(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
+        """Record an appended batch (after ``check``, or unchecked when replaying)."""
+        producer_id = header.producer_id
+        if producer_id < 0:
+            return
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, header.producer_epoch)
+            self._producers[producer_id] = entry
+        elif header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = timestamp
+        if header.base_sequence >= 0:
+            entry.batches.append(
+                BatchMetadata(
+                    header.base_sequence,
+                    header.last_sequence,
+                    first_offset,
+                    first_offset + header.last_offset_delta,
+                    timestamp,
+                )
+            )
+
+    def replay(self, header: BatchHeader) -> None:
+        """Rebuild from a stored batch header (its own offsets and timestamp)."""
+        self.update(header, header.base_offset, header.max_timestamp)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def to_snapshot(self, offset: int) -> bytes:
+        out = bytearray(_FILE_HEADER.pack(_MAGIC, offset, len(self._producers)))
+        for entry in self._producers.values():
+            out += _PRODUCER.pack(
+                entry.producer_id, entry.epoch, entry.last_timestamp, len(entry.batches)
+            )
+            for b in entry.batches:
+                out += _BATCH.pack(
+                    b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp
+                )
+        out += _CRC.pack(crc32c.crc32c(out))
+        return bytes(out)
+
+    def load_snapshot(self, data: bytes) -> int:
+        """Replace the state with a snapshot's; returns its offset. Raises SnapshotError."""
+        producers, offset = _parse_snapshot(data)
+        self._producers = {entry.producer_id: entry for entry in producers}
+        return offset
+
+
+def _parse_snapshot(data: bytes) -> tuple[Sequence[ProducerEntry], int]:
+    if len(data) < _FILE_HEADER.size + _CRC.size:
+        raise SnapshotError("snapshot too short")
+    body = memoryview(data)[: -_CRC.size]
+    (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+    if crc32c.crc32c(body) != crc:
+        raise SnapshotError("snapshot CRC mismatch")
+    magic, offset, count = _FILE_HEADER.unpack_from(body, 0)
+    if magic != _MAGIC:
+        raise SnapshotError(f"unknown snapshot format {magic!r}")
+    pos = _FILE_HEADER.size
+    entries: list[ProducerEntry] = []
+    try:
+        for _ in range(count):
+            producer_id, epoch, last_timestamp, n = _PRODUCER.unpack_from(body, pos)
+            pos += _PRODUCER.size
+            entry = ProducerEntry(producer_id, epoch, last_timestamp)
+            for _ in range(n):
+                entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            entries.append(entry)
+    except struct.error as exc:
+        raise SnapshotError("snapshot ends early") from exc
+    if pos != len(body):
+        raise SnapshotError("trailing bytes in snapshot")
+    return entries, offset

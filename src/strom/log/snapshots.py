@@ -1,0 +1,84 @@
+"""Producer state snapshot files: ``<20-digit offset>.snapshot`` in the partition directory.
+
+A snapshot at offset N holds the producer state after every batch below N. One is
+written at each segment roll and at a clean close; the newest two are kept (minus those
+below the log start, except the very newest).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from strom.log.files import SNAPSHOT_SUFFIX, snapshot_path, write_file_atomically
+from strom.log.producer_state import ProducerStateManager, SnapshotError
+
+__all__ = ["load_newest_snapshot", "prune_snapshots", "snapshot_offsets", "write_snapshot"]
+
+KEPT_SNAPSHOTS = 2
+
+
+def snapshot_offsets(directory: Path) -> list[int]:
+    offsets = []
+    for name in os.listdir(directory):
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
+            offsets.append(int(stem))
+    return sorted(offsets)
+
+
+def write_snapshot(
+    directory: Path,
+    producers: ProducerStateManager,
+    offset: int,
+    *,
+    sync: bool,
+    log_start_offset: int,
+) -> None:
+    write_file_atomically(
+        snapshot_path(directory, offset), producers.to_snapshot(offset), sync=sync
+    )
+    prune_snapshots(directory, log_start_offset)
+
+
+def prune_snapshots(directory: Path, log_start_offset: int) -> None:
+    offsets = snapshot_offsets(directory)
+    for i, offset in enumerate(offsets):
+        if i == len(offsets) - 1:
+            break
+        if i < len(offsets) - KEPT_SNAPSHOTS or offset < log_start_offset:
+            snapshot_path(directory, offset).unlink(missing_ok=True)
+
+
+def remove_snapshots_after(directory: Path, offset: int) -> list[str]:
+    """Delete snapshots above ``offset`` (the log end after a truncation or recovery)."""
+    removed = []
+    for snapshot in snapshot_offsets(directory):
+        if snapshot > offset:
+            path = snapshot_path(directory, snapshot)
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+    return removed
+
+
+def load_newest_snapshot(
+    directory: Path, producers: ProducerStateManager, up_to_offset: int
+) -> tuple[int | None, list[str]]:
+    """Load the newest readable snapshot at or below ``up_to_offset`` into ``producers``.
+
+    Unreadable snapshots are deleted. Returns (its offset or None, names removed).
+    """
+    removed: list[str] = []
+    for offset in reversed(snapshot_offsets(directory)):
+        if offset > up_to_offset:
+            continue
+        path = snapshot_path(directory, offset)
+        try:
+            if producers.load_snapshot(path.read_bytes()) == offset:
+                return offset, removed
+        except (OSError, SnapshotError):
+            pass
+        producers.clear()
+        path.unlink(missing_ok=True)
+        removed.append(path.name)
+    return None, removed
