@@ -1,5 +1,6 @@
 """The request decoder: every advertised version round-trips, and no input crashes it."""
 
+import contextlib
 import struct
 
 import pytest
@@ -48,10 +49,10 @@ def test_unknown_api_and_version() -> None:
     assert info.value.correlation_id == 5
 
 
-def test_trailing_bytes_and_truncation_are_refused() -> None:
+def test_trailing_bytes_are_ignored_and_truncation_refused() -> None:
     frame = metadata_frame()
-    with pytest.raises(RequestError, match="trailing"):
-        decode_request(frame + b"\0")
+    # librdkafka sends null-topic Metadata requests with 3 stray bytes; Kafka ignores them.
+    assert decode_request(frame + b"\x01\0\0").body.topics[0].name == "t"
     for cut in range(len(frame)):
         with pytest.raises(RequestError):
             decode_request(frame[:cut])
@@ -79,10 +80,8 @@ def test_build_fills_version_specific_fields() -> None:
 )
 def test_fuzz_decoder_raises_only_request_errors(key: ApiKey, version: int, payload: bytes) -> None:
     frame = struct.pack(">hhi", int(key), version, 7) + payload
-    try:
+    with contextlib.suppress(RequestError):
         decode_request(frame)
-    except RequestError:
-        pass
 
 
 @settings(max_examples=300, deadline=None)
@@ -92,7 +91,5 @@ def test_fuzz_mutated_valid_requests(data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(1, 4))):
         position = data.draw(st.integers(0, len(frame) - 1))
         frame[position] = data.draw(st.integers(0, 255))
-    try:
+    with contextlib.suppress(RequestError):
         decode_request(bytes(frame))
-    except RequestError:
-        pass

@@ -1,0 +1,181 @@
+"""One client connection: frames in, responses out, in request order.
+
+Requests are read as they come and each is handled in a task of its own, so a client
+that pipelines (librdkafka does) keeps the broker busy while earlier requests wait for
+their fsync; responses still leave in the order the requests arrived, as the protocol
+requires. Handlers run their synchronous part (e.g. the append of a produce) in arrival
+order, because tasks start in the order they are created.
+
+Malformed input never reaches a handler: a bad size prefix or an undecodable request
+closes this connection only, without allocating what the request claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.protocol.apis import SUPPORTED_APIS, ApiKey
+from strom.protocol.codec import (
+    Request,
+    RequestError,
+    UnsupportedVersion,
+    build_response,
+    decode_request,
+    encode_response,
+)
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Awaitable[Any | None]]
+
+_MAX_IN_FLIGHT = 64
+_SIZE = struct.Struct(">i")
+
+
+def api_versions_body(api_version: int, error: ErrorCode = ErrorCode.none) -> Any:
+    return build_response(
+        ApiKey.API_VERSIONS,
+        api_version,
+        {
+            "error_code": error,
+            "api_keys": [
+                {"api_key": int(key), "min_version": r.min_version, "max_version": r.max_version}
+                for key, r in sorted(SUPPORTED_APIS.items())
+            ],
+            "throttle_time": 0,
+        },
+    )
+
+
+class Connection:
+    """Reading -> (draining: no new requests, in-flight ones answered) -> closed."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        dispatch: Callable[[Request], Awaitable[Any | None]],
+        *,
+        max_request_bytes: int,
+        idle_timeout_s: float,
+        node_id: int,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._dispatch = dispatch
+        self._max_request_bytes = max_request_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._node_id = node_id
+        self._responses: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
+            _MAX_IN_FLIGHT
+        )
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._draining = False
+
+    def drain(self) -> None:
+        """Stop reading requests; the ones already read are still answered."""
+        self._draining = True
+        self._reader.feed_eof()
+
+    async def serve(self) -> None:
+        sender = asyncio.create_task(self._send_responses())
+        try:
+            await self._read_requests()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except TimeoutError:
+            log.debug("[node %d] closing idle connection from %s", self._node_id, self.peer)
+        finally:
+            await self._responses.put(None)
+            try:
+                await sender
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                self._writer.close()
+
+    async def _read_requests(self) -> None:
+        while not self._draining:
+            size_bytes = await asyncio.wait_for(
+                self._reader.readexactly(4), timeout=self._idle_timeout_s
+            )
+            (size,) = _SIZE.unpack(size_bytes)
+            if size < 8 or size > self._max_request_bytes:
+                log.warning(
+                    "[node %d] closing connection from %s: request size %d is outside "
+                    "8..%d (socket.request.max.bytes)",
+                    self._node_id,
+                    self.peer,
+                    size,
+                    self._max_request_bytes,
+                )
+                return
+            frame = await self._reader.readexactly(size)
+            task = self._start(frame)
+            if task is None:
+                return
+            await self._responses.put(task)
+
+    def _start(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
+        """The task answering `frame`, or None to close the connection."""
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            if exc.api_key == ApiKey.API_VERSIONS:
+                # Answer in v0, which every client can read, listing what we support.
+                body = api_versions_body(0, ErrorCode.unsupported_version)
+                return asyncio.create_task(_ready(encode_response(exc.correlation_id, body)))
+            log.warning("[node %d] closing connection from %s: %s", self._node_id, self.peer, exc)
+            return None
+        except RequestError as exc:
+            log.warning("[node %d] closing connection from %s: %s", self._node_id, self.peer, exc)
+            return None
+        log.debug(
+            "[node %d] %s v%d from %s (%s)",
+            self._node_id,
+            request.api_key.name,
+            request.api_version,
+            self.peer,
+            request.client_id,
+        )
+        return asyncio.create_task(self._answer(request))
+
+    async def _answer(self, request: Request) -> bytes | None:
+        body = await self._dispatch(request)
+        if body is None:
+            return None
+        return encode_response(request.correlation_id, body)
+
+    async def _send_responses(self) -> None:
+        broken = False
+        while True:
+            task = await self._responses.get()
+            if task is None:
+                return
+            try:
+                frame = await task
+            except Exception:
+                log.exception(
+                    "[node %d] bug while handling a request from %s; closing its connection",
+                    self._node_id,
+                    self.peer,
+                )
+                broken = True
+                self._draining = True
+                self._writer.close()
+                continue
+            if frame is None or broken:
+                continue
+            self._writer.write(frame)
+            await self._writer.drain()
+
+
+async def _ready(frame: bytes) -> bytes:
+    return frame

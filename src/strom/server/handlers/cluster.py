@@ -1,0 +1,170 @@
+"""ApiVersions, Metadata (with topic auto-creation) and DescribeCluster."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.metadata import controller
+from strom.metadata.image import TopicImage
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response
+from strom.server.connection import api_versions_body
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_OMITTED_OPERATIONS = -(2**31)
+
+
+async def handle_api_versions(broker: Broker, request: Request) -> Any:
+    return api_versions_body(request.api_version)
+
+
+def _brokers(broker: Broker) -> list[dict[str, Any]]:
+    return [
+        {
+            "node_id": b.broker_id,
+            "broker_id": b.broker_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "is_fenced": False,
+        }
+        for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id)
+    ]
+
+
+def _topic_entry(topic: TopicImage) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.none,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "partitions": [
+            {
+                "error_code": ErrorCode.none,
+                "partition_index": p.partition,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": p.replicas,
+                "isr_nodes": p.isr,
+                "offline_replicas": (),
+            }
+            for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
+        ],
+        "topic_authorized_operations": _OMITTED_OPERATIONS,
+    }
+
+
+def _error_entry(name: str | None, code: ErrorCode, topic_id: Any = None) -> dict[str, Any]:
+    import uuid
+
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id or uuid.UUID(int=0),
+        "is_internal": False,
+        "partitions": (),
+        "topic_authorized_operations": _OMITTED_OPERATIONS,
+    }
+
+
+async def handle_metadata(broker: Broker, request: Request) -> Any:
+    body = request.body
+    version = request.api_version
+    requested = body.topics
+    if version == 0 and not requested:
+        requested = None  # v0 asks for every topic with an empty list
+    allow_auto_create = bool(getattr(body, "allow_auto_topic_creation", True))
+    topics: list[dict[str, Any]] = []
+    if requested is None:
+        topics = [_topic_entry(t) for _, t in sorted(broker.image.topics_by_name.items())]
+    else:
+        missing = [
+            t.name
+            for t in requested
+            if t.name is not None and t.name not in broker.image.topics_by_name
+        ]
+        if missing and allow_auto_create and broker.config.auto_create_topics_enable:
+            await auto_create_topics(broker, missing)
+        image = broker.image
+        for wanted in requested:
+            topic_id = getattr(wanted, "topic_id", None)
+            if wanted.name is None and topic_id is not None and topic_id.int != 0:
+                by_id = image.topics_by_id.get(topic_id)
+                topics.append(
+                    _topic_entry(by_id)
+                    if by_id
+                    else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+                )
+                continue
+            topic = image.topics_by_name.get(wanted.name or "")
+            if topic is not None:
+                topics.append(_topic_entry(topic))
+            else:
+                reason = controller.validate_topic_name(wanted.name or "")
+                code = (
+                    ErrorCode.invalid_topic_exception
+                    if reason
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                topics.append(_error_entry(wanted.name, code))
+    return build_response(
+        ApiKey.METADATA,
+        version,
+        {
+            "throttle_time": 0,
+            "brokers": _brokers(broker),
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id,
+            "topics": topics,
+            "cluster_authorized_operations": _OMITTED_OPERATIONS,
+            "error_code": ErrorCode.none,
+        },
+    )
+
+
+async def auto_create_topics(broker: Broker, names: list[str]) -> None:
+    config = broker.config
+    async with broker.metadata_lock:
+        records, results = controller.create_topics(
+            broker.image,
+            [controller.NewTopic(name, -1, -1) for name in names],
+            defaults=controller.TopicDefaults(
+                config.num_partitions, config.default_replication_factor
+            ),
+            brokers=sorted(broker.image.brokers),
+            rng=broker.rng,
+        )
+        if records:
+            await broker.commit(records)
+    for result in results:
+        if result.error_code == ErrorCode.none:
+            log.info(
+                "[node %d] auto-created topic %s with %d partition(s)",
+                broker.node_id,
+                result.name,
+                result.num_partitions,
+            )
+
+
+async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+    return build_response(
+        ApiKey.DESCRIBE_CLUSTER,
+        request.api_version,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "endpoint_type": getattr(request.body, "endpoint_type", 1),
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id,
+            "brokers": _brokers(broker),
+            "cluster_authorized_operations": _OMITTED_OPERATIONS,
+        },
+    )

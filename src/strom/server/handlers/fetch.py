@@ -1,0 +1,214 @@
+"""Fetch (with long polling) and ListOffsets.
+
+Consumers see records only below the high watermark (see Partition.high_watermark).
+A fetch that finds fewer than `min_bytes` waits, up to `max_wait_ms`, until any of its
+partitions gets new visible records. Fetch sessions (KIP-227) are not kept: strom
+answers with session id 0, which clients treat as "send full fetch requests".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.log.partition_log import OffsetOutOfRange
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response, ms
+from strom.server.partitions import Partition
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+_LATEST = -1
+_EARLIEST = -2
+_MAX_TIMESTAMP = -3
+_EARLIEST_LOCAL = -4
+_LATEST_TIERED = -5
+
+
+class _Wanted:
+    __slots__ = ("entry", "fetch_offset", "max_bytes", "partition")
+
+    def __init__(
+        self, entry: dict[str, Any], partition: Partition | None, fetch_offset: int, max_bytes: int
+    ) -> None:
+        self.entry = entry
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+
+
+def _empty_entry(index: int) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": ErrorCode.none,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }
+
+
+async def handle_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    version = request.api_version
+    session_id = int(getattr(body, "session_id", 0))
+    if session_id != 0:
+        return build_response(
+            ApiKey.FETCH,
+            version,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.fetch_session_id_not_found,
+                "session_id": 0,
+                "responses": [],
+            },
+        )
+    wanted: list[_Wanted] = []
+    responses: list[dict[str, Any]] = []
+    for fetch_topic in body.topics:
+        topic_id: uuid.UUID | None = getattr(fetch_topic, "topic_id", None)
+        name: str | None = getattr(fetch_topic, "topic", None)
+        if version >= 13 and topic_id is not None:
+            topic_image = broker.image.topics_by_id.get(topic_id)
+            name = topic_image.name if topic_image is not None else None
+        entries: list[dict[str, Any]] = []
+        responses.append({"topic": name or "", "topic_id": topic_id, "partitions": entries})
+        for fetch_partition in fetch_topic.partitions:
+            entry = _empty_entry(fetch_partition.partition)
+            entries.append(entry)
+            partition = (
+                broker.partitions.get(name, fetch_partition.partition) if name is not None else None
+            )
+            if partition is None:
+                entry["error_code"] = (
+                    ErrorCode.unknown_topic_id
+                    if version >= 13 and name is None
+                    else ErrorCode.unknown_topic_or_partition
+                )
+            wanted.append(
+                _Wanted(
+                    entry,
+                    partition,
+                    int(fetch_partition.fetch_offset),
+                    int(fetch_partition.partition_max_bytes),
+                )
+            )
+    max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
+    min_bytes = int(body.min_bytes)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ms(body.max_wait) / 1000
+    while True:
+        total, errors = _collect(wanted, max_bytes)
+        remaining = deadline - loop.time()
+        if total >= min_bytes or errors or remaining <= 0 or broker.stopping:
+            break
+        await _wait_for_data(wanted, remaining)
+    return build_response(
+        ApiKey.FETCH,
+        version,
+        {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses},
+    )
+
+
+def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
+    total = 0
+    errors = False
+    for item in wanted:
+        partition = item.partition
+        entry = item.entry
+        if partition is None:
+            errors = True
+            continue
+        high_watermark = partition.high_watermark
+        entry["high_watermark"] = high_watermark
+        entry["last_stable_offset"] = high_watermark
+        entry["log_start_offset"] = partition.log.log_start_offset
+        entry["records"] = b""
+        if item.fetch_offset == high_watermark:
+            continue
+        budget = min(item.max_bytes, max_bytes - total)
+        if budget <= 0 and total > 0:
+            continue
+        try:
+            if (
+                item.fetch_offset > high_watermark
+                and item.fetch_offset <= partition.log.log_end_offset
+            ):
+                continue  # written but not yet visible
+            result = partition.log.read(
+                item.fetch_offset,
+                max(budget, 0),
+                max_offset=high_watermark,
+                min_one_batch=total == 0,
+            )
+        except OffsetOutOfRange:
+            entry["error_code"] = ErrorCode.offset_out_of_range
+            errors = True
+            continue
+        if result.size_bytes:
+            entry["records"] = result.read_bytes()
+            total += result.size_bytes
+    return total, errors
+
+
+async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    partitions = {id(w.partition): w.partition for w in wanted if w.partition is not None}
+    for partition in partitions.values():
+        partition.waiters.add(waiter)
+    try:
+        await asyncio.wait_for(waiter, timeout_s)
+    except TimeoutError:
+        pass
+    finally:
+        for partition in partitions.values():
+            partition.waiters.discard(waiter)
+
+
+async def handle_list_offsets(broker: Broker, request: Request) -> Any:
+    topics: list[dict[str, Any]] = []
+    for list_topic in request.body.topics:
+        entries: list[dict[str, Any]] = []
+        topics.append({"name": list_topic.name, "partitions": entries})
+        for list_partition in list_topic.partitions:
+            entry: dict[str, Any] = {
+                "partition_index": list_partition.partition_index,
+                "error_code": ErrorCode.none,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            entries.append(entry)
+            partition = broker.partitions.get(list_topic.name, list_partition.partition_index)
+            if partition is None:
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                continue
+            timestamp = int(list_partition.timestamp)
+            high_watermark = partition.high_watermark
+            entry["leader_epoch"] = 0
+            if timestamp == _LATEST:
+                entry["offset"] = high_watermark
+            elif timestamp in (_EARLIEST, _EARLIEST_LOCAL):
+                entry["offset"] = partition.log.log_start_offset
+            elif timestamp == _MAX_TIMESTAMP:
+                found_ts, found_offset = partition.log.max_timestamp()
+                if 0 <= found_offset < high_watermark:
+                    entry["timestamp"], entry["offset"] = found_ts, found_offset
+            elif timestamp == _LATEST_TIERED:
+                entry["offset"] = -1
+            elif timestamp >= 0:
+                found = partition.log.offset_for_timestamp(timestamp)
+                if found is not None and found[0] < high_watermark:
+                    entry["offset"], entry["timestamp"] = found
+            else:
+                entry["error_code"] = ErrorCode.invalid_request
+    return build_response(
+        ApiKey.LIST_OFFSETS, request.api_version, {"throttle_time": 0, "topics": topics}
+    )

@@ -1,0 +1,197 @@
+"""The partitions this broker holds: their logs, high watermarks and waiting fetches.
+
+The manager follows the metadata image: `sync(image)` opens a log for every partition
+this node is a replica of and deletes the logs of partitions that are gone. It is owned
+by the broker's event loop; nothing here blocks except the file operations of the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strom.config import BrokerConfig, effective_topic_config
+from strom.log.config import LogConfig
+from strom.log.partition_log import PartitionLog
+from strom.log.recovery import log_recovery
+from strom.metadata.image import MetadataImage
+from strom.metadata.stores.local import METADATA_LOG_DIR
+from strom.protocol.records import TimestampType
+
+log = logging.getLogger(__name__)
+
+_PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def log_config_for(config: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+    values = {
+        key: value for key, (value, _source) in effective_topic_config(config, overrides).items()
+    }
+    timestamp_type = (
+        TimestampType.LOG_APPEND_TIME
+        if values["message.timestamp.type"] == "LogAppendTime"
+        else TimestampType.CREATE_TIME
+    )
+    return LogConfig(
+        segment_bytes=int(values["segment.bytes"]),
+        segment_ms=int(values["segment.ms"]),
+        retention_ms=int(values["retention.ms"]),
+        retention_bytes=int(values["retention.bytes"]),
+        index_interval_bytes=int(values["index.interval.bytes"]),
+        max_message_bytes=int(values["max.message.bytes"]),
+        message_timestamp_type=timestamp_type,
+        flush_messages=int(values["flush.messages"]),
+        flush_ms=int(values["flush.ms"]),
+        cleanup_policy=values["cleanup.policy"],
+    )
+
+
+@dataclass(slots=True, eq=False)
+class Partition:
+    """One partition replica on this broker.
+
+    With `flush.messages=1` (the default) records become visible to consumers, and the
+    high watermark passes them, only once they are fsynced: nothing a consumer read can
+    be lost by a crash. Otherwise the high watermark is the log end.
+    """
+
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+    log: PartitionLog
+    config: LogConfig
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+
+    @property
+    def fsync_before_ack(self) -> bool:
+        return self.config.flush_messages <= 1
+
+    @property
+    def high_watermark(self) -> int:
+        if self.fsync_before_ack:
+            return min(self.log.flushed_offset, self.log.log_end_offset)
+        return self.log.log_end_offset
+
+    def wake_fetchers(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+
+class PartitionManager:
+    """Follows the image: sync(image) -> open/close/delete logs; get(topic, p) -> Partition."""
+
+    def __init__(self, config: BrokerConfig, *, now_ms: int) -> None:
+        self._config = config
+        self._log_dir = config.log_dir
+        self._by_name: dict[tuple[str, int], Partition] = {}
+        self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
+        self._topic_configs: dict[str, Mapping[str, str]] = {}
+        self._now_ms = now_ms
+
+    def __iter__(self) -> Iterator[Partition]:
+        return iter(list(self._by_name.values()))
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self._by_name.get((topic, partition))
+
+    def get_by_id(self, topic_id: uuid.UUID, partition: int) -> Partition | None:
+        return self._by_id.get((topic_id, partition))
+
+    def sync(self, image: MetadataImage, *, now_ms: int) -> None:
+        wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
+        for topic in image.topics_by_name.values():
+            overrides = image.topic_configs(topic.name)
+            log_config = log_config_for(self._config, overrides)
+            for index, partition in topic.partitions.items():
+                if self._config.node_id in partition.replicas:
+                    wanted[(topic.name, index)] = (topic.topic_id, log_config)
+        for key, existing in list(self._by_name.items()):
+            target = wanted.get(key)
+            if target is None or target[0] != existing.topic_id:
+                self._remove(existing)
+            elif target[1] != existing.config:
+                existing.config = target[1]
+                existing.log.reconfigure(target[1])
+        for (name, index), (topic_id, log_config) in wanted.items():
+            if (name, index) not in self._by_name:
+                self._open(name, index, topic_id, log_config, now_ms=now_ms)
+
+    def delete_stray_logs(self, image: MetadataImage) -> None:
+        """Remove partition directories that no topic of the image owns (deleted while down)."""
+        if not self._log_dir.exists():
+            return
+        for path in sorted(self._log_dir.iterdir()):
+            match = _PARTITION_DIR.fullmatch(path.name)
+            if not path.is_dir() or match is None or path.name == METADATA_LOG_DIR:
+                continue
+            topic = image.topics_by_name.get(match["topic"])
+            index = int(match["partition"])
+            owned = (
+                topic is not None
+                and index in topic.partitions
+                and _read_topic_id(path) in (None, topic.topic_id)
+            )
+            if not owned:
+                log.warning("deleting stray log %s: its topic no longer exists", path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _open(
+        self, name: str, index: int, topic_id: uuid.UUID, log_config: LogConfig, *, now_ms: int
+    ) -> Partition:
+        directory = self._log_dir / f"{name}-{index}"
+        partition_log = PartitionLog.open(directory, log_config, now_ms=now_ms)
+        log_recovery(
+            log, f"[node {self._config.node_id}] {name}-{index}", partition_log.recovery_report
+        )
+        _write_topic_id(directory, topic_id)
+        partition = Partition(name, topic_id, index, partition_log, log_config)
+        self._by_name[(name, index)] = partition
+        self._by_id[(topic_id, index)] = partition
+        return partition
+
+    def _remove(self, partition: Partition) -> None:
+        log.info("deleting partition %s-%d", partition.topic, partition.index)
+        self._by_name.pop((partition.topic, partition.index), None)
+        self._by_id.pop((partition.topic_id, partition.index), None)
+        partition.wake_fetchers()
+        partition.log.delete()
+
+    def close(self) -> None:
+        for partition in self._by_name.values():
+            partition.wake_fetchers()
+            partition.log.close(clean=True)
+        self._by_name.clear()
+        self._by_id.clear()
+
+
+def _write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+    path = directory / PARTITION_METADATA_FILE
+    text = f"version: 0\ntopic_id: {topic_id}\n"
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+
+
+def _read_topic_id(directory: Path) -> uuid.UUID | None:
+    try:
+        text = (directory / PARTITION_METADATA_FILE).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id":
+            try:
+                return uuid.UUID(value.strip())
+            except ValueError:
+                return None
+    return None
