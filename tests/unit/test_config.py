@@ -401,6 +401,7 @@ def test_kafka_3_kraft_combined_config_loads() -> None:
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
+        "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
     )
@@ -782,10 +783,23 @@ def test_shortcut_overrides() -> None:
     assert shortcut_overrides(data_dir="/d", listen="0.0.0.0:19092", node_id=3) == {
         "log.dirs": "/d",
         "listeners": "PLAINTEXT://0.0.0.0:19092",
+        "advertised.listeners": "PLAINTEXT://localhost:19092",
         "node.id": "3",
     }
-    assert shortcut_overrides(listen="[::1]:9092") == {"listeners": "PLAINTEXT://[::1]:9092"}
-    assert shortcut_overrides(listen=":9092") == {"listeners": "PLAINTEXT://:9092"}
+    assert shortcut_overrides(listen="[::1]:9092") == {
+        "listeners": "PLAINTEXT://[::1]:9092",
+        "advertised.listeners": "PLAINTEXT://[::1]:9092",
+    }
+    assert shortcut_overrides(listen=":9092") == {
+        "listeners": "PLAINTEXT://:9092",
+        "advertised.listeners": "PLAINTEXT://localhost:9092",
+    }
+    # --listen wins over a file's advertised.listeners, so clients follow the new port.
+    kafka_file = "listeners=PLAINTEXT://:9092\nadvertised.listeners=PLAINTEXT://localhost:9092\n"
+    moved = load_config(
+        file_text=kafka_file, shortcuts=shortcut_overrides(listen="127.0.0.1:19092")
+    )
+    assert moved.advertised_listeners == (Listener("PLAINTEXT", "127.0.0.1", 19092),)
     config = load_config(shortcuts=shortcut_overrides(listen="[::1]:19092", node_id=0))
     assert config.listeners == (Listener("PLAINTEXT", "::1", 19092),)
     assert config.node_id == 0

@@ -157,6 +157,10 @@ def shortcut_overrides(
     if listen is not None:
         host, port = parse_host_port(listen, key="--listen", allow_empty_host=True)
         result["listeners"] = f"PLAINTEXT://{format_host_port(host, port)}"
+        # The address clients are told must follow, or a --config file's
+        # advertised.listeners would send them to the old port.
+        advertised_host = host if host not in ("", "0.0.0.0", "::") else "localhost"
+        result["advertised.listeners"] = f"PLAINTEXT://{format_host_port(advertised_host, port)}"
     if node_id is not None:
         if node_id < 0 or node_id > 2**31 - 1:
             raise invalid_value("--node-id", str(node_id), "must be from 0 to 2147483647")

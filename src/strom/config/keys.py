@@ -6,6 +6,7 @@ files start strom unchanged; they change nothing (the broker logs them at start)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 from strom.config.schema import (
@@ -462,6 +463,39 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _ignored("zookeeper.connect", STRING, None, "ZooKeeper ensemble (a later strom will use it)."),
     _ignored("zookeeper.connection.timeout.ms", INT, None, "ZooKeeper connection timeout."),
     _ignored("zookeeper.session.timeout.ms", INT, "18000", "ZooKeeper session timeout."),
+)
+
+# Keys that are parsed and validated today but that only a later capability acts on
+# (the cluster, replication, consumer groups, broker-side recompression). The broker
+# lists them at start like the compatibility keys, so nobody mistakes them for working.
+NOT_YET_IN_EFFECT = frozenset(
+    {
+        "broker.rack",
+        "controller.quorum.election.timeout.ms",
+        "controller.quorum.election.backoff.max.ms",
+        "controller.quorum.fetch.timeout.ms",
+        "broker.heartbeat.interval.ms",
+        "broker.session.timeout.ms",
+        "initial.broker.registration.timeout.ms",
+        "metadata.log.dir",
+        "log.index.size.max.bytes",
+        "log.segment.delete.delay.ms",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "compression.type",
+        "unclean.leader.election.enable",
+        "replica.lag.time.max.ms",
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
+        "group.initial.rebalance.delay.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+    }
+)
+CONFIG_KEYS = tuple(
+    replace(key, effect=False) if key.name in NOT_YET_IN_EFFECT else key for key in CONFIG_KEYS
 )
 
 CONFIG_KEYS_BY_NAME = MappingProxyType({key.name: key for key in CONFIG_KEYS})

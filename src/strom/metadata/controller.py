@@ -7,7 +7,7 @@ through the metadata store, and replays them into the image.
 
 from __future__ import annotations
 
-import random
+from random import Random
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +64,7 @@ def place_replicas(
     num_partitions: int,
     replication_factor: int,
     brokers: Sequence[int],
-    rng: random.Random,
+    rng: Random,
     *,
     first_partition: int = 0,
 ) -> dict[int, tuple[int, ...]]:
@@ -145,7 +145,7 @@ def create_topics(
     *,
     defaults: TopicDefaults,
     brokers: Sequence[int],
-    rng: random.Random,
+    rng: Random,
     validate_only: bool = False,
     validate_configs: object = None,
 ) -> tuple[list[MetadataRecord], list[TopicResult]]:
@@ -188,7 +188,7 @@ def _create_one(
     existing: set[str],
     defaults: TopicDefaults,
     brokers: Sequence[int],
-    rng: random.Random,
+    rng: Random,
     validate_configs: object,
     image: MetadataImage,
 ) -> tuple[TopicResult, list[MetadataRecord]]:
@@ -299,7 +299,7 @@ def create_partitions(
     requests: Sequence[PartitionIncrease],
     *,
     brokers: Sequence[int],
-    rng: random.Random,
+    rng: Random,
     validate_only: bool = False,
 ) -> tuple[list[MetadataRecord], list[TopicResult]]:
     records: list[MetadataRecord] = []
@@ -317,7 +317,7 @@ def create_partitions(
 
 
 def _increase_one(
-    image: MetadataImage, request: PartitionIncrease, brokers: Sequence[int], rng: random.Random
+    image: MetadataImage, request: PartitionIncrease, brokers: Sequence[int], rng: Random
 ) -> list[MetadataRecord]:
     topic = image.topics_by_name.get(request.name)
     if topic is None:
