@@ -18,5 +18,5 @@ def test_every_config_key_is_in_operations_md() -> None:
 def test_every_api_version_range_is_in_protocol_md() -> None:
     text = (DOCS / "protocol.md").read_text()
     for key, versions in SUPPORTED_APIS.items():
-        row = f"| {key.name} | {int(key)} | {versions.min_version}–{versions.max_version} |"
+        row = f"| {key.name} | {int(key)} | {versions.min_version}-{versions.max_version} |"
         assert row in text, f"docs/protocol.md lacks the row {row!r}"

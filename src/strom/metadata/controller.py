@@ -7,10 +7,10 @@ through the metadata store, and replays them into the image.
 
 from __future__ import annotations
 
-from random import Random
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from random import Random
 
 from kio.schema.errors import ErrorCode
 

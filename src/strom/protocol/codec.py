@@ -76,12 +76,13 @@ def response_class(api_key: int, api_version: int) -> type[Any]:
 def _payload_class(module: Any, suffix: str) -> type[Any]:
     for name in dir(module):
         value = getattr(module, name)
+        marker: Any = getattr(value, "__type__", None)
         if (
             isinstance(value, type)
             and name.endswith(suffix)
-            and getattr(value, "__type__", None) is not None
+            and marker is not None
             and value.__module__ == module.__name__
-            and value.__type__.name in ("request", "response")
+            and marker.name in ("request", "response")
         ):
             return value
     raise LookupError(f"no {suffix} class in {module.__name__}")
@@ -103,14 +104,11 @@ def decode_request(frame: bytes) -> Request:
     read_header, read_body = _request_reader(api_key, api_version)
     try:
         header, header_size = read_header(frame, 0)
-        body, body_size = read_body(frame, header_size)
-        end = header_size + body_size
+        body, _ = read_body(frame, header_size)
     except Exception as exc:  # kio raises several types for malformed input
         raise RequestError(f"malformed {key.name} v{api_version} request: {exc!r}") from None
-    if end != len(frame):
-        raise RequestError(
-            f"{key.name} v{api_version} request has {len(frame) - end} trailing bytes"
-        )
+    # Bytes after the body are ignored, as Kafka does: librdkafka leaves three
+    # placeholder bytes after a null topic array in Metadata requests.
     return Request(key, api_version, correlation_id, header.client_id, body)
 
 
@@ -240,7 +238,8 @@ def build(entity_type: type[Any], data: Mapping[str, Any]) -> Any:
         value = data[plan.name]
         if plan.kind == "entities":
             assert plan.nested is not None
-            value = tuple(_as_entity(plan.nested, v) for v in value)
+            if value is not None:
+                value = tuple(_as_entity(plan.nested, v) for v in value)
         elif plan.kind == "entity":
             assert plan.nested is not None
             value = None if value is None else _as_entity(plan.nested, value)

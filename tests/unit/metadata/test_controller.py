@@ -35,7 +35,9 @@ def test_create_topic_uses_defaults_and_replays_into_image() -> None:
     image = image.replay(recs)
     topic = image.topics_by_name["orders"]
     assert sorted(topic.partitions) == [0, 1, 2]
-    assert all(p.replicas == (1,) and p.isr == (1,) and p.leader == 1 for p in topic.partitions.values())
+    assert all(
+        p.replicas == (1,) and p.isr == (1,) and p.leader == 1 for p in topic.partitions.values()
+    )
     assert image.topics_by_id[topic.topic_id] is topic
     assert image.topic_configs("orders") == {"retention.ms": "1000"}
     assert results[0].topic_id == topic.topic_id
