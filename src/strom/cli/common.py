@@ -1,0 +1,286 @@
+"""What the client commands share: connection options, librdkafka settings, error reporting.
+
+The client commands talk to any Kafka-compatible broker through confluent-kafka. It is
+imported inside the functions that need it, so `strom serve` never loads librdkafka.
+
+Exit codes: 0 success, 1 a Kafka error, 2 a usage error, 3 no broker reachable,
+130 interrupted by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
+
+import typer
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import ClusterMetadata, TopicMetadata  # type: ignore[attr-defined]
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_TIMEOUT_S = 5.0
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    KAFKA_ERROR = 1
+    USAGE = 2
+    UNREACHABLE = 3
+    INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """A failure to report as `strom: <message>` with a given exit code."""
+
+    def __init__(self, message: str, exit_code: ExitCode = ExitCode.KAFKA_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def usage_error(message: str) -> CommandError:
+    return CommandError(message, ExitCode.USAGE)
+
+
+BootstrapOption = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server",
+        "-b",
+        envvar="STROM_BOOTSTRAP",
+        help="Broker to connect to first, HOST:PORT (a comma-separated list is fine).",
+    ),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        min=0.1,
+        help="Seconds to wait for the broker to answer before giving up.",
+    ),
+]
+
+
+def echo_error(message: str) -> None:
+    print(f"strom: {message}", file=sys.stderr, flush=True)
+
+
+def echo_status(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def reporting_errors() -> Iterator[None]:
+    """Turn CommandError and Ctrl-C into a message on stderr and an exit code."""
+    try:
+        yield
+    except CommandError as error:
+        echo_error(error.message)
+        raise typer.Exit(int(error.exit_code)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+
+def parse_key_value(text: str, option: str) -> tuple[str, str]:
+    """Split `key=value` at the first `=`; the key must not be empty."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise usage_error(f"{option} expects key=value, got {text!r}")
+    return key, value
+
+
+def parse_key_values(texts: list[str] | None, option: str) -> list[tuple[str, str]]:
+    return [parse_key_value(text, option) for text in texts or []]
+
+
+_ESCAPES = {"\\t": "\t", "\\n": "\n", "\\r": "\r", "\\0": "\0", "\\\\": "\\"}
+
+
+def unescape_separator(text: str, option: str) -> str:
+    """A separator as typed: `\\t`, `\\n`, `\\r`, `\\0` and `\\\\` stand for the character."""
+    result = re.sub(r"\\[tnr0\\]", lambda m: _ESCAPES[m.group(0)], text)
+    if not result:
+        raise usage_error(f"{option} must not be empty")
+    return result
+
+
+# librdkafka's local errors that mean "no broker answered".
+UNREACHABLE_ERRORS = frozenset({"_TRANSPORT", "_RESOLVE", "_ALL_BROKERS_DOWN", "_TIMED_OUT"})
+
+_REASONS = (
+    ("connection refused", "connection refused"),
+    ("failed to resolve", "host name not found"),
+    ("name or service not known", "host name not found"),
+    ("timed out", "connection timed out"),
+    ("invalid response size", "the peer does not speak the Kafka protocol"),
+    ("connection closed by peer", "the broker closed the connection"),
+    ("disconnected", "disconnected by the broker"),
+    ("connection reset", "connection reset by the peer"),
+    ("ssl handshake", "TLS handshake failed"),
+    ("sasl", "authentication failed"),
+)
+
+
+def unreachable_reason(error_text: str | None, timeout_s: float) -> str:
+    """A short reason from librdkafka's last error text, such as "connection refused"."""
+    if not error_text:
+        return f"no answer within {timeout_s:g} s"
+    lowered = error_text.lower()
+    for needle, reason in _REASONS:
+        if needle in lowered:
+            return reason
+    # "host:9092/bootstrap: Something failed (after 3ms in state CONNECT)" -> the middle.
+    text = re.sub(r"^(\[thrd:[^\]]*\]: )?\S+/\S+: ", "", error_text)
+    return re.sub(r" \(after \d+ms in state \w+\)$", "", text)
+
+
+def unreachable_message(bootstrap: str, error_text: str | None, timeout_s: float) -> str:
+    reason = unreachable_reason(error_text, timeout_s)
+    return f"cannot reach a broker at {bootstrap} ({reason})"
+
+
+def kafka_error_message(name: str, text: str, context: str | None = None) -> str:
+    prefix = f"{context}: " if context else ""
+    return f"{prefix}{name}: {text}"
+
+
+def topic_missing_message(topic: str) -> str:
+    return f"topic {topic!r} does not exist"
+
+
+class ErrorRecorder:
+    """Takes librdkafka's errors (its error_cb) and its log (through `logger`) off the
+    terminal, keeping the last text that says why a broker could not be reached."""
+
+    def __init__(self) -> None:
+        self.last_failure_log: str | None = None
+        self.last_error: str | None = None
+        # A logger outside the logging tree: nothing reaches the root logger's handlers.
+        self.logger = logging.Logger("strom.cli.librdkafka")
+        self.logger.addHandler(_FailureLogHandler(self))
+
+    @property
+    def last_text(self) -> str | None:
+        """The log's FAIL lines are in order and cover more cases (a broker closing the
+        connection is only logged); error_cb's text is the fallback."""
+        return self.last_failure_log or self.last_error
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.name() != "_ALL_BROKERS_DOWN":  # says nothing about why
+            self.last_error = error.str()
+
+
+class _FailureLogHandler(logging.Handler):
+    """Keeps librdkafka's FAIL log lines (connect failed, disconnected) in the recorder."""
+
+    def __init__(self, recorder: ErrorRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # confluent-kafka logs ("%s [%s] %s", facility, client name, message)
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 3 and args[0] == "FAIL":
+            self.recorder.last_failure_log = str(args[2])
+
+
+class _Polling(Protocol):
+    def poll(self, timeout: float = -1) -> Any: ...
+
+
+class _MetadataClient(_Polling, Protocol):
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """Where and how patiently to connect, shared by every client command."""
+
+    bootstrap: str
+    timeout_s: float
+    errors: ErrorRecorder
+
+    @classmethod
+    def create(cls, bootstrap: str, timeout_s: float) -> Connection:
+        bootstrap = bootstrap.strip()
+        if not bootstrap:
+            raise usage_error("--bootstrap-server must not be empty")
+        return cls(bootstrap, timeout_s, ErrorRecorder())
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(1, round(self.timeout_s * 1000))
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings: fail within the timeout and keep its log off the terminal."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "client.id": "strom-cli",
+            "socket.connection.setup.timeout.ms": max(1000, self.timeout_ms),
+            "error_cb": self.errors,
+        }
+        debug = os.environ.get("STROM_LIBRDKAFKA_DEBUG")  # e.g. "broker,protocol"
+        if debug:
+            config |= {"debug": debug, "log_level": 7}  # librdkafka logs to stderr
+        else:
+            config |= {"logger": self.errors.logger, "log_level": 6}
+        return config
+
+    def unreachable(self) -> CommandError:
+        return CommandError(
+            unreachable_message(self.bootstrap, self.errors.last_text, self.timeout_s),
+            ExitCode.UNREACHABLE,
+        )
+
+    def kafka_error(self, error: KafkaError, context: str | None = None) -> CommandError:
+        """The CommandError for a KafkaError: unreachable (3) or a Kafka error (1)."""
+        if error.name() in UNREACHABLE_ERRORS and self.errors.last_text is not None:
+            return self.unreachable()
+        if error.name() == "UNKNOWN_TOPIC_OR_PART" and context:
+            return CommandError(topic_missing_message(context))
+        return CommandError(kafka_error_message(error.name(), error.str(), context))
+
+    def metadata(self, client: _MetadataClient) -> ClusterMetadata:
+        """All topics' metadata (never one topic's: that could auto-create it)."""
+        from confluent_kafka import KafkaException
+
+        try:
+            metadata: ClusterMetadata = client.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            client.poll(0)  # serve error_cb so the reason is known
+            error = exc.args[0]
+            if error.name() in UNREACHABLE_ERRORS:
+                raise self.unreachable() from None
+            raise self.kafka_error(error) from None
+        return metadata
+
+    def topic(self, metadata: ClusterMetadata, name: str) -> TopicMetadata:
+        """One topic from the metadata, or the error a user should see."""
+        topic = metadata.topics.get(name)
+        if topic is None:
+            raise CommandError(topic_missing_message(name))
+        if topic.error is not None:
+            raise self.kafka_error(topic.error, name)
+        return topic
+
+
+def future_error(exc: BaseException) -> KafkaError | None:
+    """The KafkaError inside an exception an admin future raised, if there is one."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0]
+    return None
+
+
+def has_name(error: KafkaError | None, name: str) -> bool:
+    return error is not None and error.name() == name

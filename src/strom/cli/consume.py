@@ -1,0 +1,272 @@
+"""`strom consume TOPIC`: records to stdout, one per line.
+
+The consumer is assigned the partitions directly (no group membership, no commits), so
+it never disturbs a consumer group and starts exactly where it is told.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, BinaryIO
+
+import typer
+
+from strom.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    BootstrapOption,
+    CommandError,
+    Connection,
+    ExitCode,
+    TimeoutOption,
+    echo_status,
+    kafka_error_message,
+    reporting_errors,
+    topic_missing_message,
+    unescape_separator,
+    usage_error,
+)
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
+
+# Upper bound on one poll, so Ctrl-C and --timeout-ms are noticed promptly.
+POLL_INTERVAL_S = 0.5
+BATCH_RECORDS = 500
+
+HeaderValue = str | bytes | None
+Headers = list[tuple[str, HeaderValue]] | dict[str, HeaderValue]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFormat:
+    """How a record becomes one output line: [partition:offset SEP][headers SEP][key SEP]value."""
+
+    print_key: bool = False
+    print_headers: bool = False
+    print_offset: bool = False
+    separator: bytes = b"\t"
+    raw: bool = False
+
+    def render(
+        self,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+    ) -> bytes:
+        fields: list[bytes] = []
+        if self.print_offset:
+            fields.append(f"{partition}:{offset}".encode())
+        if self.print_headers:
+            pairs = headers.items() if isinstance(headers, dict) else headers or []
+            fields.append(b",".join(name.encode() + b"=" + self._text(v) for name, v in pairs))
+        if self.print_key:
+            fields.append(self._text(key))
+        fields.append(self._text(value))
+        return self.separator.join(fields) + b"\n"
+
+    def _text(self, data: HeaderValue) -> bytes:
+        if data is None:
+            return b"null"
+        if isinstance(data, str):
+            return data.encode()
+        if self.raw:
+            return data
+        return data.decode("utf-8", errors="replace").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class StartPosition:
+    """Where reading starts in each assigned partition."""
+
+    offset: int  # an offset, or librdkafka's OFFSET_BEGINNING / OFFSET_END
+    reset: str  # auto.offset.reset: where to go when `offset` is out of range
+
+
+def start_position(from_beginning: bool, from_end: bool, offset: int | None) -> StartPosition:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+
+    chosen = sum((from_beginning, from_end, offset is not None))
+    if chosen > 1:
+        raise usage_error("choose one of --from-beginning, --from-end and --offset")
+    if from_beginning:
+        return StartPosition(OFFSET_BEGINNING, "earliest")
+    if offset is not None:
+        return StartPosition(offset, "earliest")
+    return StartPosition(OFFSET_END, "latest")
+
+
+class _Idle:
+    """Tracks time since the last record against --timeout-ms (None: wait forever)."""
+
+    def __init__(self, timeout_ms: int | None) -> None:
+        self.timeout_s = None if timeout_ms is None else timeout_ms / 1000
+        self.since = time.monotonic()
+
+    def record_arrived(self) -> None:
+        self.since = time.monotonic()
+
+    def poll_s(self) -> float:
+        """How long the next poll may block; 0 when the idle timeout has passed."""
+        if self.timeout_s is None:
+            return POLL_INTERVAL_S
+        left = self.timeout_s - (time.monotonic() - self.since)
+        return max(0.0, min(POLL_INTERVAL_S, left))
+
+
+def _check(message: Message, topic: str, warned: set[str]) -> bool:
+    """True if `message` is a record; warns about (or raises for) an error event."""
+    error = message.error()
+    if error is None:
+        return True
+    name = error.name()
+    if name in ("UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC"):
+        raise CommandError(topic_missing_message(topic))
+    if error.fatal():
+        raise CommandError(kafka_error_message(name, error.str()))
+    if name not in warned and name != "_PARTITION_EOF":
+        warned.add(name)
+        echo_status(f"strom: warning: {kafka_error_message(name, error.str())}")
+    return False
+
+
+@dataclass(slots=True)
+class _Progress:
+    written: int = 0
+
+
+def _read(
+    consumer: Consumer,
+    topic: str,
+    out: BinaryIO,
+    fmt: RecordFormat,
+    count: int | None,
+    idle: _Idle,
+    progress: _Progress,
+) -> None:
+    """Write records until --count is reached or the idle timeout passes."""
+    warned: set[str] = set()
+    while count is None or progress.written < count:
+        wait_s = idle.poll_s()
+        if wait_s <= 0:
+            return
+        wanted = BATCH_RECORDS if count is None else min(BATCH_RECORDS, count - progress.written)
+        before = progress.written
+        for message in consumer.consume(wanted, wait_s):
+            if not _check(message, topic, warned):
+                continue
+            out.write(
+                fmt.render(
+                    message.partition() or 0,
+                    message.offset() or 0,
+                    message.key(),
+                    message.value(),
+                    message.headers(),
+                )
+            )
+            progress.written += 1
+        if progress.written > before:
+            out.flush()
+            idle.record_arrived()
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so exiting does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def consume(
+    topic: Annotated[str, typer.Argument(help="Topic to read.", show_default=False)],
+    from_beginning: Annotated[
+        bool, typer.Option("--from-beginning", help="Start at the oldest record.")
+    ] = False,
+    from_end: Annotated[
+        bool, typer.Option("--from-end", help="Start after the newest record (the default).")
+    ] = False,
+    offset: Annotated[
+        int | None,
+        typer.Option("--offset", min=0, help="Start at this offset (in every partition read)."),
+    ] = None,
+    partition: Annotated[
+        int | None, typer.Option("--partition", "-p", min=0, help="Read only this partition.")
+    ] = None,
+    count: Annotated[
+        int | None, typer.Option("--count", "-n", min=1, help="Exit after N records.")
+    ] = None,
+    timeout_ms: Annotated[
+        int | None,
+        typer.Option("--timeout-ms", min=1, help="Exit when no record arrived for T ms."),
+    ] = None,
+    print_key: Annotated[bool, typer.Option("--print-key", help="Print the key.")] = False,
+    print_headers: Annotated[
+        bool, typer.Option("--print-headers", help="Print headers as k=v,k2=v2.")
+    ] = False,
+    print_offset: Annotated[
+        bool, typer.Option("--print-offset", help="Print PARTITION:OFFSET first.")
+    ] = False,
+    key_separator: Annotated[
+        str,
+        typer.Option(
+            "--key-separator",
+            "-k",
+            metavar="SEP",
+            help="Between printed fields (\\t, \\n, \\0 are understood).",
+            show_default="\\t",
+        ),
+    ] = "\t",
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Write bytes as they are, without UTF-8 decoding.")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Print TOPIC's records to stdout, one per line, from the end (or where told)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    with reporting_errors():
+        start = start_position(from_beginning, from_end, offset)
+        fmt = RecordFormat(
+            print_key=print_key,
+            print_headers=print_headers,
+            print_offset=print_offset,
+            separator=unescape_separator(key_separator, "--key-separator").encode(),
+            raw=raw,
+        )
+        connection = Connection.create(bootstrap, timeout)
+        consumer = Consumer(
+            connection.client_config()
+            | {
+                "group.id": f"strom-cli-{secrets.token_hex(6)}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": start.reset,
+            }
+        )
+        progress = _Progress()
+        interrupted = False
+        try:
+            partitions = connection.topic(connection.metadata(consumer), topic).partitions
+            if partition is not None and partition not in partitions:
+                raise usage_error(
+                    f"topic {topic!r} has no partition {partition} (it has {len(partitions)})"
+                )
+            chosen = sorted(partitions) if partition is None else [partition]
+            consumer.assign([TopicPartition(topic, p, start.offset) for p in chosen])
+            idle = _Idle(timeout_ms)
+            _read(consumer, topic, sys.stdout.buffer, fmt, count, idle, progress)
+        except BrokenPipeError:
+            _silence_stdout()  # the reader went away, as `| head` does: not an error
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            consumer.close()
+        echo_status(f"consumed {progress.written} records from {topic}")
+        if interrupted:
+            raise typer.Exit(int(ExitCode.INTERRUPTED))

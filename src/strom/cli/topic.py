@@ -1,0 +1,322 @@
+"""`strom topic ...`: create, list, describe, delete and grow topics through the admin API."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from strom.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    BootstrapOption,
+    CommandError,
+    Connection,
+    TimeoutOption,
+    echo_error,
+    echo_status,
+    future_error,
+    has_name,
+    parse_key_values,
+    reporting_errors,
+    topic_missing_message,
+)
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigEntry, TopicMetadata  # type: ignore[attr-defined]
+
+topic_app = typer.Typer(
+    name="topic",
+    help="Create, list, describe, grow and delete topics.",
+    no_args_is_help=True,
+)
+
+TopicRow = tuple[str, int, int]
+
+
+def topic_rows(metadata: ClusterMetadata, include_internal: bool) -> list[TopicRow]:
+    """(name, partitions, replication factor) per topic, sorted by name."""
+    rows = []
+    for name, topic in metadata.topics.items():
+        if name.startswith("__") and not include_internal:
+            continue
+        factors = [len(p.replicas) for p in topic.partitions.values()]
+        rows.append((name, len(topic.partitions), min(factors, default=0)))
+    return sorted(rows)
+
+
+def format_ids(ids: Iterable[int]) -> str:
+    return ",".join(str(i) for i in ids) or "-"
+
+
+def partition_rows(topic: TopicMetadata) -> list[tuple[str, ...]]:
+    """(partition, leader, replicas, isr, error) per partition, in partition order."""
+    rows: list[tuple[str, ...]] = []
+    for index in sorted(topic.partitions):
+        p = topic.partitions[index]
+        leader = str(p.leader) if p.leader >= 0 else "none"
+        error = p.error.name() if p.error is not None else ""
+        rows.append((str(index), leader, format_ids(p.replicas), format_ids(p.isrs), error))
+    return rows
+
+
+def describe_source(source: Any) -> str:
+    """ConfigSource.DYNAMIC_TOPIC_CONFIG (or its number, 1) -> "dynamic topic config"."""
+    from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]
+
+    if isinstance(source, int):
+        try:
+            source = ConfigSource(source)
+        except ValueError:
+            return str(source)
+    name = getattr(source, "name", str(source))
+    return str(name).lower().replace("_", " ")
+
+
+def config_rows(entries: dict[str, ConfigEntry]) -> list[tuple[str, str, str]]:
+    """(name, value, source) for every config that is not at its default, sorted by name."""
+    rows = []
+    for name in sorted(entries):
+        entry = entries[name]
+        if entry.is_default:
+            continue
+        value = "(sensitive)" if entry.is_sensitive else (entry.value or "")
+        rows.append((name, value, describe_source(entry.source)))
+    return rows
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """Columns aligned, no borders, no trailing spaces; bold headers on a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=1000)  # no wrapping inside cells when piped
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 3, 0, 0))
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    with console.capture() as captured:
+        console.print(table)
+    lines = captured.get().splitlines()
+    print("\n".join(line.rstrip() for line in lines), flush=True)
+
+
+def _admin(connection: Connection) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(connection.client_config())
+
+
+def _outcome(
+    future: concurrent.futures.Future[Any], connection: Connection, what: str
+) -> tuple[Any, KafkaError | None]:
+    """An admin future's (result, None), or (None, the KafkaError it failed with)."""
+    try:
+        return future.result(timeout=connection.timeout_s + 1), None
+    except concurrent.futures.TimeoutError:
+        raise CommandError(
+            f"{what}: no answer from the broker within {connection.timeout_s:g} s"
+        ) from None
+    except Exception as exc:
+        error = future_error(exc)
+        if error is None:
+            raise
+        return None, error
+
+
+TopicArgument = Annotated[str, typer.Argument(help="Topic name.", show_default=False)]
+TopicsArgument = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
+
+
+@topic_app.command("create")
+def create(
+    name: TopicArgument,
+    partitions: Annotated[
+        int | None,
+        typer.Option("--partitions", "-p", min=1, help="Partitions [default: the broker's]."),
+    ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            "--replication-factor",
+            "-r",
+            min=1,
+            help="Replicas per partition [default: the broker's].",
+        ),
+    ] = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option("--config", "-c", metavar="KEY=VALUE", help="Topic config (repeatable)."),
+    ] = None,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="Succeed if the topic already exists.")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Create a topic."""
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    with reporting_errors():
+        configs = dict(parse_key_values(config, "--config"))
+        connection = Connection.create(bootstrap, timeout)
+        admin = _admin(connection)
+        if name in connection.metadata(admin).topics and if_not_exists:
+            echo_status(f"topic {name!r} already exists")
+            return
+        new_topic = NewTopic(
+            name,
+            num_partitions=partitions or -1,
+            replication_factor=replication_factor or -1,
+            config=configs,
+        )
+        futures = admin.create_topics(
+            [new_topic], operation_timeout=timeout, request_timeout=timeout
+        )
+        _, error = _outcome(futures[name], connection, name)
+        if error is not None:
+            if has_name(error, "TOPIC_ALREADY_EXISTS") and if_not_exists:
+                echo_status(f"topic {name!r} already exists")
+                return
+            raise connection.kafka_error(error, name)
+        print(f"created topic {name}")
+
+
+@topic_app.command("list")
+def list_topics(
+    internal: Annotated[
+        bool, typer.Option("--internal", help="Include internal topics (names starting __).")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """List topics with their partition count and replication factor."""
+    with reporting_errors():
+        connection = Connection.create(bootstrap, timeout)
+        rows = topic_rows(connection.metadata(_admin(connection)), internal)
+        if not rows:
+            echo_status("no topics")
+            return
+        print_table(
+            ("TOPIC", "PARTITIONS", "REPLICATION FACTOR"),
+            ((name, str(count), str(factor)) for name, count, factor in rows),
+        )
+
+
+@topic_app.command("describe")
+def describe(
+    names: TopicsArgument,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Show each topic's partitions (leader, replicas, ISR) and its non-default configs."""
+    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    with reporting_errors():
+        connection = Connection.create(bootstrap, timeout)
+        admin = _admin(connection)
+        metadata = connection.metadata(admin)
+        topics = [connection.topic(metadata, name) for name in names]
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        futures = admin.describe_configs(resources, request_timeout=timeout)
+        for index, (name, topic, resource) in enumerate(zip(names, topics, resources, strict=True)):
+            rows = partition_rows(topic)
+            headers = ["PARTITION", "LEADER", "REPLICAS", "ISR", "ERROR"]
+            if not any(row[-1] for row in rows):
+                headers.pop()
+                rows = [row[:-1] for row in rows]
+            if index:
+                print()
+            print(f"Topic: {name}   Partitions: {len(rows)}\n")
+            print_table(headers, rows)
+            entries, error = _outcome(futures[resource], connection, name)
+            if error is not None:
+                raise connection.kafka_error(error, name)
+            configs = config_rows(entries)
+            if configs:
+                print()
+                print_table(("CONFIG", "VALUE", "SOURCE"), configs)
+            else:
+                print("\nAll configs at their defaults.")
+
+
+@topic_app.command("delete")
+def delete(
+    names: TopicsArgument,
+    if_exists: Annotated[
+        bool, typer.Option("--if-exists", help="Succeed for topics that do not exist.")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete topics and their data."""
+    with reporting_errors():
+        connection = Connection.create(bootstrap, timeout)
+        admin = _admin(connection)
+        existing = connection.metadata(admin).topics
+        to_delete = []
+        for name in names:
+            if name in existing:
+                to_delete.append(name)
+            elif if_exists:
+                echo_status(f"topic {name!r} does not exist")
+            else:
+                raise CommandError(topic_missing_message(name))
+        if not to_delete:
+            return
+        futures = admin.delete_topics(to_delete, operation_timeout=timeout, request_timeout=timeout)
+        failures: list[CommandError] = []
+        for name in to_delete:
+            _, error = _outcome(futures[name], connection, name)
+            if error is None:
+                print(f"deleted topic {name}")
+            elif has_name(error, "UNKNOWN_TOPIC_OR_PART") and if_exists:
+                echo_status(f"topic {name!r} does not exist")
+            else:
+                failures.append(connection.kafka_error(error, name))
+        for failure in failures[:-1]:
+            echo_error(failure.message)
+        if failures:
+            raise failures[-1]
+
+
+@topic_app.command("add-partitions")
+def add_partitions(
+    name: TopicArgument,
+    total: Annotated[
+        int,
+        typer.Option(
+            "--total", min=1, help="Partition count after the change.", show_default=False
+        ),
+    ],
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Grow a topic to --total partitions (existing records stay where they are)."""
+    from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
+
+    with reporting_errors():
+        connection = Connection.create(bootstrap, timeout)
+        admin = _admin(connection)
+        topic = connection.topic(connection.metadata(admin), name)
+        current = len(topic.partitions)
+        if total == current:
+            echo_status(f"topic {name!r} already has {total} partitions")
+            return
+        if total < current:
+            raise CommandError(
+                f"topic {name!r} has {current} partitions; partitions can only be added"
+            )
+        futures = admin.create_partitions(
+            [NewPartitions(name, total)], operation_timeout=timeout, request_timeout=timeout
+        )
+        _, error = _outcome(futures[name], connection, name)
+        if error is not None:
+            raise connection.kafka_error(error, name)
+        print(f"topic {name} now has {total} partitions (was {current})")
