@@ -87,19 +87,25 @@ class Connection:
     async def serve(self) -> None:
         sender = asyncio.create_task(self._send_responses())
         try:
-            await self._read_requests()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except TimeoutError:
-            log.debug("[node %d] closing idle connection from %s", self._node_id, self.peer)
-        finally:
-            await self._responses.put(None)
             try:
-                await sender
-            except (ConnectionError, asyncio.CancelledError):
+                await self._read_requests()
+            except (ConnectionError, asyncio.IncompleteReadError):
                 pass
-            finally:
-                self._writer.close()
+            except TimeoutError:
+                log.debug("[node %d] closing idle connection from %s", self._node_id, self.peer)
+            await self._responses.put(None)
+            await sender
+        except ConnectionError:
+            pass
+        except asyncio.CancelledError:
+            # Shutdown stopped waiting for us, e.g. for a peer that does not read its
+            # answers (the queue is full, the sender stuck): drop what is unsent. The
+            # task ends here anyway; not re-raising keeps Python 3.11's stream callback
+            # from logging the cancelled connection task as an error.
+            self._writer.transport.abort()
+        finally:
+            sender.cancel()
+            self._writer.close()
 
     async def _read_requests(self) -> None:
         while not self._draining:
@@ -117,7 +123,10 @@ class Connection:
                     self._max_request_bytes,
                 )
                 return
-            frame = await self._reader.readexactly(size)
+            # A client that stalls inside a frame is as idle as one that sends nothing.
+            frame = await asyncio.wait_for(
+                self._reader.readexactly(size), timeout=self._idle_timeout_s
+            )
             task = self._start(frame)
             if task is None:
                 return

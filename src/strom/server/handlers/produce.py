@@ -81,6 +81,13 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                 batches = validate_batches(
                     data.records, max_batch_bytes=partition.config.max_message_bytes
                 )
+                if any(header.is_transactional for _, header in batches):
+                    # Kafka refuses transactional records without an authorized
+                    # transactional id; strom has no transactions to put them in.
+                    raise RecordsError(
+                        ErrorCode.transactional_id_authorization_failed,
+                        "transactional records need a transaction; strom has none yet",
+                    )
                 result = partition.log.append(batches, now_ms=current_ms, leader_epoch=0)
             except RecordsError as exc:
                 entry["error_code"] = exc.error_code
