@@ -18,6 +18,7 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    FIND_COORDINATOR = 10
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -42,6 +43,7 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.FETCH: VersionRange(4, 17),
     ApiKey.LIST_OFFSETS: VersionRange(1, 10),
     ApiKey.METADATA: VersionRange(0, 13),
+    ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
     ApiKey.API_VERSIONS: VersionRange(0, 4),
     ApiKey.CREATE_TOPICS: VersionRange(2, 7),
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),

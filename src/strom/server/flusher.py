@@ -28,6 +28,15 @@ def _fsync_all(fds: list[int]) -> None:
             os.close(fd)
 
 
+class PartitionGone(Exception):
+    """The partition was deleted while a produce waited for its records to be flushed."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        super().__init__(f"{topic}-{partition} was deleted")
+        self.topic = topic
+        self.partition = partition
+
+
 class Flusher:
     """Idle -> (request -> flushing round -> idle)* -> stopped."""
 
@@ -58,7 +67,8 @@ class Flusher:
             await self._wake.wait()
             self._wake.clear()
             dirty, self._dirty = self._dirty, set()
-            plans = [(partition, partition.log.flush_plan()) for partition in dirty]
+            # A partition deleted since it was written has nothing left to make durable.
+            plans = [(p, p.log.flush_plan()) for p in dirty if not p.log.closed]
             fds = [fd for _, plan in plans for fd in plan.fds]
             try:
                 if fds:
@@ -78,7 +88,9 @@ class Flusher:
         for partition, offset, future in self._waiters:
             if future.done():
                 continue
-            if partition.log.flushed_offset >= offset:
+            if partition.log.closed:
+                future.set_exception(PartitionGone(partition.topic, partition.index))
+            elif partition.log.flushed_offset >= offset:
                 future.set_result(None)
             else:
                 waiting.append((partition, offset, future))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
-from strom.server.handlers import admin, cluster, configs, fetch, produce
+from strom.server.handlers import admin, cluster, configs, coordinator, fetch, produce
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -20,6 +20,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.FETCH: fetch.handle_fetch,
     ApiKey.LIST_OFFSETS: fetch.handle_list_offsets,
     ApiKey.METADATA: cluster.handle_metadata,
+    ApiKey.FIND_COORDINATOR: coordinator.handle_find_coordinator,
     ApiKey.API_VERSIONS: cluster.handle_api_versions,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.CREATE_TOPICS: admin.handle_create_topics,

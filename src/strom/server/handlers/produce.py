@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -18,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.records import RecordsError, validate_batches
+from strom.server.flusher import PartitionGone
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -38,7 +40,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
     body = request.body
     acks = int(body.acks)
     current_ms = now_ms()
-    waits: list[Any] = []
+    waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
     topics: list[dict[str, Any]] = []
     for topic_data in body.topic_data:
         partitions: list[dict[str, Any]] = []
@@ -101,7 +103,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                 if acks == 0:
                     broker.flusher.request(partition)
                 else:
-                    waits.append(broker.flusher.flushed(partition, result.last_offset + 1))
+                    waits.append((entry, broker.flusher.flushed(partition, result.last_offset + 1)))
             else:
                 partition.wake_fetchers()
                 if partition.log.needs_flush(current_ms):
@@ -109,7 +111,13 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
     if acks == 0:
         return None
     if waits:
-        await asyncio.gather(*waits)
+        outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
+        for (entry, _), outcome in zip(waits, outcomes, strict=True):
+            if isinstance(outcome, PartitionGone):
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                entry["error_message"] = str(outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
     return build_response(
         ApiKey.PRODUCE, request.api_version, {"responses": topics, "throttle_time": 0}
     )
