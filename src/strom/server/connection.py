@@ -34,7 +34,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Any | None]]
 
-_MAX_IN_FLIGHT = 64
+# Requests read ahead of their answers. Kafka handles one request per connection at a
+# time; strom overlaps a few so fsync waits pipeline, and bounds what a client that
+# never reads its answers can make the broker hold.
+_MAX_IN_FLIGHT = 16
 _SIZE = struct.Struct(">i")
 
 
@@ -183,7 +186,18 @@ class Connection:
             if frame is None or broken:
                 continue
             self._writer.write(frame)
-            await self._writer.drain()
+            try:
+                await asyncio.wait_for(self._writer.drain(), timeout=self._idle_timeout_s)
+            except TimeoutError:
+                log.info(
+                    "[node %d] closing connection from %s: it has not read its answers for "
+                    "%.0f s (connections.max.idle.ms)",
+                    self._node_id,
+                    self.peer,
+                    self._idle_timeout_s,
+                )
+                self._writer.transport.abort()
+                broken = True
 
 
 async def _ready(frame: bytes) -> bytes:

@@ -56,12 +56,12 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                 "error_message": None,
             }
             partitions.append(entry)
+            if acks not in (-1, 0, 1):
+                entry["error_code"] = ErrorCode.invalid_required_acks
+                continue
             partition = broker.partitions.get(topic_data.name, data.index)
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                continue
-            if acks not in (-1, 0, 1):
-                entry["error_code"] = ErrorCode.invalid_required_acks
                 continue
             if body.transactional_id is not None:
                 entry["error_code"] = ErrorCode.transactional_id_authorization_failed
