@@ -61,6 +61,8 @@ class Result:
     idle_rss_mb: float | None
     final_rss_mb: float | None
     peak_rss_mb: float | None
+    produce_cpu_pct: float | None = None
+    consume_cpu_pct: float | None = None
 
     def rates(self) -> tuple[float, float, float, float]:
         """(produce rec/s, produce MB/s, consume rec/s, consume MB/s)."""
@@ -75,7 +77,9 @@ class Result:
     def cells(self) -> list[str]:
         """The row of the results table."""
         memory = (self.startup_ms, self.idle_rss_mb, self.final_rss_mb, self.peak_rss_mb)
-        values = zip((*self.rates(), *memory), (0, 1, 0, 1, 0, 1, 1, 1), strict=True)
+        cpu = (self.produce_cpu_pct, self.consume_cpu_pct)
+        digits = (0, 1, 0, 1, 0, 0, 0, 1, 1, 1)
+        values = zip((*self.rates(), *cpu, *memory), digits, strict=True)
         return [self.durability, str(self.partitions), *(number(v, d) for v, d in values)]
 
 
@@ -88,6 +92,21 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def cpu_s(pid: int | None) -> float | None:
+    """User plus system CPU seconds the broker has used, from /proc (None if not ours)."""
+    if pid is None:
+        return None
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def busy_pct(before: float | None, after: float | None, elapsed_s: float) -> float | None:
+    """Share of one core the broker kept busy while a phase ran."""
+    if before is None or after is None:
+        return None
+    return 100 * (after - before) / elapsed_s
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -290,17 +309,24 @@ def run(args: argparse.Namespace, durability: str) -> list[Result]:
             profiler = None
             if args.profile and broker.process is not None:
                 profiler = start_profiler(broker.process.pid, f"{durability}-{partitions}p")
+            pid = broker.process.pid if broker.process else None
+            cpu_start = cpu_s(pid)
             try:
                 produce_s = produce(broker.bootstrap, topic, args.records, args.record_bytes)
             finally:
                 stop_profiler(profiler)
+            cpu_produced = cpu_s(pid)
             consume_s = consume(broker.bootstrap, topic, partitions, args.records)
+            cpu = (
+                busy_pct(cpu_start, cpu_produced, produce_s),
+                busy_pct(cpu_produced, cpu_s(pid), consume_s),
+            )
             log(f"{durability} {partitions}p: produce {produce_s:.2f} s, consume {consume_s:.2f} s")
             delete_topic(broker.bootstrap, topic)
             memory = memory_mb(broker.process.pid) if broker.process else (None, None)
             timings = (args.records, args.record_bytes, produce_s, consume_s)
             stats = (broker.startup_ms, broker.idle_rss_mb, *memory)
-            results.append(Result(durability, partitions, *timings, *stats))
+            results.append(Result(durability, partitions, *timings, *stats, *cpu))
     finally:
         stop(broker)
     return results
@@ -311,7 +337,8 @@ def number(value: float | None, digits: int = 0) -> str:
 
 
 HEADERS = ["durability", "parts", "produce rec/s", "produce MB/s", "consume rec/s"]
-HEADERS += ["consume MB/s", "startup ms", "idle RSS MB", "RSS after MB", "peak RSS MB"]
+HEADERS += ["consume MB/s", "broker CPU % (produce)", "broker CPU % (consume)"]
+HEADERS += ["startup ms", "idle RSS MB", "RSS after MB", "peak RSS MB"]
 
 
 def print_table(results: list[Result]) -> None:
