@@ -1,0 +1,80 @@
+"""The `strom` command against a real broker, as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from broker import BrokerProcess, free_port
+
+
+def strom(
+    *args: str, stdin: str | None = None, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strom", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def test_topic_produce_consume_round_trip(broker: BrokerProcess) -> None:
+    b = ["-b", broker.bootstrap]
+    created = strom(
+        "topic", "create", "events", "--partitions", "3", "--config", "retention.ms=60000", *b
+    )
+    assert created.returncode == 0, created.stderr
+    assert strom("topic", "create", "events", *b).returncode == 1
+
+    listed = strom("topic", "list", *b)
+    assert listed.returncode == 0 and "events" in listed.stdout and "3" in listed.stdout
+
+    described = strom("topic", "describe", "events", *b)
+    assert described.returncode == 0, described.stderr
+    assert "retention.ms" in described.stdout and "60000" in described.stdout
+
+    lines = "".join(f"user{i % 4}:event {i}\n" for i in range(50))
+    produced = strom(
+        "produce", "events", "--key-separator", ":", "--compression", "zstd", *b, stdin=lines
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert "produced 50 records" in produced.stderr
+
+    consumed = strom("consume", "events", "--from-beginning", "--count", "50", "--print-key", *b)
+    assert consumed.returncode == 0, consumed.stderr
+    rows = [line.split("\t") for line in consumed.stdout.splitlines()]
+    assert sorted(value for _, value in rows) == sorted(f"event {i}" for i in range(50))
+    for key in {key for key, _ in rows}:
+        numbers = [int(value.split()[1]) for k, value in rows if k == key]
+        assert numbers == sorted(numbers), f"records of key {key} out of order: {numbers}"
+    assert {key for key, _ in rows} == {f"user{i}" for i in range(4)}
+
+    grown = strom("topic", "add-partitions", "events", "--total", "5", *b)
+    assert grown.returncode == 0, grown.stderr
+    assert "5" in strom("topic", "list", *b).stdout
+
+    deleted = strom("topic", "delete", "events", *b)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "events" not in strom("topic", "list", *b).stdout
+    missing = strom("consume", "events", "--count", "1", *b)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_consume_stops_after_timeout_without_records(broker: BrokerProcess) -> None:
+    b = ["-b", broker.bootstrap]
+    assert strom("topic", "create", "quiet", *b).returncode == 0
+    result = strom("consume", "quiet", "--from-beginning", "--timeout-ms", "1500", *b)
+    assert result.returncode == 0 and result.stdout == ""
+
+
+def test_unreachable_broker_fails_fast_with_exit_code_3() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    result = strom("topic", "list", "-b", address, "--timeout", "2")
+    assert result.returncode == 3
+    assert f"cannot reach a broker at {address}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30
