@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from broker import BrokerProcess, free_port
 
@@ -78,3 +79,64 @@ def test_unreachable_broker_fails_fast_with_exit_code_3() -> None:
     assert f"cannot reach a broker at {address}" in result.stderr
     assert "Traceback" not in result.stderr
     assert time.monotonic() - started < 30
+
+
+KAFKA_KRAFT_COMBINED = """\
+# The single-node KRaft combined-mode file Kafka ships, with free ports and a temp dir.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:{controller_port}
+listeners=PLAINTEXT://:{port},CONTROLLER://:{controller_port}
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:{port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs={log_dirs}
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_kafka_kraft_config_starts_strom_as_is(tmp_path: Path) -> None:
+    port, controller_port = free_port(), free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(
+        KAFKA_KRAFT_COMBINED.format(
+            port=port, controller_port=controller_port, log_dirs=tmp_path / "kraft-logs"
+        )
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strom", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert f"strom ready on localhost:{port}" in ready, ready
+        produced = strom(
+            "produce", "kraft", "-b", f"localhost:{port}", stdin="hello\n", timeout_s=60
+        )
+        assert produced.returncode == 0, produced.stderr
+        consumed = strom(
+            "consume", "kraft", "--from-beginning", "--count", "1", "-b", f"localhost:{port}"
+        )
+        assert consumed.stdout == "hello\n"
+        assert (tmp_path / "kraft-logs" / "kraft-0").is_dir()
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0, stderr
+    assert "num.network.threads is accepted but has no effect" in stderr

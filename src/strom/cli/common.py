@@ -249,12 +249,18 @@ class Connection:
             return CommandError(topic_missing_message(context))
         return CommandError(kafka_error_message(error.name(), error.str(), context))
 
-    def metadata(self, client: _MetadataClient) -> ClusterMetadata:
-        """All topics' metadata (never one topic's: that could auto-create it)."""
+    def metadata(self, client: _MetadataClient, topic: str | None = None) -> ClusterMetadata:
+        """All topics' metadata, or one topic's: asking for one topic lets a broker with
+        auto.create.topics.enable create it, as Kafka's console producer does; only
+        `strom produce` asks that way."""
         from confluent_kafka import KafkaException
 
         try:
-            metadata: ClusterMetadata = client.list_topics(timeout=self.timeout_s)
+            metadata: ClusterMetadata = (
+                client.list_topics(timeout=self.timeout_s)
+                if topic is None
+                else client.list_topics(topic, timeout=self.timeout_s)
+            )
         except KafkaException as exc:
             client.poll(0)  # serve error_cb so the reason is known
             error = exc.args[0]

@@ -169,7 +169,11 @@ def produce(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Write one record per line of stdin to TOPIC (the line's newline is not included)."""
+    """Write one record per line of stdin to TOPIC (the line's newline is not included).
+
+    A topic that does not exist is created if the broker creates topics on first use
+    (auto.create.topics.enable), as with Kafka's console producer.
+    """
     from confluent_kafka import Producer
 
     with reporting_errors():
@@ -189,7 +193,7 @@ def produce(
                 "message.timeout.ms": round(max(DELIVERY_TIMEOUT_S, timeout) * 1000),
             }
         )
-        partitions = connection.topic(connection.metadata(producer), topic).partitions
+        partitions = connection.topic(connection.metadata(producer, topic), topic).partitions
         tally = DeliveryTally()
         extra: dict[str, Any] = {"on_delivery": tally}
         if headers:
