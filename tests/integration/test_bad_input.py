@@ -410,11 +410,6 @@ def test_bad_produce_is_refused(target: Target, case: str) -> None:
     target.assert_serving(before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="records.validate_batches trusts a compressed batch to its CRC: a batch whose "
-    "CRC is right but whose gzip data is garbage is stored and then poisons every consumer",
-)
 def test_undecodable_compressed_batch_is_refused(target: Target) -> None:
     batch = bytearray(
         encode_batch(

@@ -7,6 +7,7 @@ place. The broker needs exactly that: validate a produced batch without decoding
 records, rewrite the 16-byte prefix (base offset, length, leader epoch) that the CRC does
 not cover, and store the client's bytes unchanged. Full decoding (all four codecs) and
 encoding are here too, for tests, compaction, tools and the internal metadata log.
+The codecs, and the bound on what a batch may decompress to, are in ``compression``.
 
 Batch layout (all big-endian)::
 
@@ -31,12 +32,20 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeAlias
 
-import cramjam
 import crc32c
 from kio.schema.errors import ErrorCode
 
+from strom.protocol.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    Compression,
+    DecompressionError,
+    compress,
+    decompress,
+)
+
 __all__ = [
     "BATCH_HEADER_SIZE",
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "LOG_OVERHEAD",
     "MIN_BATCH_LENGTH",
     "BatchHeader",
@@ -79,23 +88,11 @@ _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _CRC = struct.Struct(">I")
 _ATTRS = struct.Struct(">h")
 _I64 = struct.Struct(">q")
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = struct.Struct(">8sii")
-_XERIAL_BLOCK = struct.Struct(">i")
-_XERIAL_BLOCK_SIZE = 32 * 1024
 
 assert _HEADER.size == BATCH_HEADER_SIZE
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 Header: TypeAlias = tuple[str, bytes | None]
-
-
-class Compression(IntEnum):
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
 
 
 class TimestampType(IntEnum):
@@ -117,6 +114,18 @@ def _corrupt(message: str) -> RecordsError:
 
 def _invalid(message: str) -> RecordsError:
     return RecordsError(ErrorCode.invalid_record, message)
+
+
+def _decompress(codec: int, data: Buffer, max_bytes: int, where: str) -> bytes | bytearray:
+    """Decompress a records section; RecordsError when undecodable or too large."""
+    try:
+        return decompress(codec, data, max_bytes=max_bytes)
+    except DecompressionError as exc:
+        if exc.too_large:
+            raise _invalid(f"{where}{exc}") from exc
+        raise _corrupt(f"{where}{exc}") from exc
+    except ValueError as exc:
+        raise RecordsError(ErrorCode.unsupported_compression_type, str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +211,18 @@ def iter_batches(buf: Buffer, start: int = 0) -> Iterator[tuple[int, BatchHeader
 
 
 def validate_batches(
-    records: Buffer, *, max_batch_bytes: int
+    records: Buffer,
+    *,
+    max_batch_bytes: int,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> list[tuple[memoryview, BatchHeader]]:
     """Validate a produce request's records and split them into batches, without copying.
 
-    Checks framing, magic, CRC32C, record counts and size; for uncompressed batches it
-    walks the record length prefixes to check that exactly ``records_count`` records
-    fill the batch. Compressed batches are trusted to the CRC and stay compressed.
+    Checks framing, magic, CRC32C, record counts and size, then walks the record length
+    prefixes to check that exactly ``records_count`` records fill the batch. A compressed
+    batch is decompressed for that walk into at most ``max_decompressed_bytes`` (more is
+    refused with INVALID_RECORD, undecodable data with CORRUPT_MESSAGE); the batch
+    returned is still the client's compressed bytes.
     """
     view = memoryview(records)
     if view.ndim != 1 or view.itemsize != 1:
@@ -269,13 +283,19 @@ def validate_batches(
         if codec == Compression.NONE:
             if isinstance(data, memoryview):
                 data = bytes(view)
-            if not _record_lengths_fill(
+            records_ok = _record_lengths_fill(
                 data, pos + BATCH_HEADER_SIZE, batch_end, header.records_count
-            ):
-                raise _invalid(
-                    f"batch at position {pos}: records do not match its count "
-                    f"{header.records_count} and length"
-                )
+            )
+        else:
+            where = f"batch at position {pos}: "
+            payload = view[pos + BATCH_HEADER_SIZE : batch_end]
+            plain = _decompress(codec, payload, max_decompressed_bytes, where)
+            records_ok = _record_lengths_fill(plain, 0, len(plain), header.records_count)
+        if not records_ok:
+            raise _invalid(
+                f"batch at position {pos}: records do not match its count "
+                f"{header.records_count} and length"
+            )
         out.append((view[pos:batch_end], header))
         pos = batch_end
     return out
@@ -412,8 +432,16 @@ class _Reader:
         return self.take(length)
 
 
-def decode_batch(batch: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader, list[Record]]:
-    """Fully decode one batch (decompressing it). Raises RecordsError when malformed."""
+def decode_batch(
+    batch: Buffer,
+    *,
+    verify_crc: bool = True,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[BatchHeader, list[Record]]:
+    """Fully decode one batch, decompressing it into at most ``max_decompressed_bytes``.
+
+    Raises RecordsError when malformed or when it decompresses to more than that.
+    """
     view = memoryview(batch)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
@@ -434,7 +462,11 @@ def decode_batch(batch: Buffer, *, verify_crc: bool = True) -> tuple[BatchHeader
         raise _invalid(f"negative record count {header.records_count}")
     codec = header.attributes & _COMPRESSION_MASK
     raw = body[BATCH_HEADER_SIZE:]
-    data = bytes(raw) if codec == Compression.NONE else decompress(codec, raw)
+    if codec == Compression.NONE:
+        data = bytes(raw)
+    else:
+        plain = _decompress(codec, raw, max_decompressed_bytes, "")
+        data = plain if isinstance(plain, bytes) else bytes(plain)
     reader = _Reader(data)
     log_append = header.attributes & _TIMESTAMP_TYPE_BIT
     records: list[Record] = []
@@ -476,62 +508,6 @@ def _decode_record(reader: _Reader, header: BatchHeader, log_append: bool) -> Re
     reader.end = batch_end
     timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
     return Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
-
-
-def decompress(codec: int, data: Buffer) -> bytes:
-    """Decompress a batch's records section. Raises RecordsError on bad input."""
-    try:
-        if codec == Compression.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == Compression.SNAPPY:
-            return _snappy_decompress(bytes(data))
-        if codec == Compression.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == Compression.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except RecordsError:
-        raise
-    except Exception as exc:  # cramjam raises its own error types
-        raise _corrupt(f"cannot decompress records (codec {codec}): {exc}") from exc
-    raise RecordsError(ErrorCode.unsupported_compression_type, f"unknown codec {codec}")
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    # The Java client writes xerial framing; librdkafka and others write one raw block.
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    pos = _XERIAL_HEADER.size
-    chunks: list[bytes] = []
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise _corrupt("truncated xerial snappy block length")
-        (length,) = _XERIAL_BLOCK.unpack_from(data, pos)
-        pos += 4
-        if length < 0 or pos + length > len(data):
-            raise _corrupt("truncated xerial snappy block")
-        chunks.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + length])))
-        pos += length
-    return b"".join(chunks)
-
-
-def compress(codec: Compression, data: bytes) -> bytes:
-    if codec == Compression.NONE:
-        return data
-    if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == Compression.SNAPPY:
-        # Xerial framing, as the Java client writes: every Kafka client can read it.
-        parts = [_XERIAL_HEADER.pack(_XERIAL_MAGIC, 1, 1)]
-        for start in range(0, len(data), _XERIAL_BLOCK_SIZE):
-            block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK_SIZE]))
-            parts.append(_XERIAL_BLOCK.pack(len(block)))
-            parts.append(block)
-        return b"".join(parts)
-    if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise ValueError(f"unknown codec {codec}")
 
 
 # ---------------------------------------------------------------------------- encoding

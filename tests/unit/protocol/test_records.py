@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from strom.protocol.compression import compress
 from strom.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -325,19 +326,104 @@ def test_log_append_time_stamping_recomputes_crc(codec: Compression) -> None:
     assert bytes(view) == batch  # the client's buffer is untouched
 
 
-def test_corrupt_compressed_payload_is_reported() -> None:
+COMPRESSED = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x82SNAPPY\x00garbage-garbage",
+        b"\x1f\x8b" + b"garbage!" * 4,
+        b"\x04\x22\x4d\x18" + b"garbage!" * 4,
+        b"\x28\xb5\x2f\xfd" + b"garbage!" * 4,
+        b"",
+    ],
+)
+def test_undecodable_compressed_payload_is_corrupt(codec: Compression, garbage: bytes) -> None:
+    batch = _with_payload(encode_batch(_records(5), base_timestamp_ms=1), garbage, codec)
+    with pytest.raises(RecordsError) as excinfo:
+        validate_batches(batch, max_batch_bytes=MAX)
+    assert _error(excinfo) == ErrorCode.corrupt_message
+    assert "batch at position 0" in str(excinfo.value)
+    with pytest.raises(RecordsError) as excinfo:
+        decode_batch(batch)
+    assert _error(excinfo) == ErrorCode.corrupt_message
+
+
+def test_undecodable_batch_after_a_good_one_names_its_position() -> None:
+    good = encode_batch(_records(3), base_timestamp_ms=1, compression=Compression.LZ4)
+    bad = _with_payload(good, b"\x04\x22\x4d\x18garbage", Compression.LZ4)
+    with pytest.raises(RecordsError, match=f"batch at position {len(good)}"):
+        validate_batches(good + bad, max_batch_bytes=MAX)
+
+
+def test_unknown_codec_is_unsupported() -> None:
     plain = encode_batch(_records(5), base_timestamp_ms=1)
-    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
-        batch = _with_payload(plain, b"\x82SNAPPY\x00garbage-garbage", codec)
-        validate_batches(batch, max_batch_bytes=MAX)  # compressed: the CRC is the check
-        with pytest.raises(RecordsError) as excinfo:
-            decode_batch(batch)
-        assert _error(excinfo) == ErrorCode.corrupt_message
-    unknown = _with_payload(plain, b"abc", Compression.NONE)
-    unknown = _patch(unknown, ">h", 21, 6)
+    unknown = _patch(_with_payload(plain, b"abc", Compression.NONE), ">h", 21, 6)
     with pytest.raises(RecordsError) as excinfo:
         validate_batches(unknown, max_batch_bytes=MAX)
     assert _error(excinfo) == ErrorCode.unsupported_compression_type
+    with pytest.raises(RecordsError) as excinfo:
+        decode_batch(unknown)
+    assert _error(excinfo) == ErrorCode.unsupported_compression_type
+
+
+def _framed(records: bytes, codec: Compression, count: int) -> bytes:
+    """A batch of ``count`` records whose records section is ``records``, compressed."""
+    template = encode_batch(_records(count), base_timestamp_ms=1)
+    return _with_payload(template, compress(codec, records), codec)
+
+
+def _record_bytes(n: int) -> bytes:
+    return encode_batch(_records(n), base_timestamp_ms=1)[BATCH_HEADER_SIZE:]
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+@pytest.mark.parametrize(
+    ("case", "records", "count"),
+    [
+        ("fewer-records", _record_bytes(3), 4),
+        ("more-records", _record_bytes(4), 3),
+        ("trailing-bytes", _record_bytes(3) + b"\x00", 3),
+        ("truncated-record", _record_bytes(3)[:-1], 3),
+        ("negative-length", b"\x01" + _record_bytes(3)[1:], 3),
+        ("length-too-small", b"\x0a" + bytes(5), 1),
+        ("nothing", b"", 1),
+    ],
+)
+def test_compressed_records_must_fill_the_batch(
+    codec: Compression, case: str, records: bytes, count: int
+) -> None:
+    batch = _framed(records, codec, count)
+    with pytest.raises(RecordsError) as excinfo:
+        validate_batches(batch, max_batch_bytes=MAX)
+    assert _error(excinfo) == ErrorCode.invalid_record, case
+    assert f"count {count}" in str(excinfo.value)
+    with pytest.raises(RecordsError):
+        decode_batch(batch)
+
+
+@pytest.mark.parametrize("codec", COMPRESSED)
+def test_decompressed_size_is_bounded(codec: Compression) -> None:
+    batch = encode_batch(_records(50, size=300), base_timestamp_ms=1, compression=codec)
+    plain_size = len(encode_batch(_records(50, size=300), base_timestamp_ms=1))
+    records_size = plain_size - BATCH_HEADER_SIZE
+    validate_batches(batch, max_batch_bytes=MAX, max_decompressed_bytes=records_size)
+    assert len(decode_batch(batch, max_decompressed_bytes=records_size)[1]) == 50
+    with pytest.raises(RecordsError) as excinfo:
+        validate_batches(batch, max_batch_bytes=MAX, max_decompressed_bytes=records_size - 1)
+    assert _error(excinfo) == ErrorCode.invalid_record
+    assert f"the limit is {records_size - 1}" in str(excinfo.value)
+    with pytest.raises(RecordsError) as excinfo:
+        decode_batch(batch, max_decompressed_bytes=records_size - 1)
+    assert _error(excinfo) == ErrorCode.invalid_record
+
+
+def test_uncompressed_batches_ignore_the_decompression_bound() -> None:
+    batch = encode_batch(_records(50, size=300), base_timestamp_ms=1)
+    validate_batches(batch, max_batch_bytes=MAX, max_decompressed_bytes=1)
+    decode_batch(batch, max_decompressed_bytes=1)
 
 
 # ------------------------------------------------------------------------- properties
@@ -395,6 +481,64 @@ def _check_never_crashes(data: bytes) -> None:
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash(data: bytes) -> None:
     _check_never_crashes(data)
+
+
+_magic_then_bytes = st.sampled_from(
+    [
+        b"\x1f\x8b\x08\x00",
+        b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01",
+        b"\x04\x22\x4d\x18",
+        b"\x28\xb5\x2f\xfd",
+    ]
+).flatmap(lambda magic: st.binary(max_size=300).map(lambda tail: magic + tail))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    codec=st.sampled_from(COMPRESSED),
+    payload=st.binary(max_size=300) | _magic_then_bytes,
+    count=st.integers(min_value=1, max_value=5),
+)
+def test_arbitrary_compressed_payload_never_crashes(
+    codec: Compression, payload: bytes, count: int
+) -> None:
+    """Any bytes as a batch's compressed records, with a valid CRC: validated or refused
+    with RecordsError, never another exception."""
+    batch = _with_payload(encode_batch(_records(count), base_timestamp_ms=1), payload, codec)
+    for max_decompressed_bytes in (64, 1 << 20):
+        with contextlib.suppress(RecordsError):
+            validate_batches(
+                batch, max_batch_bytes=MAX, max_decompressed_bytes=max_decompressed_bytes
+            )
+        with contextlib.suppress(RecordsError):
+            decode_batch(batch, max_decompressed_bytes=max_decompressed_bytes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    codec=st.sampled_from(COMPRESSED),
+    records=st.binary(max_size=300)
+    | st.lists(_record, min_size=1, max_size=4).map(
+        lambda records: encode_batch(records, base_timestamp_ms=1)[BATCH_HEADER_SIZE:]
+    ),
+    count=st.integers(min_value=1, max_value=5),
+)
+def test_well_compressed_records_are_judged_by_their_framing(
+    codec: Compression, records: bytes, count: int
+) -> None:
+    """Validly compressed records: accepted exactly when the uncompressed batch would be."""
+    plain = _with_payload(
+        encode_batch(_records(count), base_timestamp_ms=1), records, Compression.NONE
+    )
+    batch = _with_payload(plain, compress(codec, records), codec)
+    try:
+        validate_batches(plain, max_batch_bytes=MAX)
+    except RecordsError as exc:
+        with pytest.raises(RecordsError) as excinfo:
+            validate_batches(batch, max_batch_bytes=MAX)
+        assert _error(excinfo) == exc.error_code == ErrorCode.invalid_record
+    else:
+        validate_batches(batch, max_batch_bytes=MAX)
 
 
 _valid_batches = st.builds(
