@@ -261,7 +261,7 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int) -> float:
     count = 0
     last_progress = started
     while count < records:
-        batch = consumer.consume(100_000, 1.0)
+        batch = consumer.consume(10_000, 1.0)
         for message in batch:
             if message.error() is None:
                 count += 1
