@@ -80,7 +80,7 @@ class Broker:
             self.bound.append((listener, server.sockets[0].getsockname()[1]))
         self.cluster_id = ensure_meta_properties(config.log_dir, self.node_id)
         self.store = LocalMetadataStore(config.log_dir, now_ms=now_ms())
-        self.partitions = PartitionManager(config, now_ms=now_ms())
+        self.partitions = PartitionManager(config)
         self.partitions.delete_stray_logs(self.store.image)
         self.partitions.sync(self.store.image, now_ms=now_ms())
         self.producer_ids = ProducerIdAllocator(config.log_dir)

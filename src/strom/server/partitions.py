@@ -89,13 +89,12 @@ class Partition:
 class PartitionManager:
     """Follows the image: sync(image) -> open/close/delete logs; get(topic, p) -> Partition."""
 
-    def __init__(self, config: BrokerConfig, *, now_ms: int) -> None:
+    def __init__(self, config: BrokerConfig) -> None:
         self._config = config
         self._log_dir = config.log_dir
         self._by_name: dict[tuple[str, int], Partition] = {}
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
         self._topic_configs: dict[str, Mapping[str, str]] = {}
-        self._now_ms = now_ms
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._by_name.values()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -85,9 +86,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
     )
 
 
-def _zero_uuid() -> Any:
-    import uuid
-
+def _zero_uuid() -> uuid.UUID:
     return uuid.UUID(int=0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -62,8 +63,6 @@ def _topic_entry(topic: TopicImage) -> dict[str, Any]:
 
 
 def _error_entry(name: str | None, code: ErrorCode, topic_id: Any = None) -> dict[str, Any]:
-    import uuid
-
     return {
         "error_code": code,
         "name": name,
