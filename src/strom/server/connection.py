@@ -16,7 +16,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -85,6 +85,10 @@ class Connection:
     def drain(self) -> None:
         """Stop reading requests; the ones already read are still answered."""
         self._draining = True
+        # Stop the transport first: bytes arriving after feed_eof() would trip asyncio.
+        transport = cast(asyncio.Transport, self._writer.transport)
+        if not transport.is_closing():
+            transport.pause_reading()
         self._reader.feed_eof()
 
     async def serve(self) -> None:
