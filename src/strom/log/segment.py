@@ -59,11 +59,14 @@ def _header_is_sane(header: BatchHeader) -> bool:
     )
 
 
-def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
-    """Yield (position, header) of the complete, sane batches in ``[start, end)``.
+def _scan(
+    fd: int, start: int, end: int, *, window: int, with_bytes: bool
+) -> Iterator[tuple[int, BatchHeader, memoryview | None]]:
+    """The complete, sane batches in ``[start, end)``, read through a moving window.
 
-    Reads windows of the file, not whole batches. Stops silently at the first batch that
-    is incomplete or has an impossible header; the caller compares where it stopped.
+    Stops silently at the first batch that is incomplete or has an impossible header;
+    the caller compares where it stopped. With ``with_bytes`` the window is widened to
+    hold each whole batch and its bytes are yielded too.
     """
     buf = b""
     buf_start = start
@@ -71,9 +74,8 @@ def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHead
     while end - pos >= BATCH_HEADER_SIZE:
         relative = pos - buf_start
         if relative + BATCH_HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(_HEADER_WINDOW, end - pos), pos)
-            buf_start = pos
-            relative = 0
+            buf = os.pread(fd, min(window, end - pos), pos)
+            buf_start, relative = pos, 0
             if len(buf) < BATCH_HEADER_SIZE:
                 return
         header = parse_batch_header(buf, relative)
@@ -82,37 +84,32 @@ def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHead
         size = header.batch_length + LOG_OVERHEAD
         if pos + size > end:
             return
-        yield pos, header
+        data = None
+        if with_bytes:
+            if relative + size > len(buf):
+                buf = os.pread(fd, min(max(window, size), end - pos), pos)
+                buf_start, relative = pos, 0
+                if len(buf) < size:
+                    return
+            data = memoryview(buf)[relative : relative + size]
+        yield pos, header, data
         pos += size
+
+
+def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) of the complete, sane batches in ``[start, end)``,
+    reading small windows of the file rather than whole batches."""
+    for pos, header, _ in _scan(fd, start, end, window=_HEADER_WINDOW, with_bytes=False):
+        yield pos, header
 
 
 def iter_stored_batches(
     fd: int, start: int, end: int
 ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
     """Like ``scan_headers`` but also yields each batch's bytes (for CRC checks)."""
-    buf = b""
-    buf_start = start
-    pos = start
-    while end - pos >= BATCH_HEADER_SIZE:
-        relative = pos - buf_start
-        if relative + BATCH_HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(_RECOVERY_CHUNK, end - pos), pos)
-            buf_start, relative = pos, 0
-            if len(buf) < BATCH_HEADER_SIZE:
-                return
-        header = parse_batch_header(buf, relative)
-        if not _header_is_sane(header):
-            return
-        size = header.batch_length + LOG_OVERHEAD
-        if pos + size > end:
-            return
-        if relative + size > len(buf):
-            buf = os.pread(fd, min(max(_RECOVERY_CHUNK, size), end - pos), pos)
-            buf_start, relative = pos, 0
-            if len(buf) < size:
-                return
-        yield pos, header, memoryview(buf)[relative : relative + size]
-        pos += size
+    for pos, header, data in _scan(fd, start, end, window=_RECOVERY_CHUNK, with_bytes=True):
+        assert data is not None
+        yield pos, header, data
 
 
 class Segment:

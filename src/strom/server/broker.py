@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +21,7 @@ from strom.metadata.image import MetadataImage
 from strom.metadata.records import MetadataRecord, RegisterBrokerRecord
 from strom.metadata.stores.local import LocalMetadataStore
 from strom.protocol.codec import Request
+from strom.server.clock import now_ms
 from strom.server.connection import Connection
 from strom.server.flusher import Flusher
 from strom.server.handlers import HANDLERS
@@ -36,10 +36,6 @@ SHUTDOWN_GRACE_S = 3.0
 
 class ListenError(RuntimeError):
     """A listener could not be bound; nothing was opened."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Broker:

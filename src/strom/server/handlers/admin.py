@@ -27,9 +27,41 @@ def _check_configs(configs: Any) -> None:
         raise ValueError(str(exc)) from None
 
 
+async def create_topics(
+    broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
+) -> list[controller.TopicResult]:
+    """Decide against the current image, commit, and log what was created; used by
+    CreateTopics and by Metadata's auto-creation."""
+    config = broker.config
+    async with broker.metadata_lock:
+        records, results = controller.create_topics(
+            broker.image,
+            topics,
+            defaults=controller.TopicDefaults(
+                config.num_partitions, config.default_replication_factor
+            ),
+            brokers=sorted(broker.image.brokers),
+            rng=broker.rng,
+            validate_only=validate_only,
+            validate_configs=_check_configs,
+        )
+        if records:
+            await broker.commit(records)
+    if not validate_only:
+        for result in results:
+            if result.error_code == ErrorCode.none:
+                log.info(
+                    "[node %d] created topic %s (%d partitions, replication factor %d)",
+                    broker.node_id,
+                    result.name,
+                    result.num_partitions,
+                    result.replication_factor,
+                )
+    return results
+
+
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
     body = request.body
-    config = broker.config
     new_topics = []
     for topic in body.topics:
         assignments = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
@@ -44,31 +76,10 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
             )
         )
     validate_only = bool(getattr(body, "validate_only", False))
-    async with broker.metadata_lock:
-        records, results = controller.create_topics(
-            broker.image,
-            new_topics,
-            defaults=controller.TopicDefaults(
-                config.num_partitions, config.default_replication_factor
-            ),
-            brokers=sorted(broker.image.brokers),
-            rng=broker.rng,
-            validate_only=validate_only,
-            validate_configs=_check_configs,
-        )
-        if records:
-            await broker.commit(records)
+    results = await create_topics(broker, new_topics, validate_only=validate_only)
     entries = []
     for topic, result in zip(new_topics, results, strict=True):
         ok = result.error_code == ErrorCode.none
-        if ok and not validate_only:
-            log.info(
-                "[node %d] created topic %s (%d partitions, replication factor %d)",
-                broker.node_id,
-                result.name,
-                result.num_partitions,
-                result.replication_factor,
-            )
         entries.append(
             {
                 "name": result.name,

@@ -13,6 +13,7 @@ from strom.metadata.image import TopicImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.connection import api_versions_body
+from strom.server.handlers import admin
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -90,7 +91,7 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
             if t.name is not None and t.name not in broker.image.topics_by_name
         ]
         if missing and allow_auto_create and broker.config.auto_create_topics_enable:
-            await auto_create_topics(broker, missing)
+            await admin.create_topics(broker, [controller.NewTopic(n, -1, -1) for n in missing])
         image = broker.image
         for wanted in requested:
             topic_id = getattr(wanted, "topic_id", None)
@@ -126,30 +127,6 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
             "error_code": ErrorCode.none,
         },
     )
-
-
-async def auto_create_topics(broker: Broker, names: list[str]) -> None:
-    config = broker.config
-    async with broker.metadata_lock:
-        records, results = controller.create_topics(
-            broker.image,
-            [controller.NewTopic(name, -1, -1) for name in names],
-            defaults=controller.TopicDefaults(
-                config.num_partitions, config.default_replication_factor
-            ),
-            brokers=sorted(broker.image.brokers),
-            rng=broker.rng,
-        )
-        if records:
-            await broker.commit(records)
-    for result in results:
-        if result.error_code == ErrorCode.none:
-            log.info(
-                "[node %d] auto-created topic %s with %d partition(s)",
-                broker.node_id,
-                result.name,
-                result.num_partitions,
-            )
 
 
 async def handle_describe_cluster(broker: Broker, request: Request) -> Any:

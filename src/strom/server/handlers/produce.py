@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.records import RecordsError, validate_batches
+from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ def _min_insync_replicas(broker: Broker, topic: str) -> int:
 
 
 async def handle_produce(broker: Broker, request: Request) -> Any | None:
-    from strom.server.broker import now_ms
-
     body = request.body
     acks = int(body.acks)
     current_ms = now_ms()
