@@ -401,7 +401,6 @@ def test_kafka_3_kraft_combined_config_loads() -> None:
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
     )

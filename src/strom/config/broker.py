@@ -96,6 +96,9 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    group_max_size: int
+    offsets_topic_segment_bytes: int
+    offset_metadata_max_bytes: int
     raw: Mapping[str, str]
     """Effective text of every known key that has a value (defaults included); keys that
     are unset and have no default (e.g. log.retention.ms) are absent."""
@@ -319,6 +322,9 @@ def _build(given: Mapping[str, str], layers: Mapping[str, int]) -> BrokerConfig:
         group_initial_rebalance_delay_ms=v.integer("group.initial.rebalance.delay.ms"),
         group_min_session_timeout_ms=group_min_ms,
         group_max_session_timeout_ms=group_max_ms,
+        group_max_size=v.integer("group.max.size"),
+        offsets_topic_segment_bytes=v.integer("offsets.topic.segment.bytes"),
+        offset_metadata_max_bytes=v.integer("offset.metadata.max.bytes"),
         raw=MappingProxyType(raw),
         sources=MappingProxyType(sources),
         values=MappingProxyType(typed),

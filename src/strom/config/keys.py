@@ -360,6 +360,27 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _REPLICATION_FACTOR,
     ),
     ConfigKey(
+        "offsets.topic.segment.bytes",
+        INT,
+        "104857600",
+        "Segment size of __consumer_offsets (kept small so compaction can work).",
+        Between(14, 2**31 - 1),
+    ),
+    ConfigKey(
+        "offset.metadata.max.bytes",
+        INT,
+        "4096",
+        "Largest metadata string a consumer may commit with an offset.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "group.max.size",
+        INT,
+        str(2**31 - 1),
+        "Most members a consumer group may have.",
+        AtLeast(1),
+    ),
+    ConfigKey(
         "offsets.retention.minutes",
         INT,
         "10080",
@@ -485,13 +506,6 @@ NOT_YET_IN_EFFECT = frozenset(
         "compression.type",
         "unclean.leader.election.enable",
         "replica.lag.time.max.ms",
-        "offsets.topic.num.partitions",
-        "offsets.topic.replication.factor",
-        "offsets.retention.minutes",
-        "offsets.retention.check.interval.ms",
-        "group.initial.rebalance.delay.ms",
-        "group.min.session.timeout.ms",
-        "group.max.session.timeout.ms",
     }
 )
 CONFIG_KEYS = tuple(

@@ -18,13 +18,23 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
 
@@ -43,12 +53,22 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.FETCH: VersionRange(4, 17),
     ApiKey.LIST_OFFSETS: VersionRange(1, 10),
     ApiKey.METADATA: VersionRange(0, 13),
+    ApiKey.OFFSET_COMMIT: VersionRange(2, 9),
+    ApiKey.OFFSET_FETCH: VersionRange(1, 9),
     ApiKey.FIND_COORDINATOR: VersionRange(0, 6),
+    ApiKey.JOIN_GROUP: VersionRange(2, 9),
+    ApiKey.HEARTBEAT: VersionRange(0, 4),
+    ApiKey.LEAVE_GROUP: VersionRange(0, 5),
+    ApiKey.SYNC_GROUP: VersionRange(0, 5),
+    ApiKey.DESCRIBE_GROUPS: VersionRange(0, 6),
+    ApiKey.LIST_GROUPS: VersionRange(0, 5),
     ApiKey.API_VERSIONS: VersionRange(0, 4),
     ApiKey.CREATE_TOPICS: VersionRange(2, 7),
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
+    ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+    ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
 }

@@ -50,6 +50,8 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    client_host: str = ""
+    """The peer's address, set by the connection (groups report it per member)."""
 
 
 def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
@@ -88,7 +90,7 @@ def _payload_class(module: Any, suffix: str) -> type[Any]:
     raise LookupError(f"no {suffix} class in {module.__name__}")
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: bytes, *, client_host: str = "") -> Request:
     """Decode one request frame (without its size prefix).
 
     Raises UnsupportedVersion for a known API at an unserved version and RequestError for
@@ -109,7 +111,7 @@ def decode_request(frame: bytes) -> Request:
         raise RequestError(f"malformed {key.name} v{api_version} request: {exc!r}") from None
     # Bytes after the body are ignored, as Kafka does: librdkafka leaves three
     # placeholder bytes after a null topic array in Metadata requests.
-    return Request(key, api_version, correlation_id, header.client_id, body)
+    return Request(key, api_version, correlation_id, header.client_id, body, client_host)
 
 
 _WRITERS: dict[type[Any], tuple[Callable[..., None], Callable[..., None]]] = {}
@@ -172,7 +174,7 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
 @dataclass(frozen=True, slots=True)
 class _FieldPlan:
     name: str
-    kind: str  # "entity", "entities", "timedelta", "datetime", "error", "plain"
+    kind: str  # "entity", "entities", "timedelta", "datetime", "error", "string", "plain"
     nested: type[Any] | None
     required: bool
 
@@ -214,6 +216,8 @@ def _make_plan(entity_type: type[Any]) -> tuple[_FieldPlan, ...]:
             plans.append(_FieldPlan(f.name, "datetime", None, required))
         elif kafka_type == "error_code":
             plans.append(_FieldPlan(f.name, "error", None, required))
+        elif kafka_type == "string" and f.type in (str, "str"):
+            plans.append(_FieldPlan(f.name, "string", None, required))
         else:
             plans.append(_FieldPlan(f.name, "plain", None, required))
     return tuple(plans)
@@ -225,6 +229,7 @@ def build(entity_type: type[Any], data: Mapping[str, Any]) -> Any:
     Keys the version does not have are ignored, so one mapping can describe a response
     for every version. Durations are given in milliseconds, instants in epoch ms (-1 for
     none), error codes as ints, nested entities as mappings or sequences of mappings.
+    None in a string field that this version cannot make null is sent as "".
     """
     kwargs: dict[str, Any] = {}
     for plan in _plan(entity_type):
@@ -255,6 +260,8 @@ def build(entity_type: type[Any], data: Mapping[str, Any]) -> Any:
                 )
         elif plan.kind == "error":
             value = ErrorCode(int(value))
+        elif plan.kind == "string" and value is None:
+            value = ""  # a field that is nullable only in later versions
         kwargs[plan.name] = value
     return entity_type(**kwargs)
 

@@ -24,6 +24,7 @@ from strom.protocol.codec import Request
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
 from strom.server.flusher import Flusher
+from strom.server.groups import GroupService
 from strom.server.handlers import HANDLERS
 from strom.server.layout import ensure_meta_properties
 from strom.server.partitions import Partition, PartitionManager
@@ -84,6 +85,10 @@ class Broker:
         self._spawn(self.flusher.run(), "flusher")
         self._spawn(self._retention_loop(), "retention")
         self._spawn(self._interval_flush_loop(), "interval-flush")
+        self.groups = GroupService(self)
+        self.groups.load()
+        self._spawn(self.groups.run_timers(), "group-timers")
+        self._spawn(self.groups.run_expiry(), "offset-expiry")
         host, port = self.advertised_listener
         await self.commit(
             [
@@ -113,6 +118,7 @@ class Broker:
             server.close()
         for partition in self.partitions:
             partition.wake_fetchers()
+        self.groups.close()
         for connection in list(self._connections):
             connection.drain()
         if self._connection_tasks:

@@ -80,6 +80,7 @@ class Connection:
         )
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.host = f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
         self._draining = False
 
     def drain(self) -> None:
@@ -142,7 +143,7 @@ class Connection:
     def _start(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
         """The task answering `frame`, or None to close the connection."""
         try:
-            request = decode_request(frame)
+            request = decode_request(frame, client_host=self.host)
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 # Answer in v0, which every client can read, listing what we support.

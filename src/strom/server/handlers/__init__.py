@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
-from strom.server.handlers import admin, cluster, configs, coordinator, fetch, produce
+from strom.server.handlers import (
+    admin,
+    cluster,
+    configs,
+    coordinator,
+    fetch,
+    groups,
+    offsets,
+    produce,
+)
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -27,4 +36,14 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: admin.handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+    ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
+    ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
 }

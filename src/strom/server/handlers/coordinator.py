@@ -1,9 +1,9 @@
 """FindCoordinator: which broker coordinates a consumer group.
 
 A group's coordinator is the leader of its `__consumer_offsets` partition; on a single
-node that is this broker. Transactional ids have no coordinator in strom, and asking for
-one fails at once with TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of letting the
-client retry forever.
+node that is this broker. The first group lookup creates `__consumer_offsets`.
+Transactional ids have no coordinator in strom, and asking for one fails at once with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of letting the client retry forever.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.server.groups import CoordinatorUnavailable
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -22,7 +23,7 @@ _GROUP = 0
 _TRANSACTION = 1
 
 
-def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     host, port = broker.advertised_listener
     entry: dict[str, Any] = {
         "key": key,
@@ -32,7 +33,13 @@ def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
         "error_code": ErrorCode.none,
         "error_message": None,
     }
-    if key_type != _GROUP:
+    if key_type == _GROUP:
+        try:
+            await broker.groups.coordinate(key)
+        except CoordinatorUnavailable as exc:
+            entry.update(node_id=-1, host="", port=-1, error_code=exc.error_code)
+            entry["error_message"] = str(exc)
+    else:
         entry.update(node_id=-1, host="", port=-1)
         if key_type == _TRANSACTION:
             entry["error_code"] = ErrorCode.transactional_id_authorization_failed
@@ -47,8 +54,8 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Any:
     body = request.body
     key_type = int(getattr(body, "key_type", _GROUP))
     if request.api_version >= 4:
-        coordinators = [_coordinator(broker, key, key_type) for key in body.coordinator_keys]
+        coordinators = [await _coordinator(broker, key, key_type) for key in body.coordinator_keys]
         data: dict[str, Any] = {"throttle_time": 0, "coordinators": coordinators}
     else:
-        data = {"throttle_time": 0, **_coordinator(broker, body.key, key_type)}
+        data = {"throttle_time": 0, **(await _coordinator(broker, body.key, key_type))}
     return build_response(ApiKey.FIND_COORDINATOR, request.api_version, data)

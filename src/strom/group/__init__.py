@@ -1,0 +1,6 @@
+"""Consumer groups: the classic group protocol and committed offsets, as pure code.
+
+`coordinator` runs membership (join, sync, heartbeat, leave, timers); `offsets` runs
+commits, fetches, deletions and expiry; `records` is the byte layout of both in
+`__consumer_offsets`; `placement` maps a group to its partition of that topic.
+"""

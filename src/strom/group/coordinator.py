@@ -1,0 +1,617 @@
+"""The classic group protocol as a pure state machine: JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup and the timers behind them.
+
+Requests come in with the shell's reply token and `now_ms`; every call returns an
+`Output`: replies for waiting requests (a JoinGroup waits until the rebalance ends, a
+SyncGroup until the leader sent the assignment) and `__consumer_offsets` records to
+write. The shell writes the records first and delivers the replies once they are
+durable. `tick(now_ms)` fires session, join and rebalance timeouts; `next_deadline_ms()`
+says when to call it next. Offsets are in `offsets.py`; the state table in `state.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from random import Random
+
+from kio.schema.errors import ErrorCode
+
+from strom.group.records import GroupMetadataKey, Key, Value
+from strom.group.state import (
+    Group,
+    GroupConfig,
+    GroupState,
+    JoinedMember,
+    JoinResult,
+    Member,
+    SyncResult,
+    Token,
+)
+
+log = logging.getLogger(__name__)
+
+Reply = JoinResult | SyncResult
+GroupRecord = tuple[Key, Value | None]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str = ""
+    client_host: str = ""
+    require_known_member_id: bool = True
+    """JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED and its id."""
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class Output:
+    replies: list[tuple[Token, Reply]] = field(default_factory=list)
+    records: list[GroupRecord] = field(default_factory=list)
+
+    def reply(self, token: Token | None, result: Reply) -> None:
+        if token is not None:
+            self.replies.append((token, result))
+
+    def extend(self, other: Output) -> None:
+        self.replies += other.replies
+        self.records += other.records
+
+
+class GroupCoordinator:
+    """Every classic group this broker coordinates: membership, generations, timers.
+
+    One owner calls it; nothing here blocks, sleeps or reads a clock.
+    """
+
+    def __init__(self, config: GroupConfig, rng: Random, *, label: str = "") -> None:
+        self.config = config
+        self.groups: dict[str, Group] = {}
+        self._rng = rng
+        self._label = label
+
+    # ---------------------------------------------------------------------- JoinGroup
+
+    def join(self, req: JoinRequest, token: Token, now_ms: int) -> Output:
+        out = Output()
+        error = self._check_join(req)
+        if error is not ErrorCode.none:
+            out.reply(token, JoinResult(error, member_id=req.member_id))
+            return out
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                out.reply(token, JoinResult(ErrorCode.unknown_member_id, req.member_id))
+                return out
+            group = Group(req.group_id, GroupState.EMPTY, now_ms)
+            self.groups[req.group_id] = group
+        if group.state is GroupState.DEAD:
+            out.reply(token, JoinResult(ErrorCode.coordinator_not_available, req.member_id))
+        elif not group.accepts(req.protocol_type, req.protocols):
+            out.reply(token, JoinResult(ErrorCode.inconsistent_group_protocol, req.member_id))
+        elif not req.member_id:
+            self._join_new(group, req, token, now_ms, out)
+        else:
+            self._join_known(group, req, token, now_ms, out)
+        return out
+
+    def _check_join(self, req: JoinRequest) -> ErrorCode:
+        if not req.group_id:
+            return ErrorCode.invalid_group_id
+        config = self.config
+        if not (
+            config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms
+        ):
+            return ErrorCode.invalid_session_timeout
+        return ErrorCode.none
+
+    def _join_new(
+        self, group: Group, req: JoinRequest, token: Token, now_ms: int, out: Output
+    ) -> None:
+        if len(group.members) + len(group.pending_members) >= self.config.max_group_size:
+            out.reply(token, JoinResult(ErrorCode.group_max_size_reached))
+            return
+        member_id = self._new_member_id(req.group_instance_id or req.client_id)
+        instance_id = req.group_instance_id
+        if instance_id is not None and group.static_members.get(instance_id) in group.members:
+            self._replace_static_member(group, member_id, req, token, now_ms, out)
+        elif instance_id is None and req.require_known_member_id:
+            group.pending_members[member_id] = now_ms + req.session_timeout_ms
+            out.reply(token, JoinResult(ErrorCode.member_id_required, member_id))
+        else:
+            self._add_member(group, member_id, req, token, now_ms, out)
+
+    def _join_known(
+        self, group: Group, req: JoinRequest, token: Token, now_ms: int, out: Output
+    ) -> None:
+        member_id = req.member_id
+        if member_id in group.pending_members:
+            del group.pending_members[member_id]
+            self._add_member(group, member_id, req, token, now_ms, out)
+            return
+        if group.is_static_fenced(req.group_instance_id, member_id):
+            self._log_fenced(group, req.group_instance_id, member_id)
+            out.reply(token, JoinResult(ErrorCode.fenced_instance_id, member_id))
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            out.reply(token, JoinResult(ErrorCode.unknown_member_id, member_id))
+            return
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        unchanged = member.protocols == req.protocols
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._update_member(member, req, token, out)
+            self._maybe_complete_join(group, now_ms, out)
+        elif group.state is GroupState.COMPLETING_REBALANCE and unchanged:
+            # It missed the JoinGroup answer of this generation: give it again.
+            out.reply(token, self._join_result(group, member))
+        elif group.state is GroupState.STABLE and unchanged and member_id != group.leader_id:
+            out.reply(token, self._join_result(group, member))
+        else:
+            self._update_member(member, req, token, out)
+            self._prepare_rebalance(group, now_ms, out, f"member {member_id} rejoined")
+
+    def _add_member(
+        self,
+        group: Group,
+        member_id: str,
+        req: JoinRequest,
+        token: Token,
+        now_ms: int,
+        out: Output,
+    ) -> None:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=req.group_instance_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=req.protocols,
+            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
+            join_token=token,
+        )
+        if not group.members:
+            group.protocol_type = req.protocol_type
+        group.members[member_id] = member
+        if req.group_instance_id is not None:
+            group.static_members[req.group_instance_id] = member_id
+        if group.leader_id is None:
+            group.leader_id = member_id
+        if group.initial_delay_deadline_ms is not None:
+            group.new_member_during_delay = True
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms, out)
+        else:
+            self._prepare_rebalance(group, now_ms, out, f"member {member_id} joined")
+
+    def _update_member(self, member: Member, req: JoinRequest, token: Token, out: Output) -> None:
+        if member.join_token is not None:
+            out.reply(member.join_token, JoinResult(ErrorCode.rebalance_in_progress))
+        member.protocols = req.protocols
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        member.join_token = token
+
+    def _replace_static_member(
+        self,
+        group: Group,
+        new_id: str,
+        req: JoinRequest,
+        token: Token,
+        now_ms: int,
+        out: Output,
+    ) -> None:
+        """A static member restarted: it takes over its old id's place and assignment."""
+        instance_id = req.group_instance_id
+        assert instance_id is not None
+        old = group.members.pop(group.static_members[instance_id])
+        fenced = ErrorCode.fenced_instance_id
+        out.reply(old.join_token, JoinResult(fenced, old.member_id))
+        out.reply(old.sync_token, SyncResult(fenced))
+        chosen = group.protocol_name
+        unchanged = chosen in dict(req.protocols) and dict(req.protocols)[
+            chosen
+        ] == old.metadata_for(chosen)
+        member = Member(
+            member_id=new_id,
+            group_instance_id=instance_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=req.protocols,
+            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
+            assignment=old.assignment,
+        )
+        group.members[new_id] = member
+        group.static_members[instance_id] = new_id
+        if group.leader_id == old.member_id:
+            group.leader_id = new_id
+        log.info(
+            "%sgroup %s: static member %s restarted as %s",
+            self._label,
+            group.group_id,
+            instance_id,
+            new_id,
+        )
+        if group.state is GroupState.STABLE and unchanged:
+            # No rebalance: the member gets the current generation and, at SyncGroup,
+            # its old assignment. A returning leader must not compute a new one.
+            is_leader = new_id == group.leader_id
+            out.reply(token, self._join_result(group, member, skip_assignment=is_leader))
+            out.records.append((GroupMetadataKey(group.group_id), group.to_record()))
+        else:
+            member.join_token = token
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self._maybe_complete_join(group, now_ms, out)
+            else:
+                self._prepare_rebalance(group, now_ms, out, f"static member {instance_id} changed")
+
+    def _new_member_id(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
+
+    # ------------------------------------------------------------------- rebalancing
+
+    def _prepare_rebalance(self, group: Group, now_ms: int, out: Output, reason: str) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for member in group.members.values():
+                member.assignment = b""
+                out.reply(member.sync_token, SyncResult(ErrorCode.rebalance_in_progress))
+                member.sync_token = None
+        from_empty = group.state is GroupState.EMPTY
+        group.transition(GroupState.PREPARING_REBALANCE, now_ms)
+        timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        delay_ms = min(self.config.initial_rebalance_delay_ms, timeout_ms)
+        if from_empty and delay_ms > 0:
+            group.initial_delay_deadline_ms = now_ms + delay_ms
+            group.initial_delay_remaining_ms = timeout_ms - delay_ms
+            group.new_member_during_delay = False
+            group.rebalance_deadline_ms = None
+        else:
+            group.rebalance_deadline_ms = now_ms + timeout_ms
+        log.info(
+            "%sgroup %s: preparing rebalance from generation %d (%s)",
+            self._label,
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
+        self._maybe_complete_join(group, now_ms, out)
+
+    def _maybe_complete_join(self, group: Group, now_ms: int, out: Output) -> None:
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and group.initial_delay_deadline_ms is None
+            and not group.pending_members
+            and all(m.join_token is not None for m in group.members.values())
+        ):
+            self._complete_join(group, now_ms, out)
+
+    def _complete_join(self, group: Group, now_ms: int, out: Output) -> None:
+        for member in list(group.members.values()):
+            if member.join_token is None:
+                log.info(
+                    "%sgroup %s: member %s did not rejoin in time; removed",
+                    self._label,
+                    group.group_id,
+                    member.member_id,
+                )
+                self._remove_member(group, member, out)
+        group.rebalance_deadline_ms = None
+        group.initial_delay_deadline_ms = None
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition(GroupState.EMPTY, now_ms)
+            out.records.append((GroupMetadataKey(group.group_id), group.to_record()))
+            log.info(
+                "%sgroup %s: empty at generation %d",
+                self._label,
+                group.group_id,
+                group.generation_id,
+            )
+            return
+        group.protocol_name = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        for member in group.members.values():
+            out.reply(member.join_token, self._join_result(group, member))
+            member.join_token = None
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        log.info(
+            "%sgroup %s: generation %d with %d member(s), protocol %s, leader %s",
+            self._label,
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
+
+    def _join_result(
+        self, group: Group, member: Member, *, skip_assignment: bool = False
+    ) -> JoinResult:
+        is_leader = member.member_id == group.leader_id
+        members = (
+            tuple(
+                JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                for m in group.members.values()
+            )
+            if is_leader
+            else ()
+        )
+        return JoinResult(
+            ErrorCode.none,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader_id=group.leader_id or "",
+            members=members,
+            skip_assignment=skip_assignment,
+        )
+
+    def _remove_member(
+        self,
+        group: Group,
+        member: Member,
+        out: Output,
+        error: ErrorCode = ErrorCode.unknown_member_id,
+    ) -> None:
+        out.reply(member.join_token, JoinResult(error, member.member_id))
+        out.reply(member.sync_token, SyncResult(error))
+        del group.members[member.member_id]
+        instance_id = member.group_instance_id
+        if instance_id is not None and group.static_members.get(instance_id) == member.member_id:
+            del group.static_members[instance_id]
+        if group.leader_id == member.member_id:
+            group.leader_id = next(iter(group.members), None)
+
+    def _member_gone(self, group: Group, now_ms: int, out: Output, reason: str) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, now_ms, out, reason)
+        else:
+            self._maybe_complete_join(group, now_ms, out)
+
+    # ---------------------------------------------------------------------- SyncGroup
+
+    def sync(self, req: SyncRequest, token: Token, now_ms: int) -> Output:
+        out = Output()
+        group = self.groups.get(req.group_id)
+        member = group.members.get(req.member_id) if group is not None else None
+        if group is not None and group.state is GroupState.DEAD:
+            error = ErrorCode.coordinator_not_available
+        elif group is not None and group.is_static_fenced(req.group_instance_id, req.member_id):
+            self._log_fenced(group, req.group_instance_id, req.member_id)
+            error = ErrorCode.fenced_instance_id
+        elif group is None or member is None:
+            error = ErrorCode.unknown_member_id
+        elif req.generation_id != group.generation_id:
+            error = ErrorCode.illegal_generation
+        elif (req.protocol_type is not None and req.protocol_type != group.protocol_type) or (
+            req.protocol_name is not None and req.protocol_name != group.protocol_name
+        ):
+            error = ErrorCode.inconsistent_group_protocol
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            error = ErrorCode.rebalance_in_progress
+        else:
+            error = ErrorCode.none
+        if error is not ErrorCode.none or group is None or member is None:
+            out.reply(token, SyncResult(error))
+            return out
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if group.state is GroupState.STABLE:
+            out.reply(token, self._sync_result(group, member))
+            return out
+        # CompletingRebalance: wait for the leader's assignment.
+        if member.sync_token is not None:
+            out.reply(member.sync_token, SyncResult(ErrorCode.rebalance_in_progress))
+        member.sync_token = token
+        if member.member_id == group.leader_id:
+            assignments = dict(req.assignments)
+            for each in group.members.values():
+                each.assignment = assignments.get(each.member_id, b"")
+            group.transition(GroupState.STABLE, now_ms)
+            out.records.append((GroupMetadataKey(group.group_id), group.to_record()))
+            for each in group.members.values():
+                out.reply(each.sync_token, self._sync_result(group, each))
+                each.sync_token = None
+            log.info(
+                "%sgroup %s: stable at generation %d",
+                self._label,
+                group.group_id,
+                group.generation_id,
+            )
+        return out
+
+    @staticmethod
+    def _sync_result(group: Group, member: Member) -> SyncResult:
+        return SyncResult(
+            ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment
+        )
+
+    # ---------------------------------------------------------------------- Heartbeat
+
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
+    ) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if group.is_static_fenced(group_instance_id, member_id):
+            self._log_fenced(group, group_instance_id, member_id)
+            return ErrorCode.fenced_instance_id
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    # --------------------------------------------------------------------- LeaveGroup
+
+    def leave(
+        self, group_id: str, leaving: Sequence[LeavingMember], now_ms: int
+    ) -> tuple[ErrorCode, list[ErrorCode], Output]:
+        """Returns the group-level error, one error per leaving member, and the output."""
+        out = Output()
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving), out
+        if group.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available, [], out
+        errors: list[ErrorCode] = []
+        removed: list[str] = []
+        for each in leaving:
+            member_id = each.member_id
+            if member_id and member_id in group.pending_members:
+                del group.pending_members[member_id]
+                errors.append(ErrorCode.none)
+                continue
+            instance_id = each.group_instance_id
+            if member_id and group.is_static_fenced(instance_id, member_id):
+                self._log_fenced(group, instance_id, member_id)
+                errors.append(ErrorCode.fenced_instance_id)
+                continue
+            if instance_id is not None:
+                member_id = group.static_members.get(instance_id, member_id)
+            member = group.members.get(member_id)
+            if member is None:
+                errors.append(ErrorCode.unknown_member_id)
+                continue
+            self._remove_member(group, member, out)
+            removed.append(member_id)
+            errors.append(ErrorCode.none)
+        if removed:
+            log.info(
+                "%sgroup %s: member(s) %s left",
+                self._label,
+                group_id,
+                ", ".join(removed),
+            )
+            self._member_gone(group, now_ms, out, f"{len(removed)} member(s) left")
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms, out)
+        return ErrorCode.none, errors, out
+
+    # ------------------------------------------------------------------------ timers
+
+    def tick(self, now_ms: int) -> Output:
+        out = Output()
+        for group in list(self.groups.values()):
+            self._tick_group(group, now_ms, out)
+        return out
+
+    def _tick_group(self, group: Group, now_ms: int, out: Output) -> None:
+        expired_pending = [m for m, d in group.pending_members.items() if d <= now_ms]
+        for member_id in expired_pending:
+            del group.pending_members[member_id]
+        if expired_pending and group.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(group, now_ms, out)
+        expired = [
+            m
+            for m in group.members.values()
+            if not m.is_waiting and m.heartbeat_deadline_ms <= now_ms
+        ]
+        for member in expired:
+            log.info(
+                "%sgroup %s: member %s missed its session timeout (%d ms); removed",
+                self._label,
+                group.group_id,
+                member.member_id,
+                member.session_timeout_ms,
+            )
+            self._remove_member(group, member, out)
+        if expired:
+            self._member_gone(group, now_ms, out, f"{len(expired)} member(s) expired")
+        delay_deadline = group.initial_delay_deadline_ms
+        if delay_deadline is not None and delay_deadline <= now_ms:
+            remaining = group.initial_delay_remaining_ms
+            if group.new_member_during_delay and remaining > 0:
+                step = min(self.config.initial_rebalance_delay_ms, remaining)
+                group.initial_delay_deadline_ms = now_ms + step
+                group.initial_delay_remaining_ms = remaining - step
+                group.new_member_during_delay = False
+            else:
+                self._complete_join(group, now_ms, out)
+        deadline = group.rebalance_deadline_ms
+        if (
+            deadline is not None
+            and deadline <= now_ms
+            and group.state is GroupState.PREPARING_REBALANCE
+        ):
+            self._complete_join(group, now_ms, out)
+        if (
+            group.state is GroupState.EMPTY
+            and group.generation_id == 0
+            and not group.members
+            and not group.pending_members
+            and not group.offsets
+        ):
+            # A group that never formed (its only joiner went away): forget it.
+            del self.groups[group.group_id]
+
+    def next_deadline_ms(self) -> int | None:
+        """The earliest time `tick` has something to do; None when nothing is pending."""
+        deadlines: list[int] = []
+        for group in self.groups.values():
+            if group.rebalance_deadline_ms is not None:
+                deadlines.append(group.rebalance_deadline_ms)
+            if group.initial_delay_deadline_ms is not None:
+                deadlines.append(group.initial_delay_deadline_ms)
+            deadlines += group.pending_members.values()
+            deadlines += (
+                m.heartbeat_deadline_ms for m in group.members.values() if not m.is_waiting
+            )
+        return min(deadlines, default=None)
+
+    def _log_fenced(self, group: Group, instance_id: str | None, member_id: str) -> None:
+        log.info(
+            "%sgroup %s: fenced %s: instance %s now belongs to %s",
+            self._label,
+            group.group_id,
+            member_id,
+            instance_id,
+            group.static_members.get(instance_id or ""),
+        )

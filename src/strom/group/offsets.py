@@ -1,0 +1,203 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, expiry.
+
+Functions of the coordinator's groups and a command, like the membership code: they
+validate, return errors and the `__consumer_offsets` records to write, and change no
+offset themselves - a commit takes effect when its record is replayed (`replay`), after
+the shell made it durable. Deletions take effect at once and write tombstones.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from strom.group.coordinator import GroupCoordinator, GroupRecord
+from strom.group.records import (
+    NO_EXPIRE_TIMESTAMP,
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from strom.group.state import CONSUMER_PROTOCOL_TYPE, Group, GroupState, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetToCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_ms: int = -1
+    """OffsetCommit v2-v4 only: -1 = the broker's offsets.retention.minutes."""
+    offsets: tuple[OffsetToCommit, ...] = ()
+
+
+def commit(
+    coordinator: GroupCoordinator, req: CommitRequest, now_ms: int
+) -> tuple[list[ErrorCode], list[GroupRecord]]:
+    """One error per offset, in request order, and the records to write."""
+    error = _check_commit(coordinator, req, now_ms)
+    if error is not ErrorCode.none:
+        return [error] * len(req.offsets), []
+    errors: list[ErrorCode] = []
+    records: list[GroupRecord] = []
+    max_bytes = coordinator.config.offset_metadata_max_bytes
+    expire_ms = now_ms + req.retention_ms if req.retention_ms >= 0 else NO_EXPIRE_TIMESTAMP
+    for each in req.offsets:
+        metadata = each.metadata or ""
+        if len(metadata.encode()) > max_bytes:
+            errors.append(ErrorCode.offset_metadata_too_large)
+            continue
+        key = OffsetCommitKey(req.group_id, each.topic, each.partition)
+        value = OffsetCommitValue(each.offset, each.leader_epoch, metadata, now_ms, expire_ms)
+        records.append((key, value))
+        errors.append(ErrorCode.none)
+    return errors, records
+
+
+def _check_commit(coordinator: GroupCoordinator, req: CommitRequest, now_ms: int) -> ErrorCode:
+    if not req.group_id:
+        return ErrorCode.invalid_group_id
+    group = coordinator.groups.get(req.group_id)
+    managed = req.generation_id >= 0 or req.member_id or req.group_instance_id is not None
+    if group is None:
+        if managed:
+            return ErrorCode.illegal_generation
+        # A consumer using assign() keeps offsets without any group protocol.
+        coordinator.groups[req.group_id] = Group(req.group_id, GroupState.EMPTY, now_ms)
+        return ErrorCode.none
+    if group.state is GroupState.DEAD:
+        return ErrorCode.coordinator_not_available
+    if not managed:
+        return ErrorCode.none if group.state is GroupState.EMPTY else ErrorCode.illegal_generation
+    if group.is_static_fenced(req.group_instance_id, req.member_id):
+        return ErrorCode.fenced_instance_id
+    member = group.members.get(req.member_id)
+    if member is None:
+        return ErrorCode.unknown_member_id
+    if req.generation_id != group.generation_id:
+        return ErrorCode.illegal_generation
+    if group.state is GroupState.COMPLETING_REBALANCE:
+        return ErrorCode.rebalance_in_progress
+    member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+    return ErrorCode.none
+
+
+def fetch(
+    coordinator: GroupCoordinator, group_id: str, partitions: Iterable[TopicPartition] | None
+) -> list[tuple[TopicPartition, OffsetCommitValue | None]]:
+    """Committed offsets of `partitions` (every committed one when None)."""
+    group = coordinator.groups.get(group_id)
+    offsets = group.offsets if group is not None else {}
+    if partitions is None:
+        return sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))
+    return [(tp, offsets.get(tp)) for tp in partitions]
+
+
+def delete_groups(
+    coordinator: GroupCoordinator, group_ids: Sequence[str], now_ms: int
+) -> tuple[list[ErrorCode], list[GroupRecord]]:
+    errors: list[ErrorCode] = []
+    records: list[GroupRecord] = []
+    for group_id in group_ids:
+        group = coordinator.groups.get(group_id)
+        if not group_id:
+            errors.append(ErrorCode.invalid_group_id)
+        elif group is None or group.state is GroupState.DEAD:
+            errors.append(ErrorCode.group_id_not_found)
+        elif group.state is not GroupState.EMPTY or group.members:
+            errors.append(ErrorCode.non_empty_group)
+        else:
+            records += _tombstones(group, group.offsets)
+            records.append((GroupMetadataKey(group_id), None))
+            group.transition(GroupState.DEAD, now_ms)
+            del coordinator.groups[group_id]
+            log.info("group %s deleted", group_id)
+            errors.append(ErrorCode.none)
+    return errors, records
+
+
+def delete_offsets(
+    coordinator: GroupCoordinator, group_id: str, partitions: Sequence[TopicPartition]
+) -> tuple[ErrorCode, list[ErrorCode], list[GroupRecord]]:
+    """OffsetDelete: a live consumer group keeps the offsets of topics it subscribes to."""
+    group = coordinator.groups.get(group_id)
+    if group is None or group.state is GroupState.DEAD:
+        return ErrorCode.group_id_not_found, [], []
+    if group.state is not GroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return ErrorCode.non_empty_group, [], []
+    subscribed = group.subscribed_topics() if group.state is not GroupState.EMPTY else frozenset()
+    errors: list[ErrorCode] = []
+    deleted: list[TopicPartition] = []
+    for tp in partitions:
+        if subscribed is None or tp.topic in subscribed:
+            errors.append(ErrorCode.group_subscribed_to_topic)
+        else:
+            errors.append(ErrorCode.none)
+            deleted.append(tp)
+    records = _tombstones(group, deleted)
+    for tp in deleted:
+        group.offsets.pop(tp, None)
+    return ErrorCode.none, errors, records
+
+
+def expire(coordinator: GroupCoordinator, now_ms: int) -> list[GroupRecord]:
+    """Offsets past `offsets.retention.minutes`, and the empty groups left with none.
+
+    An empty group's offsets expire together, counted from when it became empty; a
+    group without a protocol (assign() users) counts from each commit; a live consumer
+    group only loses offsets of topics it no longer subscribes to.
+    """
+    retention_ms = coordinator.config.offsets_retention_ms
+    records: list[GroupRecord] = []
+    for group in list(coordinator.groups.values()):
+        if group.state is GroupState.EMPTY and group.protocol_type is not None:
+            base_ms: int | None = group.state_timestamp_ms
+            keep: frozenset[str] | None = frozenset()
+        elif group.state is GroupState.EMPTY:
+            base_ms, keep = None, frozenset()
+        else:
+            base_ms, keep = None, group.subscribed_topics()
+        if keep is None:
+            continue
+        expired = [
+            tp
+            for tp, value in group.offsets.items()
+            if tp.topic not in keep and _expired(value, base_ms, retention_ms, now_ms)
+        ]
+        if expired:
+            records += _tombstones(group, expired)
+            for tp in expired:
+                del group.offsets[tp]
+            log.info("group %s: %d committed offset(s) expired", group.group_id, len(expired))
+        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
+            records.append((GroupMetadataKey(group.group_id), None))
+            group.transition(GroupState.DEAD, now_ms)
+            del coordinator.groups[group.group_id]
+            log.info("group %s: empty with no offsets left; removed", group.group_id)
+    return records
+
+
+def _expired(value: OffsetCommitValue, base_ms: int | None, retention_ms: int, now_ms: int) -> bool:
+    if value.expire_timestamp_ms != NO_EXPIRE_TIMESTAMP:
+        return value.expire_timestamp_ms <= now_ms
+    start_ms = value.commit_timestamp_ms if base_ms is None else base_ms
+    return start_ms + retention_ms <= now_ms
+
+
+def _tombstones(group: Group, partitions: Iterable[TopicPartition]) -> list[GroupRecord]:
+    return [(OffsetCommitKey(group.group_id, tp.topic, tp.partition), None) for tp in partitions]

@@ -1,0 +1,251 @@
+"""JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups.
+
+Each handler turns the request into a command for the pure coordinator
+(strom.group.coordinator), lets the group service write what it returns, and waits for
+its reply when the coordinator parks the request (JoinGroup until the rebalance ends,
+SyncGroup until the leader's assignment is durable).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.group import offsets as group_offsets
+from strom.group.coordinator import JoinRequest, LeavingMember, SyncRequest
+from strom.group.state import GroupState, JoinResult, SyncResult, describe
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response, ms
+from strom.server.clock import now_ms
+from strom.server.groups import CoordinatorUnavailable
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+
+async def handle_join_group(broker: Broker, request: Request) -> Any:
+    body = request.body
+    session_ms = ms(body.session_timeout)
+    rebalance_ms = ms(getattr(body, "rebalance_timeout", session_ms))
+    join = JoinRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in body.protocols),
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms if rebalance_ms >= 0 else session_ms,
+        client_id=request.client_id or "",
+        client_host=request.client_host,
+        require_known_member_id=request.api_version >= 4,
+        reason=getattr(body, "reason", None),
+    )
+    try:
+        await broker.groups.coordinate(join.group_id)
+        token, future = broker.groups.new_waiter()
+        await broker.groups.apply(broker.groups.core.join(join, token, now_ms()))
+        result = await future
+    except CoordinatorUnavailable as exc:
+        result = JoinResult(exc.error_code, member_id=join.member_id)
+    assert isinstance(result, JoinResult)
+    if result.error is ErrorCode.member_id_required and request.api_version < 4:
+        result = JoinResult(ErrorCode.unknown_member_id)
+    return build_response(
+        ApiKey.JOIN_GROUP,
+        request.api_version,
+        {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "leader": result.leader_id,
+            "skip_assignment": result.skip_assignment,
+            "member_id": result.member_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata,
+                }
+                for m in result.members
+            ],
+        },
+    )
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> Any:
+    body = request.body
+    sync = SyncRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        generation_id=int(body.generation_id),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+        assignments=tuple((a.member_id, a.assignment) for a in body.assignments),
+    )
+    try:
+        await broker.groups.coordinate(sync.group_id)
+        token, future = broker.groups.new_waiter()
+        await broker.groups.apply(broker.groups.core.sync(sync, token, now_ms()))
+        result = await future
+    except CoordinatorUnavailable as exc:
+        result = SyncResult(exc.error_code)
+    assert isinstance(result, SyncResult)
+    return build_response(
+        ApiKey.SYNC_GROUP,
+        request.api_version,
+        {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        },
+    )
+
+
+async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+    body = request.body
+    try:
+        await broker.groups.coordinate(body.group_id)
+        error = broker.groups.core.heartbeat(
+            body.group_id,
+            body.member_id,
+            getattr(body, "group_instance_id", None),
+            int(body.generation_id),
+            now_ms(),
+        )
+    except CoordinatorUnavailable as exc:
+        error = exc.error_code
+    return build_response(
+        ApiKey.HEARTBEAT, request.api_version, {"throttle_time": 0, "error_code": error}
+    )
+
+
+async def handle_leave_group(broker: Broker, request: Request) -> Any:
+    body = request.body
+    if request.api_version >= 3:
+        leaving = [
+            LeavingMember(m.member_id, getattr(m, "group_instance_id", None)) for m in body.members
+        ]
+    else:
+        leaving = [LeavingMember(body.member_id)]
+    try:
+        await broker.groups.coordinate(body.group_id)
+        error, member_errors, out = broker.groups.core.leave(body.group_id, leaving, now_ms())
+        await broker.groups.apply(out)
+    except CoordinatorUnavailable as exc:
+        error, member_errors = exc.error_code, []
+    data: dict[str, Any] = {"throttle_time": 0, "error_code": error, "members": []}
+    if request.api_version >= 3:
+        data["members"] = [
+            {
+                "member_id": member.member_id,
+                "group_instance_id": member.group_instance_id,
+                "error_code": member_error,
+            }
+            for member, member_error in zip(leaving, member_errors, strict=False)
+        ]
+    elif error is ErrorCode.none and member_errors:
+        data["error_code"] = member_errors[0]
+    return build_response(ApiKey.LEAVE_GROUP, request.api_version, data)
+
+
+async def handle_list_groups(broker: Broker, request: Request) -> Any:
+    body = request.body
+    states = {s.lower() for s in getattr(body, "states_filter", ())}
+    types = {t.lower() for t in getattr(body, "types_filter", ())}
+    await broker.groups.ensure_topic()
+    groups = []
+    for group in broker.groups.core.groups.values():
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append(
+            {
+                "group_id": group.group_id,
+                "protocol_type": group.protocol_type or "",
+                "group_state": group.state.value,
+                "group_type": "classic",
+            }
+        )
+    return build_response(
+        ApiKey.LIST_GROUPS,
+        request.api_version,
+        {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups},
+    )
+
+
+async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+    entries = []
+    for group_id in request.body.groups:
+        entry: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "group_id": group_id,
+            "group_state": GroupState.DEAD.value,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": -(2**31),
+        }
+        entries.append(entry)
+        try:
+            await broker.groups.coordinate(group_id)
+        except CoordinatorUnavailable as exc:
+            entry["error_code"] = exc.error_code
+            continue
+        group = broker.groups.core.groups.get(group_id)
+        if group is None:
+            if request.api_version >= 6:
+                entry["error_code"] = ErrorCode.group_id_not_found
+                entry["error_message"] = f"group {group_id} does not exist"
+            continue
+        description = describe(group)
+        entry.update(
+            group_state=description.state.value,
+            protocol_type=description.protocol_type,
+            protocol_data=description.protocol_name,
+            members=[
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata,
+                    "member_assignment": m.assignment,
+                }
+                for m in description.members
+            ],
+        )
+    return build_response(
+        ApiKey.DESCRIBE_GROUPS, request.api_version, {"throttle_time": 0, "groups": entries}
+    )
+
+
+async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+    group_ids = list(request.body.groups_names)
+    results: dict[str, ErrorCode] = {}
+    local: list[str] = []
+    for group_id in group_ids:
+        try:
+            await broker.groups.coordinate(group_id)
+            local.append(group_id)
+        except CoordinatorUnavailable as exc:
+            results[group_id] = exc.error_code
+    errors, records = group_offsets.delete_groups(broker.groups.core, local, now_ms())
+    results.update(zip(local, errors, strict=True))
+    if records and not await broker.groups.write(records):
+        results.update(dict.fromkeys(local, ErrorCode.not_coordinator))
+    return build_response(
+        ApiKey.DELETE_GROUPS,
+        request.api_version,
+        {
+            "throttle_time": 0,
+            "results": [{"group_id": g, "error_code": results[g]} for g in group_ids],
+        },
+    )

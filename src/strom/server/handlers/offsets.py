@@ -1,0 +1,173 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete: consumer progress in `__consumer_offsets`.
+
+A commit is acknowledged once its record is durable (fsynced with the default
+`flush.messages=1`) and only then visible to OffsetFetch. Offsets of topics or
+partitions that do not exist are refused with UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.group import offsets as group_offsets
+from strom.group.offsets import CommitRequest, OffsetToCommit
+from strom.group.state import TopicPartition
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response, ms
+from strom.server.clock import now_ms
+from strom.server.groups import CoordinatorUnavailable
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+
+def _exists(broker: Broker, topic: str, partition: int) -> bool:
+    image = broker.image.topics_by_name.get(topic)
+    return image is not None and partition in image.partitions
+
+
+async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+    body = request.body
+    retention = getattr(body, "retention_time", None)
+    wanted: list[OffsetToCommit] = []
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            key = (topic.name, int(p.partition_index))
+            if not _exists(broker, *key):
+                errors[key] = ErrorCode.unknown_topic_or_partition
+                continue
+            wanted.append(
+                OffsetToCommit(
+                    topic.name,
+                    key[1],
+                    int(p.committed_offset),
+                    int(getattr(p, "committed_leader_epoch", -1)),
+                    p.committed_metadata,
+                )
+            )
+    commit = CommitRequest(
+        group_id=body.group_id,
+        generation_id=int(body.generation_id_or_member_epoch),
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        retention_ms=ms(retention) if retention is not None else -1,
+        offsets=tuple(wanted),
+    )
+    try:
+        await broker.groups.coordinate(commit.group_id)
+        results, records = group_offsets.commit(broker.groups.core, commit, now_ms())
+        if records and not await broker.groups.write(records):
+            results = [ErrorCode.not_coordinator] * len(results)
+    except CoordinatorUnavailable as exc:
+        results = [exc.error_code] * len(wanted)
+    for each, error in zip(wanted, results, strict=True):
+        errors[(each.topic, each.partition)] = error
+    topics = [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": errors[(topic.name, int(p.partition_index))],
+                }
+                for p in topic.partitions
+            ],
+        }
+        for topic in body.topics
+    ]
+    return build_response(
+        ApiKey.OFFSET_COMMIT, request.api_version, {"throttle_time": 0, "topics": topics}
+    )
+
+
+async def _fetch_group(
+    broker: Broker, group_id: str, topics: Any
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    try:
+        await broker.groups.coordinate(group_id)
+    except CoordinatorUnavailable as exc:
+        wanted = [] if topics is None else topics
+        return exc.error_code, [
+            {
+                "name": t.name,
+                "partitions": [
+                    _partition(int(i), None, exc.error_code) for i in t.partition_indexes
+                ],
+            }
+            for t in wanted
+        ]
+    partitions = (
+        None
+        if topics is None
+        else [TopicPartition(t.name, int(i)) for t in topics for i in t.partition_indexes]
+    )
+    found = group_offsets.fetch(broker.groups.core, group_id, partitions)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, value in found:
+        by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, value, ErrorCode.none))
+    return ErrorCode.none, [{"name": name, "partitions": ps} for name, ps in by_topic.items()]
+
+
+def _partition(index: int, value: Any, error: ErrorCode) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "committed_offset": value.offset if value is not None else -1,
+        "committed_leader_epoch": value.leader_epoch if value is not None else -1,
+        "metadata": value.metadata if value is not None else "",
+        "error_code": error,
+    }
+
+
+async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+    body = request.body
+    if request.api_version >= 8:
+        groups = []
+        for group in body.groups:
+            error, topics = await _fetch_group(broker, group.group_id, group.topics)
+            groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
+        data: dict[str, Any] = {"throttle_time": 0, "groups": groups}
+    else:
+        error, topics = await _fetch_group(broker, body.group_id, body.topics)
+        data = {"throttle_time": 0, "topics": topics, "error_code": error}
+    return build_response(ApiKey.OFFSET_FETCH, request.api_version, data)
+
+
+async def handle_offset_delete(broker: Broker, request: Request) -> Any:
+    body = request.body
+    wanted = [
+        TopicPartition(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions
+    ]
+    errors: dict[TopicPartition, ErrorCode] = {}
+    try:
+        await broker.groups.coordinate(body.group_id)
+        error, results, records = group_offsets.delete_offsets(
+            broker.groups.core, body.group_id, wanted
+        )
+        errors.update(zip(wanted, results, strict=False))
+        if records and not await broker.groups.write(records):
+            error = ErrorCode.not_coordinator
+    except CoordinatorUnavailable as exc:
+        error = exc.error_code
+    topics = [
+        {
+            "name": t.name,
+            "partitions": [
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": errors.get(
+                        TopicPartition(t.name, int(p.partition_index)), ErrorCode.none
+                    ),
+                }
+                for p in t.partitions
+            ],
+        }
+        for t in body.topics
+    ]
+    return build_response(
+        ApiKey.OFFSET_DELETE,
+        request.api_version,
+        {"throttle_time": 0, "error_code": error, "topics": topics},
+    )

@@ -1,0 +1,124 @@
+"""A manual-clock driver for the pure group coordinator: no sockets, no sleeps."""
+
+from __future__ import annotations
+
+from random import Random
+from typing import Any
+
+from strom.group import offsets
+from strom.group.coordinator import (
+    GroupCoordinator,
+    JoinRequest,
+    LeavingMember,
+    Output,
+    Reply,
+    SyncRequest,
+)
+from strom.group.records import Key, Value
+from strom.group.replay import replay
+from strom.group.state import GroupConfig, JoinResult, SyncResult
+
+PROTOCOLS = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))
+
+
+class Harness:
+    def __init__(self, seed: int = 1, **config: Any) -> None:
+        config.setdefault("initial_rebalance_delay_ms", 0)
+        self.core = GroupCoordinator(GroupConfig(**config), Random(seed))
+        self.now_ms = 1_000_000
+        self.replies: dict[int, Reply] = {}
+        self.records: list[tuple[Key, Value | None]] = []
+        self._next = 0
+
+    def _apply(self, out: Output) -> None:
+        for key, value in out.records:
+            self.records.append((key, value))
+            replay(self.core, key, value, self.now_ms, loading=False)
+        for token, reply in out.replies:
+            assert token not in self.replies, f"token {token} answered twice"
+            self.replies[token] = reply
+
+    def _token(self) -> int:
+        self._next += 1
+        return self._next
+
+    def join(
+        self,
+        member_id: str = "",
+        *,
+        group: str = "g",
+        instance: str | None = None,
+        protocols: tuple[tuple[str, bytes], ...] = PROTOCOLS,
+        session_ms: int = 10_000,
+        rebalance_ms: int = 30_000,
+        client_id: str = "client",
+    ) -> int:
+        token = self._token()
+        request = JoinRequest(
+            group,
+            member_id,
+            instance,
+            "consumer",
+            protocols,
+            session_ms,
+            rebalance_ms,
+            client_id=client_id,
+            client_host="/127.0.0.1",
+        )
+        self._apply(self.core.join(request, token, self.now_ms))
+        return token
+
+    def join_new(self, **kwargs: Any) -> tuple[str, int]:
+        """A dynamic member's two-step join: returns (member id, token of the 2nd join)."""
+        first = self.join(**kwargs)
+        result = self.joined(first)
+        assert result.error.name == "member_id_required", result
+        return result.member_id, self.join(result.member_id, **kwargs)
+
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        *,
+        group: str = "g",
+        instance: str | None = None,
+    ) -> int:
+        token = self._token()
+        request = SyncRequest(
+            group, member_id, instance, generation, assignments=tuple((assignments or {}).items())
+        )
+        self._apply(self.core.sync(request, token, self.now_ms))
+        return token
+
+    def heartbeat(
+        self, member_id: str, generation: int, *, group: str = "g", instance: str | None = None
+    ) -> Any:
+        return self.core.heartbeat(group, member_id, instance, generation, self.now_ms)
+
+    def leave(self, *members: LeavingMember, group: str = "g") -> Any:
+        error, errors, out = self.core.leave(group, members, self.now_ms)
+        self._apply(out)
+        return error, errors
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+        self._apply(self.core.tick(self.now_ms))
+
+    def commit(self, request: offsets.CommitRequest) -> list[Any]:
+        errors, records = offsets.commit(self.core, request, self.now_ms)
+        self._apply(Output(records=records))
+        return errors
+
+    def joined(self, token: int) -> JoinResult:
+        reply = self.replies.get(token)
+        assert isinstance(reply, JoinResult), f"no JoinGroup answer for token {token}"
+        return reply
+
+    def synced(self, token: int) -> SyncResult:
+        reply = self.replies.get(token)
+        assert isinstance(reply, SyncResult), f"no SyncGroup answer for token {token}"
+        return reply
+
+    def group(self, group_id: str = "g") -> Any:
+        return self.core.groups[group_id]
