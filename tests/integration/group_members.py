@@ -1,0 +1,95 @@
+"""Run consumer-group members as child processes and follow what each one reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
+
+
+class Member:
+    """One `group_member.py` process: its events, current assignment, and records."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **config: Any) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(MEMBER_SCRIPT), bootstrap, group, topic, json.dumps(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.assignment: set[int] = set()
+        self.records: list[tuple[int, int, str]] = []
+        self.history: list[dict[str, Any]] = []
+        self.incremental = config.get("partition.assignment.strategy") == "cooperative-sticky"
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            event = json.loads(line)
+            with self._lock:
+                self.history.append(event)
+                if "assigned" in event:
+                    if self.incremental:
+                        self.assignment |= set(event["assigned"])
+                    else:
+                        self.assignment = set(event["assigned"])
+                elif "revoked" in event:
+                    self.assignment -= set(event["revoked"])
+                elif "record" in event:
+                    self.records.append(tuple(event["record"]))  # type: ignore[arg-type]
+
+    def snapshot(self) -> tuple[set[int], list[tuple[int, int, str]], list[dict[str, Any]]]:
+        with self._lock:
+            return set(self.assignment), list(self.records), list(self.history)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive:
+            self.process.kill()
+        self.process.wait(10)
+
+    def stop(self, timeout_s: float = 15) -> None:
+        """SIGTERM: the member closes its consumer (LeaveGroup unless static)."""
+        if self.alive:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def balanced(members: list[Member], partitions: int) -> bool:
+    """Every partition owned by exactly one live member, shares differing by at most 1."""
+    owned = [m.snapshot()[0] for m in members]
+    union: set[int] = set()
+    for each in owned:
+        if union & each:
+            return False
+        union |= each
+    sizes = [len(each) for each in owned]
+    return union == set(range(partitions)) and max(sizes) - min(sizes) <= 1
