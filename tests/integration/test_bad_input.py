@@ -525,9 +525,14 @@ _SERVED_HEADERS = [
     for key, versions in SUPPORTED_APIS.items()
     for version in range(versions.min_version, versions.max_version + 1)
 ]
-# Requests whose answer may legitimately take long (a fetch waiting for data) or never
-# come (an acks=0 produce).
-_MAY_STAY_SILENT = {int(ApiKey.PRODUCE), int(ApiKey.FETCH)}
+# Requests whose answer may legitimately take long (a fetch waiting for data, a JoinGroup
+# or SyncGroup waiting for the rest of its group) or never come (an acks=0 produce).
+_MAY_STAY_SILENT = {
+    int(ApiKey.PRODUCE),
+    int(ApiKey.FETCH),
+    int(ApiKey.JOIN_GROUP),
+    int(ApiKey.SYNC_GROUP),
+}
 
 
 def _payloads() -> st.SearchStrategy[bytes]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.placement import OFFSETS_TOPIC
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.records import RecordsError, validate_batches
@@ -61,6 +62,12 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
             partition = broker.partitions.get(topic_data.name, data.index)
             if partition is None:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                continue
+            if topic_data.name == OFFSETS_TOPIC:
+                # Only the group coordinator writes there; a stray record would be
+                # replayed into every group at the next start.
+                entry["error_code"] = ErrorCode.invalid_topic_exception
+                entry["error_message"] = f"{OFFSETS_TOPIC} is written by the broker only"
                 continue
             if body.transactional_id is not None:
                 entry["error_code"] = ErrorCode.transactional_id_authorization_failed
