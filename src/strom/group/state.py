@@ -259,7 +259,8 @@ def describe(group: Group) -> GroupDescription:
         )
         for m in group.members.values()
     )
-    protocol = group.protocol_name or "" if group.state is GroupState.STABLE else ""
+    stable = group.state is GroupState.STABLE
+    protocol = (group.protocol_name or "") if stable else ""
     return GroupDescription(
         group.group_id, group.state, group.protocol_type or "", protocol, members
     )

@@ -26,7 +26,9 @@ def stable_group(h: Harness, count: int) -> tuple[list[str], int]:
     generation = results[0].generation_id
     assert all(r.error is ErrorCode.none and r.generation_id == generation for r in results)
     leader = results[0].leader_id
-    syncs = [h.sync(m, generation, {m: m.encode() for m in ids} if m == leader else None) for m in ids]
+    syncs = [
+        h.sync(m, generation, {m: m.encode() for m in ids} if m == leader else None) for m in ids
+    ]
     assert all(h.synced(s).error is ErrorCode.none for s in syncs)
     assert h.group().state is GroupState.STABLE
     return ids, generation
@@ -80,7 +82,9 @@ def test_silent_member_is_expelled_after_its_session_timeout() -> None:
     (a, b), generation = stable_group(h, 2)
     for _ in range(4):
         h.advance(3_000)
-        assert h.heartbeat(a, generation) is ErrorCode.none or h.group().state is not GroupState.STABLE
+        assert (
+            h.heartbeat(a, generation) is ErrorCode.none or h.group().state is not GroupState.STABLE
+        )
     assert b not in h.group().members
     assert h.heartbeat(a, generation) is ErrorCode.rebalance_in_progress
     result = h.joined(h.join(a))
@@ -177,9 +181,7 @@ def test_static_member_with_changed_subscription_triggers_a_rebalance() -> None:
 def test_leave_group_by_member_id_and_by_instance_id() -> None:
     h = Harness(initial_rebalance_delay_ms=100)
     ids = static_group(h, "i0", "i1", "i2")
-    error, errors = h.leave(
-        LeavingMember(ids[0]), LeavingMember("", "i1"), LeavingMember("ghost")
-    )
+    error, errors = h.leave(LeavingMember(ids[0]), LeavingMember("", "i1"), LeavingMember("ghost"))
     assert error is ErrorCode.none
     assert errors == [ErrorCode.none, ErrorCode.none, ErrorCode.unknown_member_id]
     assert list(h.group().members) == [ids[2]]

@@ -40,7 +40,9 @@ def check(h: Harness, last_generation: int) -> int:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(step, max_size=60), st.integers(0, 2**32))
-def test_random_sequences_keep_the_invariants(steps: list[tuple[str, int, bool]], seed: int) -> None:
+def test_random_sequences_keep_the_invariants(
+    steps: list[tuple[str, int, bool]], seed: int
+) -> None:
     h = Harness(seed=seed, initial_rebalance_delay_ms=500)
     ids: dict[int, str] = {}
     generations: dict[int, int] = {}
@@ -77,4 +79,3 @@ def test_random_sequences_keep_the_invariants(steps: list[tuple[str, int, bool]]
     assert not waiting, f"requests never answered: {waiting}"
     group = h.core.groups.get("g")
     assert group is None or not group.members
-

@@ -68,9 +68,9 @@ def test_the_layout_is_kafkas() -> None:
     key = encode_key(OffsetCommitKey("g", "t", 3))
     assert key == b"\x00\x01" + b"\x00\x01g" + b"\x00\x01t" + b"\x00\x00\x00\x03"
     value = encode_value(OffsetCommitValue(5, -1, "", 7))
-    assert value == (
-        b"\x00\x03" + (5).to_bytes(8, "big") + b"\xff\xff\xff\xff" + b"\x00\x00"
-    ) + (7).to_bytes(8, "big")
+    assert value == (b"\x00\x03" + (5).to_bytes(8, "big") + b"\xff\xff\xff\xff" + b"\x00\x00") + (
+        7
+    ).to_bytes(8, "big")
     assert encode_key(GroupMetadataKey("g")) == b"\x00\x02\x00\x01g"
 
 

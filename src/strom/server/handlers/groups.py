@@ -158,7 +158,6 @@ async def handle_list_groups(broker: Broker, request: Request) -> Any:
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
-    await broker.groups.ensure_topic()
     groups = []
     for group in broker.groups.core.groups.values():
         if states and group.state.value.lower() not in states:
