@@ -560,7 +560,11 @@ def test_long_poll_kafka_python(broker: BrokerProcess) -> None:
 def test_fetch_from_the_middle_of_a_batch(broker: BrokerProcess) -> None:
     topic = unique_topic("mid")
     create_topic(broker.bootstrap, topic, 1)
-    with confluent_producer(broker.bootstrap, **{"linger.ms": 50, "compression.type": "gzip"}) as p:
+    # A long linger keeps the ten records in one batch however busy the machine is;
+    # flush() sends it at once.
+    with confluent_producer(
+        broker.bootstrap, **{"linger.ms": 5000, "compression.type": "gzip"}
+    ) as p:
         for i in range(10):
             p.produce(topic, value=b"v%d" % i, partition=0)
         assert p.flush(CLIENT_TIMEOUT_S) == 0
