@@ -22,6 +22,7 @@ from typing import Any
 
 import kafka
 import kafka.errors
+import kafka_wire as wire
 import pytest
 from broker import BrokerProcess
 from confluent_kafka import (
@@ -34,6 +35,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from strom.protocol.records import Compression, encode_batch
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -560,14 +563,13 @@ def test_long_poll_kafka_python(broker: BrokerProcess) -> None:
 def test_fetch_from_the_middle_of_a_batch(broker: BrokerProcess) -> None:
     topic = unique_topic("mid")
     create_topic(broker.bootstrap, topic, 1)
-    # A long linger keeps the ten records in one batch however busy the machine is;
-    # flush() sends it at once.
-    with confluent_producer(
-        broker.bootstrap, **{"linger.ms": 5000, "compression.type": "gzip"}
-    ) as p:
-        for i in range(10):
-            p.produce(topic, value=b"v%d" % i, partition=0)
-        assert p.flush(CLIENT_TIMEOUT_S) == 0
+    # One gzip batch of ten records, built here so that no producer timing can split it.
+    batch = encode_batch(
+        [(None, b"v%d" % i, ()) for i in range(10)],
+        base_timestamp_ms=int(time.time() * 1000),
+        compression=Compression.GZIP,
+    )
+    assert wire.produce(broker.port, topic, 0, batch).error_code == 0
     assert len(stored_batches(broker, topic, 0)) == 1, "the ten records should share a batch"
 
     with confluent_consumer(broker.bootstrap) as consumer:
