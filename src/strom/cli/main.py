@@ -15,6 +15,7 @@ import typer
 
 from strom.cli.common import reporting_errors, usage_error
 from strom.cli.consume import consume
+from strom.cli.group import group_app
 from strom.cli.produce import produce
 from strom.cli.topic import topic_app
 
@@ -29,6 +30,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(topic_app)
+app.add_typer(group_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
 

@@ -1,0 +1,386 @@
+"""`strom group ...`: list, describe and delete consumer groups, and reset their offsets.
+
+Through confluent-kafka's admin client (ListGroups, DescribeGroups, OffsetFetch,
+ListOffsets, OffsetCommit, DeleteGroups), so it works against any Kafka-compatible
+broker. What needs no broker (parsing, tables, the reset plan) is in group_model.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from strom.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    BootstrapOption,
+    CommandError,
+    Connection,
+    TimeoutOption,
+    echo_error,
+    echo_status,
+    reporting_errors,
+    topic_missing_message,
+    usage_error,
+)
+from strom.cli.group_model import (
+    Partition,
+    PartitionBounds,
+    ResetMode,
+    active_members_message,
+    describe_header,
+    group_error_message,
+    group_missing_message,
+    group_progress,
+    list_rows,
+    member_rows,
+    merge_selections,
+    parse_topic_selection,
+    partition_owners,
+    plan_reset,
+    reset_target,
+    selected_partitions,
+    total_lag,
+)
+from strom.cli.topic import _admin, _outcome, print_table
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ClusterMetadata,
+        ConsumerGroupDescription,
+        OffsetSpec,
+    )
+
+group_app = typer.Typer(
+    name="group",
+    help="List, describe and delete consumer groups, and reset their offsets.",
+    no_args_is_help=True,
+)
+
+GroupArgument = Annotated[str, typer.Argument(help="Group id.", show_default=False)]
+GroupsArgument = Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)]
+
+
+def _group_error(connection: Connection, error: KafkaError, group: str) -> CommandError:
+    message = group_error_message(group, error.name())
+    if message is not None:
+        return CommandError(message)
+    return connection.kafka_error(error, f"group {group!r}")
+
+
+def _describe_groups(
+    admin: AdminClient, connection: Connection, groups: Sequence[str]
+) -> dict[str, ConsumerGroupDescription]:
+    futures = admin.describe_consumer_groups(list(groups), request_timeout=connection.timeout_s)
+    descriptions = {}
+    for group in groups:
+        description, error = _outcome(futures[group], connection, f"group {group!r}")
+        if error is not None:
+            raise _group_error(connection, error, group)
+        descriptions[group] = description
+    return descriptions
+
+
+def _exists(description: ConsumerGroupDescription) -> bool:
+    """DescribeGroups answers an unknown group with state Dead (GROUP_ID_NOT_FOUND from v6)."""
+    return bool(description.members) or getattr(description.state, "name", "") != "DEAD"
+
+
+def _committed(admin: AdminClient, connection: Connection, group: str) -> dict[Partition, int]:
+    """Every committed offset of the group (OffsetFetch for all partitions)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=connection.timeout_s
+    )
+    result, error = _outcome(futures[group], connection, f"group {group!r}")
+    if error is not None:
+        raise _group_error(connection, error, group)
+    return {
+        (tp.topic, tp.partition): tp.offset
+        for tp in result.topic_partitions or []
+        if tp.error is None and tp.offset >= 0
+    }
+
+
+def _offset_spec(kind: str, timestamp_ms: int = 0) -> OffsetSpec:
+    """OffsetSpec.earliest(), .latest() or .for_timestamp(ms), which are untyped."""
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    if kind == "timestamp":
+        return OffsetSpec.for_timestamp(timestamp_ms)  # type: ignore[no-any-return]
+    return getattr(OffsetSpec, kind)()  # type: ignore[no-any-return]
+
+
+def _list_offsets(
+    admin: AdminClient, connection: Connection, partitions: Iterable[Partition], spec: OffsetSpec
+) -> tuple[dict[Partition, int], dict[Partition, KafkaError]]:
+    """ListOffsets: (offset per partition, error per partition that has none)."""
+    from confluent_kafka import TopicPartition
+
+    wanted = {TopicPartition(t, p): spec for t, p in partitions}
+    if not wanted:
+        return {}, {}
+    futures = admin.list_offsets(wanted, request_timeout=connection.timeout_s)
+    offsets: dict[Partition, int] = {}
+    errors: dict[Partition, KafkaError] = {}
+    for tp, future in futures.items():
+        info, error = _outcome(future, connection, f"{tp.topic}:{tp.partition}")
+        if error is not None:
+            errors[(tp.topic, tp.partition)] = error
+        else:
+            offsets[(tp.topic, tp.partition)] = info.offset
+    return offsets, errors
+
+
+def _connect(bootstrap: str, timeout: float) -> tuple[Connection, AdminClient, ClusterMetadata]:
+    """A connection and admin client, and the cluster's metadata: asking for it first
+    reports an unreachable broker the same way every client command does."""
+    connection = Connection.create(bootstrap, timeout)
+    admin = _admin(connection)
+    return connection, admin, connection.metadata(admin)
+
+
+@group_app.command("list")
+def list_groups(
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """List consumer groups with their state, protocol type and member count."""
+    with reporting_errors():
+        connection, admin, _ = _connect(bootstrap, timeout)
+        future = admin.list_consumer_groups(request_timeout=timeout)
+        listing, error = _outcome(future, connection, "listing groups")
+        if error is not None:
+            raise connection.kafka_error(error)
+        for failure in listing.errors or []:
+            echo_status(f"strom: warning: a broker did not list its groups: {failure}")
+        groups = listing.valid or []
+        if not groups:
+            echo_status("no groups")
+            return
+        counts: dict[str, int] = {}
+        futures = admin.describe_consumer_groups(
+            [g.group_id for g in groups], request_timeout=timeout
+        )
+        for group_id, each in futures.items():
+            description, error = _outcome(each, connection, f"group {group_id!r}")
+            if error is None:  # a group gone since it was listed shows no count
+                counts[group_id] = len(description.members)
+        print_table(("GROUP", "STATE", "PROTOCOL TYPE", "MEMBERS"), list_rows(groups, counts))
+
+
+@group_app.command("describe")
+def describe(
+    groups: GroupsArgument,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Show each group's members and, per partition, its committed offset, log end and lag.
+
+    The partitions are those with a committed offset and those assigned to a member.
+    """
+    with reporting_errors():
+        names = list(dict.fromkeys(groups))
+        connection, admin, _ = _connect(bootstrap, timeout)
+        descriptions = _describe_groups(admin, connection, names)
+        for name in names:
+            if not _exists(descriptions[name]):
+                raise CommandError(group_missing_message(name))
+        for index, name in enumerate(names):
+            description = descriptions[name]
+            committed = _committed(admin, connection, name)
+            owners = partition_owners(description.members)
+            partitions = set(committed) | set(owners)
+            log_ends, _ = _list_offsets(admin, connection, partitions, _offset_spec("latest"))
+            progress = group_progress(committed, log_ends, owners)
+            if index:
+                print()
+            print(describe_header(description) + "\n")
+            if description.members:
+                print_table(
+                    ("MEMBER", "CLIENT ID", "HOST", "INSTANCE ID", "PARTITIONS"),
+                    member_rows(description.members),
+                )
+            else:
+                print("No active members.")
+            print()
+            if not progress:
+                print("No committed offsets.")
+                continue
+            print_table(
+                ("TOPIC", "PARTITION", "COMMITTED", "LOG END", "LAG", "MEMBER"),
+                (each.row() for each in progress),
+            )
+            lag = total_lag(progress)
+            if lag is not None:
+                print(f"\nTotal lag: {lag}")
+
+
+@group_app.command("delete")
+def delete(
+    groups: GroupsArgument,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete groups and their committed offsets; a group with members is refused."""
+    with reporting_errors():
+        names = list(dict.fromkeys(groups))
+        connection, admin, _ = _connect(bootstrap, timeout)
+        futures = admin.delete_consumer_groups(names, request_timeout=timeout)
+        failures: list[CommandError] = []
+        for name in names:
+            _, error = _outcome(futures[name], connection, f"group {name!r}")
+            if error is None:
+                print(f"deleted group {name}")
+            else:
+                failures.append(_group_error(connection, error, name))
+        for failure in failures[:-1]:
+            echo_error(failure.message)
+        if failures:
+            raise failures[-1]
+
+
+def _chosen_partitions(
+    connection: Connection,
+    metadata: ClusterMetadata,
+    topics: list[str] | None,
+    all_topics: bool,
+    committed: dict[Partition, int],
+    group: str,
+) -> list[Partition]:
+    if all_topics:
+        if not committed:
+            raise CommandError(
+                f"group {group!r} has no committed offsets; name the topics with --topic"
+            )
+        return sorted(committed)
+    chosen: list[Partition] = []
+    for selection in merge_selections(parse_topic_selection(t) for t in topics or []):
+        topic = connection.topic(metadata, selection.topic)
+        chosen += selected_partitions(selection, len(topic.partitions))
+    return chosen
+
+
+def _bounds(
+    admin: AdminClient, connection: Connection, partitions: list[Partition], at_ms: int | None
+) -> dict[Partition, PartitionBounds]:
+    queries = [_offset_spec("earliest"), _offset_spec("latest")]
+    if at_ms is not None:
+        queries.append(_offset_spec("timestamp", at_ms))
+    found: list[dict[Partition, int]] = []
+    for spec in queries:
+        offsets, errors = _list_offsets(admin, connection, partitions, spec)
+        if errors:
+            (topic, _), error = min(errors.items())
+            raise connection.kafka_error(error, topic)
+        found.append(offsets)
+    return {
+        p: PartitionBounds(
+            found[0][p],
+            found[1][p],
+            found[2][p] if at_ms is not None and found[2][p] >= 0 else None,
+        )
+        for p in partitions
+    }
+
+
+@group_app.command("reset-offsets")
+def reset_offsets(
+    group: GroupArgument,
+    topics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,...]",
+            help="A topic, or some of its partitions (repeatable).",
+        ),
+    ] = None,
+    all_topics: Annotated[
+        bool,
+        typer.Option("--all-topics", help="Every partition the group has an offset for."),
+    ] = False,
+    to_earliest: Annotated[
+        bool, typer.Option("--to-earliest", help="To the oldest record.")
+    ] = False,
+    to_latest: Annotated[
+        bool, typer.Option("--to-latest", help="To the log end (skip everything).")
+    ] = False,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option(
+            "--to-datetime",
+            metavar="ISO8601",
+            help="To the first record at or after this time (local time without a zone).",
+        ),
+    ] = None,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", min=0, metavar="N", help="To offset N.")
+    ] = None,
+    shift_by: Annotated[
+        int | None,
+        typer.Option("--shift-by", metavar="N", help="Move the committed offset by N (±)."),
+    ] = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Commit the new offsets (otherwise only show them).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only show the new offsets (the default).")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Show, and with --execute commit, new offsets for a group that has no members.
+
+    Offsets outside a partition's log are moved to its start or end, as Kafka's tool does.
+    """
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    with reporting_errors():
+        target = reset_target(to_earliest, to_latest, to_datetime, to_offset, shift_by)
+        if execute and dry_run:
+            raise usage_error("choose one of --execute and --dry-run")
+        if topics and all_topics:
+            raise usage_error("choose one of --topic and --all-topics")
+        if not topics and not all_topics:
+            raise usage_error("choose the partitions to reset with --topic or --all-topics")
+        for text in topics or []:
+            parse_topic_selection(text)  # a typo is a usage error before connecting
+        connection, admin, metadata = _connect(bootstrap, timeout)
+        description = _describe_groups(admin, connection, [group])[group]
+        if description.members:
+            raise CommandError(active_members_message(group))
+        committed = _committed(admin, connection, group)
+        partitions = _chosen_partitions(connection, metadata, topics, all_topics, committed, group)
+        at_ms = target.value if target.mode is ResetMode.DATETIME else None
+        bounds = _bounds(admin, connection, partitions, at_ms)
+        plan, warnings = plan_reset(target, partitions, committed, bounds)
+        for warning in warnings:
+            echo_status(f"strom: warning: {warning}")
+        print_table(("TOPIC", "PARTITION", "CURRENT OFFSET", "NEW OFFSET"), (p.row() for p in plan))
+        new_group = not _exists(description)
+        if not execute:
+            if new_group:
+                echo_status(f"group {group!r} does not exist yet; --execute creates it")
+            echo_status("dry run: nothing changed; add --execute to commit these offsets")
+            return
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
+        )
+        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout)
+        result, error = _outcome(futures[group], connection, f"group {group!r}")
+        if error is not None:
+            raise _group_error(connection, error, group)
+        for tp in result.topic_partitions or []:
+            if tp.error is None:
+                continue
+            if tp.error.name() == "UNKNOWN_TOPIC_OR_PART":
+                raise CommandError(topic_missing_message(tp.topic))
+            raise _group_error(connection, tp.error, group)
+        created = " (a new group)" if new_group else ""
+        echo_status(f"committed new offsets for {len(plan)} partitions of group {group}{created}")
