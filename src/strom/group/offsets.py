@@ -83,7 +83,9 @@ def _check_commit(coordinator: GroupCoordinator, req: CommitRequest, now_ms: int
     if group.state is GroupState.DEAD:
         return ErrorCode.coordinator_not_available
     if not managed:
-        return ErrorCode.none if group.state is GroupState.EMPTY else ErrorCode.illegal_generation
+        # Only an empty group takes commits from outside its membership (admin tools,
+        # assign() consumers); Kafka answers the others as unknown members.
+        return ErrorCode.none if group.state is GroupState.EMPTY else ErrorCode.unknown_member_id
     if group.is_static_fenced(req.group_instance_id, req.member_id):
         return ErrorCode.fenced_instance_id
     member = group.members.get(req.member_id)

@@ -111,9 +111,9 @@ def test_member_that_does_not_rejoin_is_removed_at_the_rebalance_timeout() -> No
 
 def test_initial_rebalance_delay_waits_for_more_members() -> None:
     h = Harness(initial_rebalance_delay_ms=3_000)
-    a, ta = h.join_new()
+    _a, ta = h.join_new()
     h.advance(2_000)
-    b, tb = h.join_new()
+    _b, tb = h.join_new()
     h.advance(1_500)  # the first delay ended, but b arrived during it: wait once more
     assert ta not in h.replies
     h.advance(3_000)
@@ -126,7 +126,7 @@ def test_sync_and_commit_checks() -> None:
     (a,), generation = stable_group(h, 1)
     assert h.synced(h.sync(a, generation + 5)).error is ErrorCode.illegal_generation
     assert h.synced(h.sync("ghost", generation)).error is ErrorCode.unknown_member_id
-    b, tb = h.join_new()
+    _b, _tb = h.join_new()
     assert h.synced(h.sync(a, generation)).error is ErrorCode.rebalance_in_progress
 
 
@@ -219,7 +219,7 @@ def test_member_id_never_rejoining_is_forgotten() -> None:
 
 def test_protocols_are_chosen_by_vote() -> None:
     h = Harness()
-    a, ta = h.join_new(protocols=(("roundrobin", b""), ("range", b"")))
+    _a, ta = h.join_new(protocols=(("roundrobin", b""), ("range", b"")))
     result = h.joined(ta)
     assert result.protocol_name == "roundrobin"
     assert PROTOCOLS[0][0] == "range"

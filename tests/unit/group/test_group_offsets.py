@@ -60,7 +60,7 @@ def test_group_members_commit_with_their_generation() -> None:
     assert commit(generation, member_id) is ErrorCode.none
     assert commit(generation + 1, member_id) is ErrorCode.illegal_generation
     assert commit(generation, "ghost") is ErrorCode.unknown_member_id
-    assert commit(-1, "") is ErrorCode.illegal_generation  # group has members
+    assert commit(-1, "") is ErrorCode.unknown_member_id  # group has members
     assert h.commit(CommitRequest("new", 4, "m", offsets=(OffsetToCommit("t", 0, 1),))) == [
         ErrorCode.illegal_generation
     ]
@@ -77,7 +77,7 @@ def test_oversized_metadata_is_refused_per_partition() -> None:
 def test_delete_groups_only_when_empty() -> None:
     h = Harness()
     simple_commit(h, "empty", ("t", 0, 1))
-    member_id, _ = h.join_new(group="busy")
+    _member_id, _ = h.join_new(group="busy")
     errors, records = offsets.delete_groups(h.core, ["empty", "busy", "ghost", ""], h.now_ms)
     assert errors == [
         ErrorCode.none,
