@@ -7,6 +7,8 @@ Java's String.hashCode over UTF-16 code units and abs maps Integer.MIN_VALUE to 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
@@ -18,6 +20,8 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int) -> int:
+    """Cached: every request of a group asks again, and the hash walks the whole id."""
     h = java_string_hash(group_id)
     return (0 if h == -(2**31) else abs(h)) % num_partitions
