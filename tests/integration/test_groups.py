@@ -13,6 +13,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from group_members import Member, balanced, wait_until
 from kafka import KafkaConsumer
 
+from strom.group.placement import partition_for
+
 SESSION_MS = 6000
 
 
@@ -242,3 +244,36 @@ def test_kafka_python_and_confluent_kafka_members_share_one_group(
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("mixed-g")])
     offsets = {tp.partition: tp.offset for tp in result["mixed-g"].result(10).topic_partitions}
     assert all(offsets[p] == 10 for p in mine)
+
+
+def test_consumer_offsets_is_compacted_and_groups_reload_from_it(tmp_path: Path) -> None:
+    broker = BrokerProcess(
+        tmp_path / "data",
+        extra=[
+            *("--set", "offsets.topic.num.partitions=3"),
+            *("--set", "offsets.topic.segment.bytes=16384"),
+            *("--set", "log.cleaner.backoff.ms=100"),
+        ],
+    )
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, "progress", 1)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compact-me"})
+        for offset in range(1, 3001):
+            consumer.commit(offsets=[TopicPartition("progress", 0, offset)], asynchronous=False)
+        consumer.close()
+        directory = tmp_path / "data" / f"__consumer_offsets-{partition_for('compact-me', 3)}"
+
+        def stored_bytes() -> int:
+            return sum(p.stat().st_size for p in directory.glob("*.log"))
+
+        written = 3000 * 60  # every commit is a batch of one record of about 60 bytes or more
+        wait_until(lambda: stored_bytes() < written // 4, 60, "__consumer_offsets compacted")
+        broker.kill()
+        broker.start()
+        check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compact-me"})
+        committed = check.committed([TopicPartition("progress", 0)], timeout=10)
+        check.close()
+        assert committed[0].offset == 3000
+    finally:
+        broker.kill()

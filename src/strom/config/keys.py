@@ -264,6 +264,62 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "Default cleanup policy: delete, compact.",
         OneOf(CLEANUP_POLICIES),
     ),
+    # --- log cleaner (compaction)
+    ConfigKey(
+        "log.cleaner.enable",
+        BOOLEAN,
+        "true",
+        "Run the log cleaner, which compacts topics whose cleanup.policy has compact.",
+    ),
+    ConfigKey(
+        "log.cleaner.threads",
+        INT,
+        "1",
+        "Partitions cleaned at the same time, each in a worker thread; 0 counts as 1.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.cleaner.backoff.ms",
+        LONG,
+        "15000",
+        "Time between two looks of the cleaner for logs to clean.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.cleaner.dedupe.buffer.size",
+        LONG,
+        "134217728",
+        "Memory for the key maps of cleaning passes, shared by the cleaner threads.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.cleaner.delete.retention.ms",
+        LONG,
+        "86400000",
+        "Time a tombstone is kept after the cleaning pass that first kept it.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.cleaner.min.cleanable.ratio",
+        DOUBLE,
+        "0.5",
+        "Share of dirty bytes in the cleanable log that starts a cleaning pass.",
+        Between(0, 1),
+    ),
+    ConfigKey(
+        "log.cleaner.min.compaction.lag.ms",
+        LONG,
+        "0",
+        "Least age of a segment's newest record before it is cleaned.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "log.cleaner.max.compaction.lag.ms",
+        LONG,
+        _MAX,
+        "Age of the oldest dirty record at which a log is cleaned whatever its dirty ratio.",
+        AtLeast(1),
+    ),
     ConfigKey(
         "log.message.timestamp.type",
         STRING,
@@ -441,21 +497,6 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
     _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
     _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
-    _ignored("log.cleaner.enable", BOOLEAN, "true", "Kafka's log compaction; not in strom yet."),
-    _ignored("log.cleaner.threads", INT, "1", "Kafka's log cleaner threads."),
-    _ignored(
-        "log.cleaner.delete.retention.ms",
-        LONG,
-        "86400000",
-        "Kafka's tombstone retention in compacted topics.",
-    ),
-    _ignored("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Kafka's compaction trigger."),
-    _ignored(
-        "log.cleaner.min.compaction.lag.ms", LONG, "0", "Kafka's least age before compaction."
-    ),
-    _ignored(
-        "log.cleaner.max.compaction.lag.ms", LONG, _MAX, "Kafka's most age before compaction."
-    ),
     _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
     _ignored("transaction.state.log.replication.factor", INT, "3", "Kafka's transaction log RF."),
     _ignored("transaction.state.log.min.isr", INT, "2", "Kafka's transaction log min ISR."),

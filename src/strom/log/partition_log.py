@@ -3,7 +3,8 @@
 Pure apart from plain file I/O: no clock (``now_ms`` comes in), no threads, no locks -
 one owner task calls it. Durability is split so the owner can group-commit in a worker
 thread: ``flush_plan`` hands out duplicated descriptors to fsync, ``mark_flushed``
-records the result.
+records the result. Compaction is split the same way: ``cleaning_plan`` here,
+``cleaner_build.build_cleaned`` in a worker thread, ``swap_cleaned`` here again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from strom.log import timestamps
+from strom.log.cleaner import Cleanability, CleaningPlan, CleaningResult
+from strom.log.cleaner_checkpoint import CleanerCheckpoint, read_cleaner_checkpoint
+from strom.log.cleaner_state import CleanerState
+from strom.log.cleaner_swap import Step, complete_interrupted_swap, no_step
 from strom.log.config import LogConfig
 from strom.log.durability import DurabilityTracker
 from strom.log.files import (
@@ -26,6 +32,7 @@ from strom.log.files import (
     write_recovery_point,
 )
 from strom.log.producer_state import ProducerEntry, ProducerStateManager
+from strom.log.record_filter import check_keys
 from strom.log.recovery import (
     RecoveryReport,
     RecoveryReportBuilder,
@@ -34,19 +41,8 @@ from strom.log.recovery import (
 )
 from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadResult, SegmentInfo
 from strom.log.segment import BatchInfo, Segment
-from strom.log.snapshots import (
-    load_newest_snapshot,
-    prune_snapshots,
-    remove_snapshots_after,
-    write_snapshot,
-)
-from strom.protocol.records import (
-    BatchHeader,
-    RecordsError,
-    TimestampType,
-    decode_batch,
-    stamp_batch,
-)
+from strom.log.snapshots import prune_snapshots, restore_producer_state, write_snapshot
+from strom.protocol.records import BatchHeader, RecordsError, TimestampType, stamp_batch
 
 # The result types are re-exported: callers import them from here or from strom.log.
 __all__ = [
@@ -59,16 +55,21 @@ __all__ = [
 ]
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+DEFAULT_MAP_BUDGET_BYTES = 128 * 1024 * 1024
 
 
 class PartitionLog:
     """Segments, indexes and producer state of one partition directory."""
 
     # Transitions: open() -> (append | read | roll | flush_plan/mark_flushed |
-    #   truncate_to | delete_old_segments)* -> closed, by close(clean) or delete().
+    #   truncate_to | delete_old_segments | cleaning_plan -> swap_cleaned or
+    #   abandon_cleaning)* -> closed, by close(clean) or delete().
     # A closed log refuses every call. The active segment is always the last one.
+    # Every change to sealed segments is told to ``_cleaner``, so a cleaning pass
+    # planned before it is discarded rather than swapped in.
     __slots__ = (
         "_bases",
+        "_cleaner",
         "_closed",
         "_config",
         "_durability",
@@ -92,6 +93,7 @@ class PartitionLog:
             active_base=segments[-1].base_offset,
         )
         self._report: RecoveryReport | None = None
+        self._cleaner = CleanerState(directory)
 
     # ------------------------------------------------------------------ open
 
@@ -113,10 +115,12 @@ class PartitionLog:
             sync_directory(directory)
         stored_point = read_recovery_point(directory)
         report = RecoveryReportBuilder(str(directory), clean, stored_point)
+        report.completed_swap = complete_interrupted_swap(directory)
         listing = list_directory(directory)
         report.removed_files.extend(listing.removed)
+        cleaned_offset = read_cleaner_checkpoint(directory).cleaned_offset
         segments = load_segments(
-            directory, config, listing.logs, clean, stored_point, now_ms, report
+            directory, config, listing.logs, clean, stored_point, now_ms, report, cleaned_offset
         )
         log = cls(directory, config, segments)
         try:
@@ -138,34 +142,13 @@ class PartitionLog:
 
     def _load_producer_state(self, report: RecoveryReportBuilder | None) -> None:
         """Newest snapshot at or below the log end, then the batch headers after it."""
-        end = self.log_end_offset
-        removed = remove_snapshots_after(self.directory, end)
-        self._producers.clear()
-        loaded, unreadable = load_newest_snapshot(self.directory, self._producers, end)
-        replay_from = (
-            self.log_start_offset if loaded is None else max(loaded, self.log_start_offset)
+        loaded, removed, replayed = restore_producer_state(
+            self.directory, self._producers, self._segments
         )
-        replayed = self._replay_producers(replay_from)
         if report is not None:
-            report.removed_files.extend(removed + unreadable)
+            report.removed_files.extend(removed)
             report.producer_snapshot_offset = -1 if loaded is None else loaded
             report.producer_batches_replayed = replayed
-
-    def _replay_producers(self, offset: int) -> int:
-        """Rebuild producer state from the batch headers at and after ``offset``."""
-        replayed = 0
-        if offset >= self.log_end_offset:
-            return 0
-        i = max(0, bisect_right(self._bases, offset) - 1)
-        found = self._segments[i].find_batch(offset)
-        position = found[0] if found is not None else self._segments[i].size_bytes
-        for segment in self._segments[i:]:
-            for _, header in segment.headers(position):
-                if header.producer_id >= 0:
-                    self._producers.replay(header)
-                    replayed += 1
-            position = 0
-        return replayed
 
     # ------------------------------------------------------------------ properties
 
@@ -255,6 +238,9 @@ class PartitionLog:
             raise ValueError("nothing to append")
         headers = [header for _, header in batches]
         log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        if assign_offsets and self._config.compact:
+            for view, header in batches:
+                check_keys(view, header)  # INVALID_RECORD for a record without a key
         if producer_check:
             duplicate = self._producers.check(headers)
             if duplicate is not None:
@@ -395,44 +381,12 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record stamped ``timestamp_ms`` or later."""
         self._check_open()
-        start = self.log_start_offset
-        for segment in self._segments:
-            if segment.max_timestamp < timestamp_ms:
-                continue
-            position = 0
-            scan_from = segment.time_index.lookup(timestamp_ms)
-            if scan_from is not None:
-                found = segment.find_batch(scan_from)
-                position = found[0] if found is not None else 0
-            for pos, header in segment.headers(position):
-                if header.max_timestamp < timestamp_ms:
-                    continue
-                _, records = decode_batch(segment.read_batch(pos, header.size_bytes))
-                for record in records:
-                    if record.timestamp >= timestamp_ms and record.offset >= start:
-                        return record.offset, record.timestamp
-        return None
+        return timestamps.offset_for_timestamp(self._segments, self.log_start_offset, timestamp_ms)
 
     def max_timestamp(self) -> tuple[int, int]:
         """(timestamp, offset) of the record with the largest timestamp; (-1, -1) if none."""
         self._check_open()
-        best: Segment | None = None
-        for segment in self._segments:
-            if segment.max_timestamp >= 0 and (
-                best is None or segment.max_timestamp > best.max_timestamp
-            ):
-                best = segment
-        if best is None:
-            return -1, -1
-        found = best.find_batch(best.offset_of_max_timestamp)
-        if found is None:
-            return best.max_timestamp, best.offset_of_max_timestamp
-        position, header = found
-        _, records = decode_batch(best.read_batch(position, header.size_bytes))
-        for record in records:
-            if record.timestamp == best.max_timestamp:
-                return record.timestamp, record.offset
-        return best.max_timestamp, header.last_offset
+        return timestamps.max_timestamp(self._segments)
 
     # ------------------------------------------------------------------ flush
 
@@ -474,11 +428,14 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int) -> list[int]:
         """Retention: drop whole old segments by time, then by size; never the active one.
 
-        Returns the base offsets deleted. ReadResults from before become invalid.
+        Only with "delete" in cleanup.policy. Returns the base offsets deleted.
+        ReadResults from before become invalid.
         """
         self._check_open()
         deleted: list[int] = []
         config = self._config
+        if not config.delete or self._cleaner.failed:
+            return deleted
         if config.retention_ms >= 0:
             while (
                 len(self._segments) > 1
@@ -491,6 +448,7 @@ class PartitionLog:
                 excess -= self._segments[0].size_bytes
                 deleted.append(self._delete_first_segment())
         if deleted:
+            self._cleaner.segments_changed()
             prune_snapshots(self.directory, self.log_start_offset)
             self._durability.advance_recovery_point(self._segments[-1].base_offset)
         return deleted
@@ -523,12 +481,13 @@ class PartitionLog:
                 self._delete_last_segment()
             segment = self._segments[i]
             found = segment.find_batch(offset)
-            if found is not None:
+            if found is not None:  # (offset may lie in a gap left by compaction)
                 position, header = found
-                segment.truncate_to(position, header.base_offset)
+                segment.truncate_to(position, min(header.base_offset, offset))
             segment.rolling_base_ms = None if segment.is_empty else segment.rolling_base_ms
         sync_directory(self.directory)
         end = self.log_end_offset
+        self._cleaner.truncated(end)
         self._durability.on_truncated(self._segments[-1].base_offset, end)
         self._load_producer_state(None)
         return end
@@ -552,6 +511,60 @@ class PartitionLog:
         segment.next_offset = offset
         self._segments.append(segment)
         self._bases.append(offset)
+
+    # ------------------------------------------------------------------ compaction
+
+    @property
+    def cleaner_checkpoint(self) -> CleanerCheckpoint:
+        return self._cleaner.checkpoint
+
+    def cleanability(self, now_ms: int, *, max_offset: int | None = None) -> Cleanability | None:
+        """How dirty the log is below ``max_offset`` (default: the log end) and whether a
+        cleaning pass is due; None unless cleanup.policy has "compact"."""
+        self._check_open()
+        limit = self.log_end_offset if max_offset is None else max_offset
+        return self._cleaner.assess(self._segments, self._config, now_ms, limit)
+
+    def cleaning_plan(
+        self,
+        now_ms: int,
+        *,
+        max_offset: int | None = None,
+        map_budget_bytes: int = DEFAULT_MAP_BUDGET_BYTES,
+    ) -> CleaningPlan | None:
+        """A pass over the cleanable range, due or not; None when there is nothing to
+        clean or a pass is outstanding. Hand it to ``build_cleaned`` (any thread), then
+        its result to ``swap_cleaned`` - or to ``abandon_cleaning``."""
+        self._check_open()
+        limit = self.log_end_offset if max_offset is None else max_offset
+        return self._cleaner.plan(
+            self._segments,
+            self._config,
+            self._producers.last_batch_offsets(),
+            now_ms=now_ms,
+            max_offset=limit,
+            map_budget_bytes=map_budget_bytes,
+        )
+
+    def abandon_cleaning(self, plan: CleaningPlan, result: CleaningResult | None = None) -> None:
+        """Forget a pass that failed or will not be swapped in (removing its files)."""
+        self._cleaner.abandon(plan, result)
+
+    def swap_cleaned(self, result: CleaningResult, *, now_ms: int, step: Step = no_step) -> bool:
+        """Put a built pass's cleaned segments in place of the old ones (see
+        ``cleaner_swap``). Returns False, discarding the work, when the planned segments
+        are no longer exactly the log's. ReadResults from before become invalid."""
+        swapped = self._cleaner.swap(
+            result,
+            self._segments,
+            self._config,
+            self._durability,
+            now_ms=now_ms,
+            closed=self._closed,
+            step=step,
+        )
+        self._bases = [s.base_offset for s in self._segments]
+        return swapped
 
     # ------------------------------------------------------------------ close
 

@@ -175,6 +175,13 @@ class ProducerStateManager:
                 )
             )
 
+    def last_batch_offsets(self) -> frozenset[int]:
+        """Last offset of each producer's newest batch: what compaction must keep so that
+        a replay of the log rebuilds every producer."""
+        return frozenset(
+            entry.batches[-1].last_offset for entry in self._producers.values() if entry.batches
+        )
+
     def replay(self, header: BatchHeader) -> None:
         """Rebuild from a stored batch header (its own offsets and timestamp)."""
         self.update(header, header.base_offset, header.max_timestamp)

@@ -8,6 +8,14 @@ is checked batch by batch - header sanity, contiguous offsets, CRC32C - and the 
 is truncated at the first bad batch; its indexes are rebuilt from what remains. A segment
 whose quick load finds a problem gets the same full check. A segment that does not start
 where the previous one ends is a gap or overlap: it and all later segments are deleted.
+
+Within a segment, offsets must increase and may skip only where compaction can have
+removed whole batches: below the next segment's base offset (the cleaner keeps the last
+batch of every segment it writes, so segments still join up), and in the last segment
+only up to the cleaner checkpoint. So a damaged base offset (the CRC does not cover it)
+cannot pass for a gap, and the first batch of a segment may start after its base.
+Before any of this, ``PartitionLog.open`` finishes a committed cleaner swap (see
+``cleaner_swap``).
 """
 
 from __future__ import annotations
@@ -70,12 +78,19 @@ class RecoveryReport:
     producer_batches_replayed: int = 0
     log_start_offset: int = 0
     log_end_offset: int = 0
+    completed_swap: tuple[int, ...] | None = None
+    """Base offsets of the cleaned segments of an interrupted, committed cleaner swap
+    that the open finished (``()`` for a damaged swap manifest that was dropped)."""
 
     @property
     def repaired(self) -> bool:
         """True when data or index files had to be changed."""
         return bool(
-            self.truncations or self.rebuilt_indexes or self.deleted_segments or self.removed_files
+            self.truncations
+            or self.rebuilt_indexes
+            or self.deleted_segments
+            or self.removed_files
+            or self.completed_swap is not None
         )
 
     @property
@@ -103,6 +118,11 @@ class RecoveryReport:
             lines.append(f"segment {base_offset}: rebuilt indexes: {reason}")
         for base_offset, reason in self.deleted_segments:
             lines.append(f"segment {base_offset}: deleted: {reason}")
+        if self.completed_swap:
+            bases = ", ".join(str(base) for base in self.completed_swap)
+            lines.append(f"finished an interrupted cleaner swap: cleaned segment(s) {bases}")
+        elif self.completed_swap is not None:
+            lines.append("removed an unreadable cleaner swap manifest")
         for name in self.removed_files:
             lines.append(f"removed stray file {name}")
         if self.producer_snapshot_offset >= 0 or self.producer_batches_replayed:
@@ -128,6 +148,7 @@ class RecoveryReportBuilder:
     removed_files: list[str] = field(default_factory=list)
     producer_snapshot_offset: int = -1
     producer_batches_replayed: int = 0
+    completed_swap: tuple[int, ...] | None = None
 
     def build(self, log_start_offset: int, log_end_offset: int) -> RecoveryReport:
         return RecoveryReport(
@@ -143,17 +164,27 @@ class RecoveryReportBuilder:
             producer_batches_replayed=self.producer_batches_replayed,
             log_start_offset=log_start_offset,
             log_end_offset=log_end_offset,
+            completed_swap=self.completed_swap,
         )
+
+
+def _bad_offset(base_offset: int, expected: int, gap_limit: int) -> str | None:
+    """What is wrong with a batch at ``base_offset`` where ``expected`` was next: offsets
+    may skip (compaction) but only to below ``gap_limit``."""
+    if base_offset == expected or expected < base_offset < gap_limit:
+        return None
+    return f"batch has base offset {base_offset}, expected {expected}"
 
 
 class _CheckedBatches:
     """Iterates a segment's valid batches from its start, remembering where it stopped."""
 
     # Transitions: created -> iterated once -> (problem, next_offset, valid_end) final.
-    __slots__ = ("next_offset", "problem", "segment", "valid_end")
+    __slots__ = ("gap_limit", "next_offset", "problem", "segment", "valid_end")
 
-    def __init__(self, segment: Segment) -> None:
+    def __init__(self, segment: Segment, gap_limit: int) -> None:
         self.segment = segment
+        self.gap_limit = gap_limit
         self.next_offset = segment.base_offset
         self.valid_end = 0
         self.problem: str | None = None
@@ -163,8 +194,8 @@ class _CheckedBatches:
         end = segment.file_size()
         expected = segment.base_offset
         for pos, header, data in iter_stored_batches(segment.fd, 0, end):
-            if header.base_offset != expected:
-                self.problem = f"batch has base offset {header.base_offset}, expected {expected}"
+            self.problem = _bad_offset(header.base_offset, expected, self.gap_limit)
+            if self.problem is not None:
                 break
             if crc32c.crc32c(data[_CRC_START:]) != header.crc:
                 self.problem = f"CRC mismatch in batch at offset {expected}"
@@ -177,10 +208,12 @@ class _CheckedBatches:
             self.problem = "incomplete or unreadable batch"
 
 
-def recover_segment(segment: Segment) -> SegmentTruncation | None:
-    """Check every batch; truncate at the first bad one (fsynced); rebuild the indexes."""
+def recover_segment(segment: Segment, gap_limit: int) -> SegmentTruncation | None:
+    """Check every batch; truncate at the first bad one (fsynced); rebuild the indexes.
+
+    Offsets may skip only to below ``gap_limit`` (see the module docstring)."""
     end = segment.file_size()
-    checked = _CheckedBatches(segment)
+    checked = _CheckedBatches(segment, gap_limit)
     segment.rebuild_indexes(checked)
     segment.size_bytes = checked.valid_end
     segment.next_offset = checked.next_offset
@@ -196,11 +229,12 @@ def recover_segment(segment: Segment) -> SegmentTruncation | None:
     )
 
 
-def load_segment(segment: Segment, *, eager: bool) -> str | None:
+def load_segment(segment: Segment, *, eager: bool, gap_limit: int) -> str | None:
     """Load a segment trusting its sane indexes. Returns a problem needing a full check.
 
     Indexes are checked cheaply (size, last entries); ``eager`` also reads and checks
-    every entry now (for the active segment) instead of at the first lookup.
+    every entry now (for the active segment) instead of at the first lookup. Offsets
+    after the last index entry may skip only to below ``gap_limit``.
     """
     size = segment.file_size()
     for name, index in (("offset", segment.offset_index), ("time", segment.time_index)):
@@ -208,7 +242,9 @@ def load_segment(segment: Segment, *, eager: bool) -> str | None:
         if problem is not None:
             return f"{name} index {problem}"
     first = segment.read_header(0) if size > 0 else None
-    if size > 0 and (first is None or first.base_offset != segment.base_offset):
+    if size > 0 and (
+        first is None or _bad_offset(first.base_offset, segment.base_offset, gap_limit)
+    ):
         return "first batch does not start at the segment's base offset"
     last = segment.offset_index.last_entry()
     has_timestamps = first is not None and first.max_timestamp >= 0
@@ -220,10 +256,10 @@ def load_segment(segment: Segment, *, eager: bool) -> str | None:
     tail: list[BatchInfo] = []
     end = position
     for pos, header in scan_headers(segment.fd, position, size):
-        if header.base_offset != expected:
-            if not tail and last is not None:
-                return "last offset index entry does not point at its batch"
-            return f"offsets are not contiguous at position {pos}"
+        if not tail and last is not None and header.base_offset != expected:
+            return "last offset index entry does not point at its batch"
+        if _bad_offset(header.base_offset, expected, gap_limit) is not None:
+            return f"offsets are not in order at position {pos}"
         tail.append((pos, header.base_offset, header.max_timestamp, header.size_bytes))
         expected = header.next_offset
         end = pos + header.size_bytes
@@ -253,8 +289,10 @@ def load_segments(
     recovery_point: int,
     now_ms: int,
     report: RecoveryReportBuilder,
+    cleaned_offset: int = 0,
 ) -> list[Segment]:
-    """Open the segments at ``bases``, checking and repairing as the module describes."""
+    """Open the segments at ``bases``, checking and repairing as the module describes;
+    ``cleaned_offset`` is the cleaner checkpoint's (0 for a log never compacted)."""
     segments: list[Segment] = []
     try:
         for i, base in enumerate(bases):
@@ -278,16 +316,17 @@ def load_segments(
             )
             segments.append(segment)
             is_last = i == len(bases) - 1
+            gap_limit = cleaned_offset + 1 if is_last else bases[i + 1]
             problem = f"missing {' and '.join(missing)} file" if missing else None
             trusted = clean or (base < recovery_point and not is_last)
             if trusted and problem is None:
-                problem = load_segment(segment, eager=is_last)
+                problem = load_segment(segment, eager=is_last, gap_limit=gap_limit)
                 if problem is None:
                     continue
             if problem is not None:
                 report.rebuilt_indexes.append((base, problem))
             report.checked_segments.append(base)
-            truncation = recover_segment(segment)
+            truncation = recover_segment(segment, gap_limit)
             if truncation is not None:
                 report.truncations.append(truncation)
             segment.sync()

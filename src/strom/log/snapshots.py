@@ -8,12 +8,22 @@ below the log start, except the very newest).
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
+from collections.abc import Sequence
 from pathlib import Path
 
 from strom.log.files import SNAPSHOT_SUFFIX, snapshot_path, write_file_atomically
 from strom.log.producer_state import ProducerStateManager, SnapshotError
+from strom.log.segment import Segment
 
-__all__ = ["load_newest_snapshot", "prune_snapshots", "snapshot_offsets", "write_snapshot"]
+__all__ = [
+    "load_newest_snapshot",
+    "prune_snapshots",
+    "replay_producers",
+    "restore_producer_state",
+    "snapshot_offsets",
+    "write_snapshot",
+]
 
 KEPT_SNAPSHOTS = 2
 
@@ -82,3 +92,37 @@ def load_newest_snapshot(
         path.unlink(missing_ok=True)
         removed.append(path.name)
     return None, removed
+
+
+def replay_producers(
+    segments: Sequence[Segment], producers: ProducerStateManager, offset: int
+) -> int:
+    """Rebuild producer state from the batch headers at and after ``offset``; returns how
+    many batches of producers were replayed."""
+    if not segments or offset >= segments[-1].next_offset:
+        return 0
+    replayed = 0
+    i = max(0, bisect_right([s.base_offset for s in segments], offset) - 1)
+    found = segments[i].find_batch(offset)
+    position = found[0] if found is not None else segments[i].size_bytes
+    for segment in segments[i:]:
+        for _, header in segment.headers(position):
+            if header.producer_id >= 0:
+                producers.replay(header)
+                replayed += 1
+        position = 0
+    return replayed
+
+
+def restore_producer_state(
+    directory: Path, producers: ProducerStateManager, segments: Sequence[Segment]
+) -> tuple[int | None, list[str], int]:
+    """Producer state at a log's end: the newest snapshot at or below it, then the batch
+    headers after that. Returns (the snapshot's offset or None, names of snapshot files
+    removed, batches replayed)."""
+    start, end = segments[0].base_offset, segments[-1].next_offset
+    removed = remove_snapshots_after(directory, end)
+    producers.clear()
+    loaded, unreadable = load_newest_snapshot(directory, producers, end)
+    replay_from = start if loaded is None else max(loaded, start)
+    return loaded, removed + unreadable, replay_producers(segments, producers, replay_from)

@@ -21,6 +21,7 @@ from strom.metadata.image import MetadataImage
 from strom.metadata.records import MetadataRecord, RegisterBrokerRecord
 from strom.metadata.stores.local import LocalMetadataStore
 from strom.protocol.codec import Request
+from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
 from strom.server.flusher import Flusher
@@ -84,6 +85,7 @@ class Broker:
         self.flusher = Flusher(on_flushed=Partition.wake_fetchers)
         self._spawn(self.flusher.run(), "flusher")
         self._spawn(self._retention_loop(), "retention")
+        self._spawn(run_cleaner(self), "log-cleaner")  # returns at once unless log.cleaner.enable
         self._spawn(self._interval_flush_loop(), "interval-flush")
         self.groups = GroupService(self)
         self.groups.load()

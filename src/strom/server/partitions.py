@@ -50,6 +50,10 @@ def log_config_for(config: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
         flush_messages=int(values["flush.messages"]),
         flush_ms=int(values["flush.ms"]),
         cleanup_policy=values["cleanup.policy"],
+        delete_retention_ms=int(values["delete.retention.ms"]),
+        min_cleanable_dirty_ratio=float(values["min.cleanable.dirty.ratio"]),
+        min_compaction_lag_ms=int(values["min.compaction.lag.ms"]),
+        max_compaction_lag_ms=int(values["max.compaction.lag.ms"]),
     )
 
 

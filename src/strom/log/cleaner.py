@@ -1,0 +1,275 @@
+"""Log compaction: which part of a log to clean, and what a cleaning pass decides.
+
+A pass has three steps, split so that the expensive one can run in a worker thread:
+
+1. ``assess`` and ``make_plan`` run on the log's owner. The cleanable range is the
+   sealed segments from the log start up to the first uncleanable offset: the active
+   segment's base, the first segment reaching past ``max_offset`` (the high watermark)
+   and the first dirty segment newer than ``min.compaction.lag.ms``. Its dirty part
+   starts at the checkpoint's ``cleaned_offset``. The plan snapshots the segments
+   (duplicated descriptors, sizes) and what the pass needs to decide, nothing more.
+2. ``cleaner_build.build_cleaned`` (any thread; it touches no object of the log) maps
+   each key of the dirty part to its latest offset, then copies every planned segment
+   into ``<base>.log.cleaned`` (plus indexes), keeping a record unless a later record of
+   its key exists in the mapped range, or it is a tombstone past its delete horizon.
+   Consecutive segments are merged into one while their original sizes fit
+   ``segment.bytes`` and their offsets fit the indexes' 32-bit relative offsets.
+3. The owner swaps the cleaned segments in (``cleaner_swap``), after checking that the
+   planned segments are still exactly those of the log; otherwise the work is dropped.
+
+What survives, for a record at offset o with key k, cleaned in a pass over the mapped
+dirty range [dirty_start, map_end):
+
+* o >= map_end (past what was mapped): kept, untouched;
+* a later record of k in the mapped range: dropped;
+* a tombstone (null value) first cleaned by this pass (o >= dirty_start): kept;
+* an older tombstone: dropped once ``now >= first_cleaned_ms(o) + delete.retention.ms``
+  (the delete horizon: ``delete.retention.ms`` after the pass that removed the older
+  records of its key), kept until then;
+* a record without a key (written before the topic was compacted) or a control batch:
+  kept.
+
+A batch whose records all go is dropped, except that it stays as an empty batch (same
+offsets, producer id, epoch and sequences, no records) when it is the last batch of a
+producer or the last batch of a cleaned segment: the first keeps idempotent producers'
+state rebuildable from the log, the second keeps every segment ending where the next
+begins. Batches that lose no record are copied byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from strom.log.cleaner_checkpoint import CleanerCheckpoint
+from strom.log.config import LogConfig
+from strom.log.segment import (
+    LOG_SUFFIX,
+    OFFSET_INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    segment_path,
+)
+
+__all__ = [
+    "CLEANED_SUFFIX",
+    "MAX_RELATIVE_OFFSET",
+    "Cleanability",
+    "CleanedSegment",
+    "CleaningAborted",
+    "CleaningPlan",
+    "CleaningResult",
+    "PlannedSegment",
+    "assess",
+    "cleaned_path",
+    "make_plan",
+]
+
+CLEANED_SUFFIX = ".cleaned"
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class CleaningAborted(Exception):
+    """The pass was stopped (shutdown, the log closed) or found data it cannot clean."""
+
+
+def cleaned_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return segment_path(directory, base_offset, suffix + CLEANED_SUFFIX)
+
+
+# ---------------------------------------------------------------------------- assessing
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanability:
+    """How dirty a compacted log is, and whether a pass is due (``reason``)."""
+
+    clean_bytes: int
+    dirty_bytes: int
+    dirty_start: int
+    end_offset: int
+    """First uncleanable offset: nothing at or after it is touched."""
+    reason: str | None
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def _first_uncleanable(
+    segments: Sequence[Segment], config: LogConfig, dirty_from: int, now_ms: int, max_offset: int
+) -> int:
+    end = segments[-1].base_offset
+    for segment in segments[:-1]:
+        if segment.next_offset > max_offset:
+            return min(end, segment.base_offset)
+        if (
+            config.min_compaction_lag_ms > 0
+            and segment.next_offset > dirty_from
+            and segment.largest_timestamp > now_ms - config.min_compaction_lag_ms
+        ):
+            return min(end, segment.base_offset)
+    return end
+
+
+def assess(
+    segments: Sequence[Segment],
+    config: LogConfig,
+    checkpoint: CleanerCheckpoint,
+    now_ms: int,
+    max_offset: int,
+) -> Cleanability:
+    """Clean and dirty bytes of the cleanable range and whether a pass is due: the dirty
+    ratio reached ``min.cleanable.dirty.ratio``, dirty data is older than
+    ``max.compaction.lag.ms``, or a kept tombstone has passed its delete horizon."""
+    start = segments[0].base_offset
+    dirty_from = max(checkpoint.cleaned_offset, start)
+    end = _first_uncleanable(segments, config, dirty_from, now_ms, max_offset)
+    dirty_start = min(dirty_from, end)
+    clean = dirty = 0
+    first_dirty_ts = -1
+    for segment in segments:
+        if segment.base_offset >= end:
+            break
+        if segment.next_offset <= dirty_start:
+            clean += segment.size_bytes
+            continue
+        position = 0
+        if segment.base_offset < dirty_start:
+            found = segment.find_batch(dirty_start)
+            position = found[0] if found is not None else segment.size_bytes
+        clean += position
+        dirty += segment.size_bytes - position
+        if first_dirty_ts < 0 and position < segment.size_bytes:
+            header = segment.read_header(position)
+            first_dirty_ts = header.max_timestamp if header is not None else -1
+    result = Cleanability(clean, dirty, dirty_start, end, None)
+    reason = None
+    if dirty and result.dirty_ratio >= config.min_cleanable_dirty_ratio:
+        reason = f"dirty ratio {result.dirty_ratio:.2f}"
+    elif dirty and first_dirty_ts >= 0 and now_ms - first_dirty_ts > config.max_compaction_lag_ms:
+        reason = "dirty data older than max.compaction.lag.ms"
+    elif (
+        end > start
+        and checkpoint.tombstones_since_ms >= 0
+        and now_ms >= checkpoint.tombstones_since_ms + config.delete_retention_ms
+    ):
+        reason = "tombstones past delete.retention.ms"
+    if reason is None:
+        return result
+    return Cleanability(clean, dirty, dirty_start, end, reason)
+
+
+# ---------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedSegment:
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningPlan:
+    """A snapshot of what one pass cleans. Owns ``fds`` (duplicated descriptors of the
+    planned segments' log files) until ``release``; ``build_cleaned`` releases them."""
+
+    directory: Path
+    segments: tuple[PlannedSegment, ...]
+    dirty_start: int
+    end_offset: int
+    checkpoint: CleanerCheckpoint
+    producer_last_offsets: frozenset[int]
+    """Last offsets of each idempotent producer's last batch: kept even if emptied."""
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    index_interval_bytes: int
+    map_budget_bytes: int
+    generation: int
+    fds: list[int] = field(default_factory=list, compare=False)
+
+    def release(self) -> None:
+        while self.fds:
+            os.close(self.fds.pop())
+
+
+def make_plan(
+    directory: Path,
+    segments: Sequence[Segment],
+    config: LogConfig,
+    checkpoint: CleanerCheckpoint,
+    cleanability: Cleanability,
+    *,
+    producer_last_offsets: frozenset[int],
+    now_ms: int,
+    map_budget_bytes: int,
+    generation: int,
+) -> CleaningPlan | None:
+    """The plan for ``cleanability``'s range, or None if it holds no segment."""
+    planned = [s for s in segments[:-1] if s.base_offset < cleanability.end_offset]
+    if not planned or any(s.is_empty for s in planned):
+        return None
+    plan = CleaningPlan(
+        directory=directory,
+        segments=tuple(PlannedSegment(s.base_offset, s.next_offset, s.size_bytes) for s in planned),
+        dirty_start=cleanability.dirty_start,
+        end_offset=cleanability.end_offset,
+        checkpoint=checkpoint,
+        producer_last_offsets=producer_last_offsets,
+        now_ms=now_ms,
+        delete_retention_ms=config.delete_retention_ms,
+        segment_bytes=config.segment_bytes,
+        index_interval_bytes=config.index_interval_bytes,
+        map_budget_bytes=map_budget_bytes,
+        generation=generation,
+    )
+    try:
+        for segment in planned:
+            plan.fds.append(os.dup(segment.fd))
+    except BaseException:
+        plan.release()
+        raise
+    return plan
+
+
+# ---------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedSegment:
+    base_offset: int
+    next_offset: int
+    """Where the next segment starts (its last batch ends there)."""
+    replaces: tuple[int, ...]
+    """Base offsets of the old segments it replaces (its own base first)."""
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningResult:
+    plan: CleaningPlan
+    cleaned: tuple[CleanedSegment, ...]
+    checkpoint: CleanerCheckpoint
+    """The checkpoint to store once the cleaned segments are in place."""
+    map_end: int
+    keys: int
+    bytes_before: int
+    bytes_after: int
+    records_removed: int
+    tombstones_removed: int
+
+    @property
+    def replaced(self) -> tuple[int, ...]:
+        return tuple(base for c in self.cleaned for base in c.replaces)
+
+    def files(self) -> list[Path]:
+        return [
+            cleaned_path(self.plan.directory, c.base_offset, suffix)
+            for c in self.cleaned
+            for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        ]

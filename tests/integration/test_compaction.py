@@ -1,0 +1,273 @@
+"""Log compaction on a real broker: the last value of each key, tombstones, kill -9.
+
+Real `strom serve` processes, confluent-kafka clients. The cleaner looks for work every
+100 ms here (`log.cleaner.backoff.ms`) and topics have small segments, so cleaning
+happens within the tests' time.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from broker import BrokerProcess
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TOPIC = "state"
+CLIENT_LOG = {"log_level": 0}
+RECONNECT = {"reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 300}
+CLEANER = ["--set", "log.cleaner.backoff.ms=100"]
+WAIT_S = 30.0
+
+Read = list[tuple[int, bytes, bytes | None]]
+
+
+def seeded_rng() -> random.Random:
+    """A seeded generator; the seed is printed, and STROM_SEED=<seed> replays it."""
+    seed = int(os.environ.get("STROM_SEED") or random.randrange(2**32))
+    print(f"seed={seed} (replay with STROM_SEED={seed})")
+    return random.Random(seed)
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    brokers: list[BrokerProcess] = []
+
+    def start(*extra: str) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path / "data", extra=[*CLEANER, *extra])
+        broker.start()
+        brokers.append(broker)
+        return broker
+
+    yield start
+    for broker in brokers:
+        broker.kill()
+
+
+def create_topic(broker: BrokerProcess, config: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **CLIENT_LOG})
+    futures = admin.create_topics([NewTopic(TOPIC, 1, 1, config=config)], operation_timeout=10)
+    for future in futures.values():
+        future.result(timeout=10)
+
+
+def produce(
+    broker: BrokerProcess, records: list[tuple[bytes, bytes | None]], compression: str = "lz4"
+) -> None:
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 16_000,
+            "compression.type": compression,
+            **CLIENT_LOG,
+        }
+    )
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(TOPIC, key=key, value=value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def read_all(broker: BrokerProcess) -> Read:
+    """Every (offset, key, value) from the log start to the end, as a consumer sees them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "verify",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "check.crcs": True,
+            **RECONNECT,
+            **CLIENT_LOG,
+        }
+    )
+    out: Read = []
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(TOPIC, 0), timeout=10, cached=False
+        )
+        if high == 0:
+            return out
+        consumer.assign([TopicPartition(TOPIC, 0, low)])
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            assert time.monotonic() < deadline, "the partition was not read to its end"
+            for message in consumer.consume(num_messages=10_000, timeout=0.5):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    if message.offset() >= high:
+                        return out
+                    continue
+                assert error is None, f"consumer error: {error}"
+                out.append((message.offset(), message.key(), message.value()))
+    finally:
+        consumer.close()
+
+
+def partition_dir(broker: BrokerProcess) -> Path:
+    return broker.data_dir / f"{TOPIC}-0"
+
+
+def active_base(broker: BrokerProcess) -> int:
+    return max(int(p.name[:20]) for p in partition_dir(broker).glob("*.log"))
+
+
+def compacted_below_active(broker: BrokerProcess, read: Read) -> bool:
+    """True when the sealed segments hold at most one record per key."""
+    base = active_base(broker)
+    keys = [key for offset, key, _ in read if offset < base]
+    return len(keys) == len(set(keys))
+
+
+def wait_for(
+    condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S, poll_s: float = 0.2
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(poll_s)
+
+
+def last_values(read: Read) -> dict[bytes, bytes | None]:
+    return {key: value for _, key, value in read}
+
+
+def test_a_full_read_returns_the_last_value_of_each_key(
+    started: Callable[..., BrokerProcess],
+) -> None:
+    broker = started()
+    create_topic(
+        broker,
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": "100000",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    updates = [(b"key-%04d" % (i % 1_000), b"value-%06d" % i) for i in range(100_000)]
+    produce(broker, updates)
+    expected = dict(updates)
+    reads: list[Read] = []
+
+    def compacted() -> bool:
+        reads.append(read_all(broker))
+        return compacted_below_active(broker, reads[-1])
+
+    wait_for(compacted, "the cleaner to compact every sealed segment")
+    read = reads[-1]
+    assert last_values(read) == expected
+    offsets = [offset for offset, _, _ in read]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == 99_999
+    for offset, key, value in read:  # every record is the one written at its offset
+        assert value == b"value-%06d" % offset and key == b"key-%04d" % (offset % 1_000)
+    assert len(read) < 10_000  # 1,000 keys plus the uncleaned active segment
+    assert "cleaned offsets 0.." in broker.read_log() and "[node 1]" in broker.read_log()
+
+
+def test_tombstoned_keys_vanish_after_delete_retention(
+    started: Callable[..., BrokerProcess],
+) -> None:
+    broker = started()
+    create_topic(
+        broker,
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": "16384",
+            "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "1000",
+        },
+    )
+    keys = [b"key-%03d" % i for i in range(200)]
+    produce(broker, [(key, b"first-" + key) for key in keys], "none")
+    produce(broker, [(key, None) for key in keys[:100]], "none")  # tombstones
+    # more updates of the other keys push the tombstones out of the active segment
+    filler = [(key, b"%d-" % n + b"x" * 100) for n in range(4) for key in keys[100:]]
+    produce(broker, filler, "none")
+    assert None in last_values(read_all(broker)).values()
+    expected = {key: b"3-" + b"x" * 100 for key in keys[100:]}
+
+    def tombstones_gone() -> bool:
+        read = read_all(broker)
+        return last_values(read) == expected and compacted_below_active(broker, read)
+
+    wait_for(tombstones_gone, "the tombstoned keys to vanish")
+    assert "tombstone(s)" in broker.read_log()
+    # a record without a key is refused, as Kafka refuses it
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", **CLIENT_LOG})
+    producer.produce(TOPIC, value=b"no key", on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(10) == 0
+    assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+
+
+def test_kill_9_in_the_middle_of_cleaning_leaves_the_partition_whole(
+    started: Callable[..., BrokerProcess],
+) -> None:
+    """Each round writes a large dirty range with the cleaner off, restarts the broker
+    with it on, waits until a pass is writing its files and kills the broker at a random
+    moment of that pass; the broker then starts with the partition whole and correct."""
+    rng = seeded_rng()
+    config = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "524288",
+        "min.cleanable.dirty.ratio": "0.01",
+    }
+    expected: dict[bytes, bytes | None] = {}
+    written = 0
+    hits = 0
+    rounds = 5
+    for round_ in range(rounds):
+        broker = started("--set", "log.cleaner.enable=false")
+        if round_ == 0:
+            create_topic(broker, config)
+        records = [
+            (b"key-%05d" % rng.randrange(50_000), b"%d-%d-" % (round_, i) + rng.randbytes(200))
+            for i in range(40_000)
+        ]
+        produce(broker, records, "none")
+        expected.update(records)
+        written += len(records)
+        assert broker.stop() == 0
+        broker = started("--set", "log.cleaner.backoff.ms=20")
+        directory = partition_dir(broker)
+        wait_for(
+            lambda directory=directory: any(directory.glob("*.cleaned")),
+            "the cleaner to start a pass",
+            timeout_s=15,
+            poll_s=0.002,
+        )
+        assert broker.process is not None
+        try:  # a random moment of the pass, whose writing takes some 300 ms or more
+            broker.process.wait(timeout=rng.uniform(0.0, 0.25))
+            raise AssertionError("the broker exited by itself")
+        except subprocess.TimeoutExpired:
+            pass
+        broker.process.kill()
+        broker.process.wait(10)
+        names = os.listdir(directory)
+        if any(name.endswith(".cleaned") or name == "cleaner-swap" for name in names):
+            hits += 1  # killed with a pass under way
+        broker.kill()
+        # Restart; read everything back while the cleaner resumes its work.
+        broker = started("--set", "log.cleaner.backoff.ms=20")
+        read = read_all(broker)
+        assert last_values(read) == expected, f"round {round_}"
+        offsets = [offset for offset, _, _ in read]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == written - 1
+        assert broker.stop() == 0  # a clean stop, most likely in the middle of a pass too
+    print(f"{hits} of {rounds} kills landed in the middle of a cleaning pass")
+    assert hits >= 2, f"only {hits} kill(s) landed in the middle of a cleaning pass"
