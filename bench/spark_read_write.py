@@ -1,0 +1,185 @@
+"""Spark connector throughput: a streaming read into a no-op sink, next to plain confluent-kafka,
+and a batch write.
+
+    .venv/bin/python bench/spark_read_write.py [--bootstrap HOST:PORT] [--records 1000000]
+        [--record-bytes 100] [--partitions 4] [--master local[2]] [--json FILE]
+
+Without --bootstrap it starts `python -m strom serve` (the default fsync durability) on a
+free port with a fresh data directory, as produce_consume.py does, and stops it at the end.
+Steps: produce the records with confluent-kafka; read them all with one plain
+confluent-kafka consumer (the baseline); read them all with a Spark streaming query
+(Trigger.AvailableNow) into Spark's `noop` sink; write the same number of records from a
+Spark DataFrame with df.write.format("strom"). Spark's start-up is not timed; a small
+warm-up query runs first so the timed one does not pay the JVM's first-query costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from produce_consume import (
+    Broker,
+    consume,
+    create_topic,
+    delete_topic,
+    log,
+    produce,
+    start_strom,
+    stop,
+)
+
+
+def spark_session(master: str) -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import strom.spark
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("strom-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    strom.spark.register(spark)
+    return spark
+
+
+def stream_read_s(
+    spark: Any, bootstrap: str, topic: str, checkpoint: Path
+) -> tuple[float, float, int]:
+    """(seconds from start() to the end of an AvailableNow query reading the whole topic into
+    the noop sink, seconds its micro-batches took, records read)."""
+    source = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    started = time.perf_counter()
+    query = (
+        source.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in batches)
+    batch_s = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    return elapsed, batch_s, rows
+
+
+def batch_write_s(spark: Any, bootstrap: str, topic: str, records: int, record_bytes: int) -> float:
+    """Seconds for df.write to send `records` rows of `record_bytes`-byte values."""
+    df = spark.range(records).selectExpr(
+        "CAST(id AS STRING) AS key", f"CAST(repeat('x', {record_bytes}) AS BINARY) AS value"
+    )
+    df = df.cache()
+    df.count()  # materialise first: the figure is the write, not the generation
+    started = time.perf_counter()
+    df.write.format("strom").option("kafka.bootstrap.servers", bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
+    elapsed = time.perf_counter() - started
+    df.unpersist()
+    return elapsed
+
+
+def warm_up(spark: Any, bootstrap: str, partitions: int, scratch: Path) -> None:
+    topic = f"bench-spark-warmup-{secrets.token_hex(3)}"
+    create_topic(bootstrap, topic, partitions, 1)
+    produce(bootstrap, topic, 10_000, 100)
+    stream_read_s(spark, bootstrap, topic, scratch / "warmup-checkpoint")
+    batch_write_s(spark, bootstrap, topic, 10_000, 100)
+    delete_topic(bootstrap, topic)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--bootstrap", help="measure this broker instead of starting strom")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write results here")
+    args = parser.parse_args()
+    if min(args.records, args.record_bytes, args.partitions) < 1:
+        parser.error("--records, --record-bytes and --partitions must be positive")
+
+    broker = Broker(args.bootstrap) if args.bootstrap else start_strom("fsync")
+    replication = -1 if args.bootstrap else 1
+    scratch = Path(tempfile.mkdtemp(prefix="strom-bench-spark-"))
+    topics: list[str] = []
+    try:
+        spark = spark_session(args.master)
+        warm_up(spark, broker.bootstrap, args.partitions, scratch)
+        source = f"bench-spark-in-{secrets.token_hex(3)}"
+        sink = f"bench-spark-out-{secrets.token_hex(3)}"
+        topics += [source, sink]
+        create_topic(broker.bootstrap, source, args.partitions, replication)
+        create_topic(broker.bootstrap, sink, args.partitions, replication)
+        produce_s = produce(broker.bootstrap, source, args.records, args.record_bytes)
+        log(f"produced {args.records:,} records in {produce_s:.2f} s")
+        plain_s = consume(broker.bootstrap, source, args.partitions, args.records)
+        log(f"confluent-kafka consumer: {plain_s:.2f} s")
+        checkpoint = scratch / "checkpoint"
+        spark_s, batch_s, rows = stream_read_s(spark, broker.bootstrap, source, checkpoint)
+        if rows != args.records:
+            raise SystemExit(f"the streaming query read {rows} records, not {args.records}")
+        log(f"Spark streaming read: {spark_s:.2f} s, {batch_s:.2f} s of it in micro-batches")
+        write_s = batch_write_s(spark, broker.bootstrap, sink, args.records, args.record_bytes)
+        log(f"Spark batch write: {write_s:.2f} s")
+        spark.stop()
+    finally:
+        for topic in topics:
+            delete_topic(broker.bootstrap, topic)
+        stop(broker)
+
+    size_mb = args.records * args.record_bytes / 1_000_000
+    rows_out = [
+        ("confluent-kafka consumer, plain Python (1 consumer)", plain_s),
+        (f"Spark streaming read, AvailableNow -> noop ({args.master})", spark_s),
+        ("  of which micro-batches (query start-up and stop excluded)", batch_s),
+        (f"Spark batch write, df.write ({args.master})", write_s),
+    ]
+    width = max(len(name) for name, _ in rows_out)
+    print(f"{'':{width}}  {'seconds':>8}  {'records/s':>10}  {'MB/s':>6}")
+    for name, seconds in rows_out:
+        rate = args.records / seconds
+        print(f"{name:{width}}  {seconds:8.2f}  {rate:10,.0f}  {size_mb / seconds:6.1f}")
+    command = shlex.join(["python", *sys.argv])
+    if args.json:
+        report = {
+            "command": command,
+            "records": args.records,
+            "record_bytes": args.record_bytes,
+            "partitions": args.partitions,
+            "master": args.master,
+            "seconds": {name: seconds for name, seconds in rows_out},
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"command: {command}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The `strom` data source: what Spark instantiates for spark.read/readStream/write/writeStream.
+
+Options are checked on the driver before any task starts (OptionError, SchemaError);
+the readers are in `strom.spark.reader`, the writers here.
+
+Writes are at least once: a task returns only after the broker acknowledged every record
+it sent (acks=all, idempotent producer), and Spark records a micro-batch as done only
+after every task returned. A batch interrupted before that is written again when the
+query restarts, so records it had already written appear twice; none are lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from strom.spark import NAME
+from strom.spark.arrow import WritePlan, plan_write, read_schema_ddl, read_schema_simple
+from strom.spark.errors import OptionError, SchemaError
+from strom.spark.kafka import RecordWriter, check_client_config
+from strom.spark.options import (
+    ReadOptions,
+    WriteOptions,
+    parse_read_options,
+    parse_write_options,
+)
+from strom.spark.reader import StromBatchReader, StromStreamReader
+
+log = logging.getLogger(__name__)
+
+
+class StromDataSource(DataSource):
+    """Reads and writes strom topics (or any Kafka-compatible broker's) as DataFrames."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return read_schema_ddl(_read_options_either_way(self.options).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return StromBatchReader(self._read_options(schema, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StromStreamReader(self._read_options(schema, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> StromBatchWriter:
+        if overwrite:
+            raise OptionError("mode", "topics are append-only; use .mode('append')")
+        options, plan = self._write_plan(schema)
+        return StromBatchWriter(options, plan)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StromStreamWriter:
+        # overwrite is set for the complete output mode: every row of the result is sent
+        # again each micro-batch, as Spark's Kafka sink does.
+        options, plan = self._write_plan(schema)
+        return StromStreamWriter(options, plan)
+
+    def _read_options(self, schema: StructType, *, streaming: bool) -> ReadOptions:
+        options = parse_read_options(self.options, streaming=streaming)
+        expected = read_schema_simple(options.include_headers)
+        if schema.simpleString() != expected:
+            raise SchemaError(
+                f"the schema of a strom read is fixed ({expected}); do not set one with "
+                f".schema(), got {schema.simpleString()}"
+            )
+        check_client_config("consumer", options.client_config)
+        return options
+
+    def _write_plan(self, schema: StructType) -> tuple[WriteOptions, WritePlan]:
+        options = parse_write_options(self.options)
+        fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
+        plan = plan_write(fields, options.topic)
+        check_client_config("producer", options.client_config)
+        return options, plan
+
+
+def _read_options_either_way(options: Mapping[str, str]) -> ReadOptions:
+    """Check read options before Spark says whether the read is a batch or a stream:
+    fine if they suit either."""
+    try:
+        return parse_read_options(options, streaming=False)
+    except OptionError as batch_error:
+        try:
+            return parse_read_options(options, streaming=True)
+        except OptionError:
+            raise batch_error from None
+
+
+@dataclass
+class WriteCommit(WriterCommitMessage):
+    """What one write task sent; the broker acknowledged all of it."""
+
+    records: int = 0
+    per_topic: dict[str, int] = field(default_factory=dict)
+
+
+def _write(
+    options: WriteOptions, plan: WritePlan, batches: Iterator[pa.RecordBatch]
+) -> WriteCommit:
+    writer = RecordWriter(options.bootstrap_servers, options.client_config)
+    summary = writer.write(batches, plan)
+    return WriteCommit(summary.records, summary.per_topic)
+
+
+def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, int]]:
+    per_topic: dict[str, int] = {}
+    for message in messages:
+        if isinstance(message, WriteCommit):
+            for topic, count in message.per_topic.items():
+                per_topic[topic] = per_topic.get(topic, 0) + count
+    return sum(per_topic.values()), per_topic
+
+
+class StromBatchWriter(DataSourceArrowWriter):
+    """df.write: one producer per task; records stay written even if another task fails."""
+
+    def __init__(self, options: WriteOptions, plan: WritePlan) -> None:
+        self.options = options
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        return _write(self.options, self.plan, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total, per_topic = _totals(messages)
+        log.info("strom: wrote %d record(s): %s", total, per_topic)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        total, _ = _totals(messages)
+        log.warning(
+            "strom: write failed; %d record(s) from tasks that finished stay in their topics",
+            total,
+        )
+
+
+class StromStreamWriter(DataSourceStreamArrowWriter):
+    """writeStream: at least once; see the module docstring."""
+
+    def __init__(self, options: WriteOptions, plan: WritePlan) -> None:
+        self.options = options
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        return _write(self.options, self.plan, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total, per_topic = _totals(messages)
+        log.info("strom: micro-batch %d wrote %d record(s): %s", batchId, total, per_topic)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        total, _ = _totals(messages)
+        log.warning(
+            "strom: micro-batch %d failed; it is written again when the query restarts "
+            "(%d record(s) from finished tasks will then appear twice)",
+            batchId,
+            total,
+        )

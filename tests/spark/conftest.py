@@ -1,0 +1,86 @@
+"""One local Spark session and one strom broker, shared by the Spark connector tests.
+
+The broker does not create topics on first use (tests create theirs, and a write to a
+missing topic must fail) and checks retention every 200 ms (the data-loss tests).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from broker import BrokerProcess
+
+BROKER_SETTINGS = [
+    "--set",
+    "auto.create.topics.enable=false",
+    "--set",
+    "log.retention.check.interval.ms=200",
+    "--set",
+    "log.segment.delete.delay.ms=0",
+]
+
+
+def spark_missing() -> str | None:
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install -e '.[spark]')"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs Java 17 or newer (no java on PATH, no JAVA_HOME)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """SparkSession on local[2], Python workers on this interpreter, the source registered."""
+    reason = spark_missing()
+    if reason:
+        pytest.skip(reason)
+    from pyspark.sql import SparkSession
+
+    import strom.spark
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("strom-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    strom.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data", extra=BROKER_SETTINGS)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+@pytest.fixture
+def bootstrap(broker: BrokerProcess) -> str:
+    return broker.bootstrap

@@ -1,0 +1,99 @@
+"""A streaming query in a process of its own, for the test that kills it with SIGKILL.
+
+    python spark_job.py BOOTSTRAP INPUT OUTPUT CHECKPOINT [--available-now]
+
+The test restarts the same query (`start_query`) in its own Spark session.
+
+Reads INPUT from the earliest offset, 100 records per micro-batch, upper-cases each value
+in a deliberately slow UDF (so a kill often lands while a batch is half written), and
+writes it to OUTPUT with a header `from` = "<partition>:<offset>" of its input record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+
+def start_query(
+    spark: Any, bootstrap: str, source: str, sink: str, checkpoint: str, *, available_now: bool
+) -> Any:
+    """Start the query on `spark` (the `strom` source registered) and return it."""
+    from pyspark.sql import functions as F
+
+    def slow_upper(value):  # type: ignore[no-untyped-def] # hints make pyspark warn
+        time.sleep(0.004)
+        return value.decode().upper()
+
+    records = (
+        spark.readStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "100")
+        .load()
+    )
+    origin = F.concat_ws(":", "partition", "offset").cast("binary")
+    output = records.select(
+        F.udf(slow_upper, "string")("value").alias("value"),
+        F.array(F.struct(F.lit("from").alias("key"), origin.alias("value"))).alias("headers"),
+    )
+    writer = (
+        output.writeStream.format("strom")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", checkpoint)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bootstrap")
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("checkpoint")
+    parser.add_argument("--available-now", action="store_true")
+    args = parser.parse_args()
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import strom.spark
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("strom-killed-query")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        # Small batches between Spark and Python, so records reach the sink a few at a time.
+        .config("spark.sql.execution.python.udf.maxRecordsPerBatch", "5")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    strom.spark.register(spark)
+    query = start_query(
+        spark,
+        args.bootstrap,
+        args.input,
+        args.output,
+        args.checkpoint,
+        available_now=args.available_now,
+    )
+    print("started", flush=True)
+    query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
