@@ -9,11 +9,12 @@ Exit codes: 0 success, 1 a Kafka error, 2 a usage error, 3 no broker reachable,
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
@@ -23,7 +24,7 @@ import typer
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
-    from confluent_kafka.admin import ClusterMetadata, TopicMetadata  # type: ignore[attr-defined]
+    from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata  # type: ignore[attr-defined]
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 5.0
@@ -290,3 +291,45 @@ def future_error(exc: BaseException) -> KafkaError | None:
 
 def has_name(error: KafkaError | None, name: str) -> bool:
     return error is not None and error.name() == name
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """Columns aligned, no borders, no trailing spaces; bold headers on a terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=1000)  # no wrapping inside cells when piped
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 3, 0, 0))
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    with console.capture() as captured:
+        console.print(table)
+    lines = captured.get().splitlines()
+    print("\n".join(line.rstrip() for line in lines), flush=True)
+
+
+def admin_client(connection: Connection) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(connection.client_config())
+
+
+def admin_outcome(
+    future: concurrent.futures.Future[Any], connection: Connection, what: str
+) -> tuple[Any, KafkaError | None]:
+    """An admin future's (result, None), or (None, the KafkaError it failed with)."""
+    try:
+        return future.result(timeout=connection.timeout_s + 1), None
+    except concurrent.futures.TimeoutError:
+        raise CommandError(
+            f"{what}: no answer from the broker within {connection.timeout_s:g} s"
+        ) from None
+    except Exception as exc:
+        error = future_error(exc)
+        if error is None:
+            raise
+        return None, error

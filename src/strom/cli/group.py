@@ -19,8 +19,11 @@ from strom.cli.common import (
     CommandError,
     Connection,
     TimeoutOption,
+    admin_client,
+    admin_outcome,
     echo_error,
     echo_status,
+    print_table,
     reporting_errors,
     topic_missing_message,
     usage_error,
@@ -44,7 +47,6 @@ from strom.cli.group_model import (
     selected_partitions,
     total_lag,
 )
-from strom.cli.topic import _admin, _outcome, print_table
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
@@ -78,7 +80,7 @@ def _describe_groups(
     futures = admin.describe_consumer_groups(list(groups), request_timeout=connection.timeout_s)
     descriptions = {}
     for group in groups:
-        description, error = _outcome(futures[group], connection, f"group {group!r}")
+        description, error = admin_outcome(futures[group], connection, f"group {group!r}")
         if error is not None:
             raise _group_error(connection, error, group)
         descriptions[group] = description
@@ -97,7 +99,7 @@ def _committed(admin: AdminClient, connection: Connection, group: str) -> dict[P
     futures = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)], request_timeout=connection.timeout_s
     )
-    result, error = _outcome(futures[group], connection, f"group {group!r}")
+    result, error = admin_outcome(futures[group], connection, f"group {group!r}")
     if error is not None:
         raise _group_error(connection, error, group)
     return {
@@ -129,7 +131,7 @@ def _list_offsets(
     offsets: dict[Partition, int] = {}
     errors: dict[Partition, KafkaError] = {}
     for tp, future in futures.items():
-        info, error = _outcome(future, connection, f"{tp.topic}:{tp.partition}")
+        info, error = admin_outcome(future, connection, f"{tp.topic}:{tp.partition}")
         if error is not None:
             errors[(tp.topic, tp.partition)] = error
         else:
@@ -141,7 +143,7 @@ def _connect(bootstrap: str, timeout: float) -> tuple[Connection, AdminClient, C
     """A connection and admin client, and the cluster's metadata: asking for it first
     reports an unreachable broker the same way every client command does."""
     connection = Connection.create(bootstrap, timeout)
-    admin = _admin(connection)
+    admin = admin_client(connection)
     return connection, admin, connection.metadata(admin)
 
 
@@ -154,7 +156,7 @@ def list_groups(
     with reporting_errors():
         connection, admin, _ = _connect(bootstrap, timeout)
         future = admin.list_consumer_groups(request_timeout=timeout)
-        listing, error = _outcome(future, connection, "listing groups")
+        listing, error = admin_outcome(future, connection, "listing groups")
         if error is not None:
             raise connection.kafka_error(error)
         for failure in listing.errors or []:
@@ -168,7 +170,7 @@ def list_groups(
             [g.group_id for g in groups], request_timeout=timeout
         )
         for group_id, each in futures.items():
-            description, error = _outcome(each, connection, f"group {group_id!r}")
+            description, error = admin_outcome(each, connection, f"group {group_id!r}")
             if error is None:  # a group gone since it was listed shows no count
                 counts[group_id] = len(description.members)
         print_table(("GROUP", "STATE", "PROTOCOL TYPE", "MEMBERS"), list_rows(groups, counts))
@@ -234,7 +236,7 @@ def delete(
         futures = admin.delete_consumer_groups(names, request_timeout=timeout)
         failures: list[CommandError] = []
         for name in names:
-            _, error = _outcome(futures[name], connection, f"group {name!r}")
+            _, error = admin_outcome(futures[name], connection, f"group {name!r}")
             if error is None:
                 print(f"deleted group {name}")
             else:
@@ -373,7 +375,7 @@ def reset_offsets(
             group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
         )
         futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout)
-        result, error = _outcome(futures[group], connection, f"group {group!r}")
+        result, error = admin_outcome(futures[group], connection, f"group {group!r}")
         if error is not None:
             raise _group_error(connection, error, group)
         for tp in result.topic_partitions or []:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -15,18 +14,19 @@ from strom.cli.common import (
     CommandError,
     Connection,
     TimeoutOption,
+    admin_client,
+    admin_outcome,
     echo_error,
     echo_status,
-    future_error,
     has_name,
     parse_key_values,
+    print_table,
     reporting_errors,
     topic_missing_message,
 )
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError
-    from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigEntry, TopicMetadata  # type: ignore[attr-defined]
+    from confluent_kafka.admin import ClusterMetadata, ConfigEntry, TopicMetadata  # type: ignore[attr-defined]
 
 topic_app = typer.Typer(
     name="topic",
@@ -88,48 +88,6 @@ def config_rows(entries: dict[str, ConfigEntry]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Columns aligned, no borders, no trailing spaces; bold headers on a terminal."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=1000)  # no wrapping inside cells when piped
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 3, 0, 0))
-    for header in headers:
-        table.add_column(header, no_wrap=True)
-    for row in rows:
-        table.add_row(*row)
-    with console.capture() as captured:
-        console.print(table)
-    lines = captured.get().splitlines()
-    print("\n".join(line.rstrip() for line in lines), flush=True)
-
-
-def _admin(connection: Connection) -> AdminClient:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(connection.client_config())
-
-
-def _outcome(
-    future: concurrent.futures.Future[Any], connection: Connection, what: str
-) -> tuple[Any, KafkaError | None]:
-    """An admin future's (result, None), or (None, the KafkaError it failed with)."""
-    try:
-        return future.result(timeout=connection.timeout_s + 1), None
-    except concurrent.futures.TimeoutError:
-        raise CommandError(
-            f"{what}: no answer from the broker within {connection.timeout_s:g} s"
-        ) from None
-    except Exception as exc:
-        error = future_error(exc)
-        if error is None:
-            raise
-        return None, error
-
-
 TopicArgument = Annotated[str, typer.Argument(help="Topic name.", show_default=False)]
 TopicsArgument = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
 
@@ -166,7 +124,7 @@ def create(
     with reporting_errors():
         configs = dict(parse_key_values(config, "--config"))
         connection = Connection.create(bootstrap, timeout)
-        admin = _admin(connection)
+        admin = admin_client(connection)
         if name in connection.metadata(admin).topics and if_not_exists:
             echo_status(f"topic {name!r} already exists")
             return
@@ -179,7 +137,7 @@ def create(
         futures = admin.create_topics(
             [new_topic], operation_timeout=timeout, request_timeout=timeout
         )
-        _, error = _outcome(futures[name], connection, name)
+        _, error = admin_outcome(futures[name], connection, name)
         if error is not None:
             if has_name(error, "TOPIC_ALREADY_EXISTS") and if_not_exists:
                 echo_status(f"topic {name!r} already exists")
@@ -199,7 +157,7 @@ def list_topics(
     """List topics with their partition count and replication factor."""
     with reporting_errors():
         connection = Connection.create(bootstrap, timeout)
-        rows = topic_rows(connection.metadata(_admin(connection)), internal)
+        rows = topic_rows(connection.metadata(admin_client(connection)), internal)
         if not rows:
             echo_status("no topics")
             return
@@ -220,7 +178,7 @@ def describe(
 
     with reporting_errors():
         connection = Connection.create(bootstrap, timeout)
-        admin = _admin(connection)
+        admin = admin_client(connection)
         metadata = connection.metadata(admin)
         topics = [connection.topic(metadata, name) for name in names]
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
@@ -235,7 +193,7 @@ def describe(
                 print()
             print(f"Topic: {name}   Partitions: {len(rows)}\n")
             print_table(headers, rows)
-            entries, error = _outcome(futures[resource], connection, name)
+            entries, error = admin_outcome(futures[resource], connection, name)
             if error is not None:
                 raise connection.kafka_error(error, name)
             configs = config_rows(entries)
@@ -258,7 +216,7 @@ def delete(
     """Delete topics and their data."""
     with reporting_errors():
         connection = Connection.create(bootstrap, timeout)
-        admin = _admin(connection)
+        admin = admin_client(connection)
         existing = connection.metadata(admin).topics
         to_delete = []
         for name in names:
@@ -273,7 +231,7 @@ def delete(
         futures = admin.delete_topics(to_delete, operation_timeout=timeout, request_timeout=timeout)
         failures: list[CommandError] = []
         for name in to_delete:
-            _, error = _outcome(futures[name], connection, name)
+            _, error = admin_outcome(futures[name], connection, name)
             if error is None:
                 print(f"deleted topic {name}")
             elif has_name(error, "UNKNOWN_TOPIC_OR_PART") and if_exists:
@@ -303,7 +261,7 @@ def add_partitions(
 
     with reporting_errors():
         connection = Connection.create(bootstrap, timeout)
-        admin = _admin(connection)
+        admin = admin_client(connection)
         topic = connection.topic(connection.metadata(admin), name)
         current = len(topic.partitions)
         if total == current:
@@ -316,7 +274,7 @@ def add_partitions(
         futures = admin.create_partitions(
             [NewPartitions(name, total)], operation_timeout=timeout, request_timeout=timeout
         )
-        _, error = _outcome(futures[name], connection, name)
+        _, error = admin_outcome(futures[name], connection, name)
         if error is not None:
             raise connection.kafka_error(error, name)
         print(f"topic {name} now has {total} partitions (was {current})")

@@ -186,18 +186,8 @@ class GroupCoordinator:
         now_ms: int,
         out: Output,
     ) -> None:
-        member = Member(
-            member_id=member_id,
-            group_instance_id=req.group_instance_id,
-            client_id=req.client_id,
-            client_host=req.client_host,
-            rebalance_timeout_ms=req.rebalance_timeout_ms,
-            session_timeout_ms=req.session_timeout_ms,
-            protocol_type=req.protocol_type,
-            protocols=req.protocols,
-            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
-            join_token=token,
-        )
+        member = _new_member(member_id, req, now_ms)
+        member.join_token = token
         if not group.members:
             group.protocol_type = req.protocol_type
         group.members[member_id] = member
@@ -240,18 +230,8 @@ class GroupCoordinator:
         unchanged = chosen in dict(req.protocols) and dict(req.protocols)[
             chosen
         ] == old.metadata_for(chosen)
-        member = Member(
-            member_id=new_id,
-            group_instance_id=instance_id,
-            client_id=req.client_id,
-            client_host=req.client_host,
-            rebalance_timeout_ms=req.rebalance_timeout_ms,
-            session_timeout_ms=req.session_timeout_ms,
-            protocol_type=req.protocol_type,
-            protocols=req.protocols,
-            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
-            assignment=old.assignment,
-        )
+        member = _new_member(new_id, req, now_ms)
+        member.assignment = old.assignment
         group.members[new_id] = member
         group.static_members[instance_id] = new_id
         if group.leader_id == old.member_id:
@@ -615,3 +595,17 @@ class GroupCoordinator:
             instance_id,
             group.static_members.get(instance_id or ""),
         )
+
+
+def _new_member(member_id: str, req: JoinRequest, now_ms: int) -> Member:
+    return Member(
+        member_id=member_id,
+        group_instance_id=req.group_instance_id,
+        client_id=req.client_id,
+        client_host=req.client_host,
+        rebalance_timeout_ms=req.rebalance_timeout_ms,
+        session_timeout_ms=req.session_timeout_ms,
+        protocol_type=req.protocol_type,
+        protocols=req.protocols,
+        heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
+    )
