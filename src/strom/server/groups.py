@@ -20,6 +20,7 @@ import itertools
 import logging
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -38,7 +39,13 @@ from strom.group.records import (
 from strom.group.replay import replay
 from strom.group.state import GroupConfig
 from strom.metadata import controller
-from strom.protocol.records import RecordsError, decode_batch, encode_batch, parse_batch_header
+from strom.protocol.records import (
+    RecordsError,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+    parse_batch_header,
+)
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 
@@ -127,27 +134,18 @@ class GroupService:
         offset = log_.log_start_offset
         count = 0
         while offset < log_.log_end_offset:
-            result = log_.read(offset, _LOAD_READ_BYTES)
-            data = result.read_bytes()
-            if not data:
-                break
-            view = memoryview(data)
-            position = 0
-            while position + 12 <= len(view):
-                header = parse_batch_header(view, position)
-                end = position + header.size_bytes
-                if end > len(view):
-                    break
+            view = memoryview(log_.read(offset, _LOAD_READ_BYTES).read_bytes())
+            start = offset
+            for position, header in iter_batches(view):
                 try:
-                    _, records = decode_batch(view[position:end])
+                    _, records = decode_batch(view[position : position + header.size_bytes])
                 except RecordsError as exc:
                     log.warning("skipping a bad batch of %s: %s", OFFSETS_TOPIC, exc)
                     records = []
                 for record in records:
                     count += self._replay_record(record.key, record.value, current_ms)
                 offset = header.next_offset
-                position = end
-            if result.next_offset <= offset and position == 0:
+            if offset == start:  # nothing readable here: stop rather than spin
                 break
         return count
 
@@ -210,12 +208,19 @@ class GroupService:
 
     # --- requests ---------------------------------------------------------------------
 
-    def new_waiter(self) -> tuple[int, asyncio.Future[Reply]]:
+    async def request(self, group_id: str, command: Callable[[int], Output]) -> Reply:
+        """Run a command that may park its reply (JoinGroup, SyncGroup) and wait for it.
+
+        `command(token)` calls the core; its output is applied as usual and the reply
+        for `token` comes whenever the core gives it. Raises CoordinatorUnavailable.
+        """
+        await self.coordinate(group_id)
         token = next(self._tokens)
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         future.add_done_callback(lambda _f: self._waiting.pop(token, None))
-        return token, future
+        await self.apply(command(token))
+        return await future
 
     async def apply(self, out: Output) -> None:
         """Write the output's records, make them durable, then deliver its replies."""

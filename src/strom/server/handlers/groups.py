@@ -42,10 +42,9 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
         reason=getattr(body, "reason", None),
     )
     try:
-        await broker.groups.coordinate(join.group_id)
-        token, future = broker.groups.new_waiter()
-        await broker.groups.apply(broker.groups.core.join(join, token, now_ms()))
-        result = await future
+        result = await broker.groups.request(
+            join.group_id, lambda token: broker.groups.core.join(join, token, now_ms())
+        )
     except CoordinatorUnavailable as exc:
         result = JoinResult(exc.error_code, member_id=join.member_id)
     assert isinstance(result, JoinResult)
@@ -87,10 +86,9 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
         assignments=tuple((a.member_id, a.assignment) for a in body.assignments),
     )
     try:
-        await broker.groups.coordinate(sync.group_id)
-        token, future = broker.groups.new_waiter()
-        await broker.groups.apply(broker.groups.core.sync(sync, token, now_ms()))
-        result = await future
+        result = await broker.groups.request(
+            sync.group_id, lambda token: broker.groups.core.sync(sync, token, now_ms())
+        )
     except CoordinatorUnavailable as exc:
         result = SyncResult(exc.error_code)
     assert isinstance(result, SyncResult)
