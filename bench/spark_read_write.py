@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import shlex
 import sys
@@ -41,25 +40,9 @@ from produce_consume import (
 
 
 def spark_session(master: str) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import strom.spark
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("strom-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    strom.spark.register(spark)
-    return spark
+    return strom.spark.local_session("strom-bench", master)
 
 
 def stream_read_s(

@@ -135,26 +135,10 @@ def run_pipeline(spark: object, bootstrap: str, checkpoint: Path) -> None:
 
 
 def spark_session() -> object:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # everything here is on loopback
-    from pyspark.sql import SparkSession
-
     import strom.spark
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("strom-example")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    strom.spark.register(spark)
-    return spark
+    return strom.spark.local_session("strom-example")
 
 
 def main() -> None:

@@ -45,26 +45,15 @@ def spark() -> Iterator[Any]:
     reason = spark_missing()
     if reason:
         pytest.skip(reason)
-    from pyspark.sql import SparkSession
-
     import strom.spark
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strom-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .getOrCreate()
+    session = strom.spark.local_session(
+        "strom-tests",
+        **{
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
-    strom.spark.register(session)
     try:
         yield session
     finally:

@@ -12,8 +12,6 @@ writes it to OUTPUT with a header `from` = "<partition>:<offset>" of its input r
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from typing import Any
 
@@ -61,27 +59,16 @@ def main() -> None:
     parser.add_argument("--available-now", action="store_true")
     args = parser.parse_args()
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     import strom.spark
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("strom-killed-query")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+    spark = strom.spark.local_session(
+        "strom-killed-query",
         # Small batches between Spark and Python, so records reach the sink a few at a time.
-        .config("spark.sql.execution.python.udf.maxRecordsPerBatch", "5")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "5")
-        .getOrCreate()
+        **{
+            "spark.sql.execution.python.udf.maxRecordsPerBatch": "5",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "5",
+        },
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    strom.spark.register(spark)
     query = start_query(
         spark,
         args.bootstrap,
