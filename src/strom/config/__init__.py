@@ -5,11 +5,17 @@
 - `CONFIG_KEYS`: every broker key strom knows; `effect=False` ones are accepted for Kafka
   compatibility and ignored
 - `TOPIC_CONFIG_KEYS`, `validate_topic_configs`, `effective_topic_config`: per-topic keys
+- `BrokerConfig.with_dynamic`, `validate_dynamic_broker_configs`: dynamic broker configs
 
 A pure module: no I/O; the caller reads the file.
 """
 
 from strom.config.broker import BrokerConfig, Role, load_config, shortcut_overrides
+from strom.config.dynamic import (
+    canonical_dynamic_broker_configs,
+    dynamic_config_key,
+    validate_dynamic_broker_configs,
+)
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME, config_key
 from strom.config.listeners import Endpoint, Listener, QuorumVoter
@@ -20,6 +26,7 @@ from strom.config.schema import (
     ConfigKey,
     ConfigType,
     ConfigValue,
+    DynamicUpdateMode,
     NonEmpty,
     OneOf,
     Validator,
@@ -44,6 +51,7 @@ __all__ = [
     "ConfigSource",
     "ConfigType",
     "ConfigValue",
+    "DynamicUpdateMode",
     "Endpoint",
     "Listener",
     "NonEmpty",
@@ -53,10 +61,13 @@ __all__ = [
     "TopicConfigKey",
     "Validator",
     "broker_default",
+    "canonical_dynamic_broker_configs",
     "config_key",
+    "dynamic_config_key",
     "effective_topic_config",
     "load_config",
     "parse_properties",
     "shortcut_overrides",
+    "validate_dynamic_broker_configs",
     "validate_topic_configs",
 ]

@@ -9,7 +9,7 @@ combined mode starts strom as is.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
@@ -30,7 +30,9 @@ from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_FILE, _SET, _SHORTCUT = 0, 1, 2
+_NO_LAYERS: Mapping[str, int] = MappingProxyType({})
+_NO_SOURCES: Mapping[str, ConfigSource] = MappingProxyType({})
+_FILE, _SET, _SHORTCUT, DYNAMIC_LAYER = 0, 1, 2, 3
 
 
 class Role(Enum):
@@ -86,6 +88,7 @@ class BrokerConfig:
     compression_type: str
     min_insync_replicas: int
     unclean_leader_election_enable: bool
+    auto_leader_rebalance_enable: bool
     replica_lag_time_max_ms: int
     socket_request_max_bytes: int
     connections_max_idle_ms: int
@@ -103,11 +106,18 @@ class BrokerConfig:
     """Effective text of every known key that has a value (defaults included); keys that
     are unset and have no default (e.g. log.retention.ms) are absent."""
     sources: Mapping[str, ConfigSource]
-    """For every key in `raw`: STATIC_BROKER_CONFIG (file, --set, shortcut) or DEFAULT_CONFIG."""
+    """For every key in `raw`: STATIC_BROKER_CONFIG (file, --set, shortcut), DEFAULT_CONFIG,
+    or, after `with_dynamic`, DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG."""
     values: Mapping[str, ConfigValue]
     """Typed value of every known key, None where unset."""
     ignored: tuple[str, ...]
     """Keys the user set that strom accepts but that have no effect."""
+    given: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    """The text of every key set statically (file, --set, shortcuts), as given."""
+    given_layers: Mapping[str, int] = field(default_factory=lambda: _NO_LAYERS)
+    """Which static layer set each key of `given` (file 0, --set 1, shortcut 2)."""
+    dynamic_problems: tuple[str, ...] = ()
+    """Stored dynamic configs `with_dynamic` skipped, each with the reason."""
 
     @property
     def is_broker(self) -> bool:
@@ -116,6 +126,17 @@ class BrokerConfig:
     @property
     def is_controller(self) -> bool:
         return Role.CONTROLLER in self.process_roles
+
+    def with_dynamic(
+        self, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]
+    ) -> BrokerConfig:
+        """This static config with the dynamic broker configs of the metadata image applied:
+        per-broker dynamic > cluster-default dynamic > static (file, --set) > default, as in
+        Kafka. A stored value that is invalid (or a key that is not dynamic) is skipped and
+        named in `dynamic_problems`; this never raises."""
+        from strom.config.dynamic import apply_dynamic  # dynamic.py builds on this module
+
+        return apply_dynamic(self, cluster_default, per_broker)
 
 
 def load_config(
@@ -145,7 +166,7 @@ def load_config(
     for name, text in shortcuts.items():
         given.pop(name, None)
         given[name], layers[name] = text, _SHORTCUT
-    return _build(given, layers)
+    return build_config(given, layers)
 
 
 def shortcut_overrides(
@@ -211,7 +232,13 @@ class _Values:
         return value
 
 
-def _build(given: Mapping[str, str], layers: Mapping[str, int]) -> BrokerConfig:
+def build_config(
+    given: Mapping[str, str],
+    layers: Mapping[str, int],
+    dynamic_sources: Mapping[str, ConfigSource] = _NO_SOURCES,
+) -> BrokerConfig:
+    """The config from key texts; `layers` says who set each (`DYNAMIC_LAYER`: a dynamic
+    config, whose source `dynamic_sources` gives)."""
     for name in given:
         if name not in CONFIG_KEYS_BY_NAME:
             raise unknown_key(name, tuple(CONFIG_KEYS_BY_NAME))
@@ -227,7 +254,9 @@ def _build(given: Mapping[str, str], layers: Mapping[str, int]) -> BrokerConfig:
         typed[key.name] = value
         raw[key.name] = format_value(value) or ""
         sources[key.name] = (
-            ConfigSource.STATIC_BROKER_CONFIG if key.name in given else ConfigSource.DEFAULT_CONFIG
+            dynamic_sources.get(key.name, ConfigSource.STATIC_BROKER_CONFIG)
+            if key.name in given
+            else ConfigSource.DEFAULT_CONFIG
         )
     v = _Values(typed)
 
@@ -312,6 +341,7 @@ def _build(given: Mapping[str, str], layers: Mapping[str, int]) -> BrokerConfig:
         compression_type=v.string("compression.type"),
         min_insync_replicas=v.integer("min.insync.replicas"),
         unclean_leader_election_enable=v.boolean("unclean.leader.election.enable"),
+        auto_leader_rebalance_enable=v.boolean("auto.leader.rebalance.enable"),
         replica_lag_time_max_ms=v.integer("replica.lag.time.max.ms"),
         socket_request_max_bytes=v.integer("socket.request.max.bytes"),
         connections_max_idle_ms=v.integer("connections.max.idle.ms"),
@@ -328,7 +358,13 @@ def _build(given: Mapping[str, str], layers: Mapping[str, int]) -> BrokerConfig:
         raw=MappingProxyType(raw),
         sources=MappingProxyType(sources),
         values=MappingProxyType(typed),
-        ignored=tuple(name for name in given if not CONFIG_KEYS_BY_NAME[name].effect),
+        ignored=tuple(
+            name
+            for name in given
+            if not CONFIG_KEYS_BY_NAME[name].effect and layers.get(name) != DYNAMIC_LAYER
+        ),
+        given=MappingProxyType(dict(given)),
+        given_layers=MappingProxyType(dict(layers)),
     )
 
 

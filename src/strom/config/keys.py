@@ -15,6 +15,7 @@ from strom.config.schema import (
     Between,
     ConfigKey,
     ConfigType,
+    DynamicUpdateMode,
     NonEmpty,
     OneOf,
     unknown_key,
@@ -383,6 +384,12 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "Allow a replica outside the ISR to become leader, losing data.",
     ),
     ConfigKey(
+        "auto.leader.rebalance.enable",
+        BOOLEAN,
+        "true",
+        "Move leadership back to each partition's preferred replica once it is in sync.",
+    ),
+    ConfigKey(
         "replica.lag.time.max.ms",
         LONG,
         "30000",
@@ -492,9 +499,6 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "replica.fetch.max.bytes", INT, "1048576", "Kafka's per-partition replica fetch size."
     ),
     _ignored("replica.fetch.wait.max.ms", INT, "500", "Kafka's replica fetch wait."),
-    _ignored(
-        "auto.leader.rebalance.enable", BOOLEAN, "true", "Kafka's preferred leader balancing."
-    ),
     _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
     _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
     _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
@@ -532,26 +536,74 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
 # lists them at start like the compatibility keys, so nobody mistakes them for working.
 NOT_YET_IN_EFFECT = frozenset(
     {
-        "broker.rack",
-        "controller.quorum.election.timeout.ms",
         "controller.quorum.election.backoff.max.ms",
         "controller.quorum.fetch.timeout.ms",
-        "broker.heartbeat.interval.ms",
-        "broker.session.timeout.ms",
-        "initial.broker.registration.timeout.ms",
-        "metadata.log.dir",
         "log.index.size.max.bytes",
         "log.segment.delete.delay.ms",
         "log.message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms",
         "compression.type",
-        "unclean.leader.election.enable",
         "replica.lag.time.max.ms",
     }
 )
-CONFIG_KEYS = tuple(
-    replace(key, effect=False) if key.name in NOT_YET_IN_EFFECT else key for key in CONFIG_KEYS
+
+# Keys AlterConfigs may change at run time, for the whole cluster (the dynamic default) or
+# for one broker: those Kafka's docs list with "Dynamic Update Mode: cluster-wide" (the
+# broker keys behind topic configs, the log cleaner's and the thread pools'). The
+# hours/minutes forms (log.retention.hours, log.roll.hours, ...) are read-only in Kafka:
+# their millisecond forms are the dynamic ones. Kafka's per-broker keys (listeners and
+# their security settings) stay read-only here: strom cannot rebind a listener live.
+CLUSTER_WIDE_KEYS = frozenset(
+    {
+        "log.segment.bytes",
+        "log.roll.ms",
+        "log.retention.ms",
+        "log.retention.bytes",
+        "log.index.interval.bytes",
+        "log.index.size.max.bytes",
+        "log.flush.interval.messages",
+        "log.flush.interval.ms",
+        "log.segment.delete.delay.ms",
+        "log.cleanup.policy",
+        "log.cleaner.threads",
+        "log.cleaner.backoff.ms",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.delete.retention.ms",
+        "log.cleaner.min.cleanable.ratio",
+        "log.cleaner.min.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        "log.message.timestamp.type",
+        "log.message.timestamp.before.max.ms",
+        "log.message.timestamp.after.max.ms",
+        "log.preallocate",
+        "message.max.bytes",
+        "compression.type",
+        "min.insync.replicas",
+        "unclean.leader.election.enable",
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "num.replica.fetchers",
+        "background.threads",
+        "max.connections",
+        "max.connections.per.ip",
+    }
 )
+PER_BROKER_KEYS: frozenset[str] = frozenset()
+"""Keys that may change per broker but not as a cluster default (none in strom yet)."""
+
+
+def _finish(key: ConfigKey) -> ConfigKey:
+    if key.name in NOT_YET_IN_EFFECT:
+        key = replace(key, effect=False)
+    if key.name in CLUSTER_WIDE_KEYS:
+        key = replace(key, dynamic=DynamicUpdateMode.CLUSTER_WIDE)
+    elif key.name in PER_BROKER_KEYS:
+        key = replace(key, dynamic=DynamicUpdateMode.PER_BROKER)
+    return key
+
+
+CONFIG_KEYS = tuple(_finish(key) for key in CONFIG_KEYS)
 
 CONFIG_KEYS_BY_NAME = MappingProxyType({key.name: key for key in CONFIG_KEYS})
 

@@ -144,12 +144,24 @@ def invalid_value(name: str, text: str, problem: str) -> ConfigError:
     return ConfigError(f"invalid value {text.strip()!r} for {name!r}: {problem}", key=name)
 
 
+class DynamicUpdateMode(Enum):
+    """How a broker key may change at run time, as Kafka's docs say ("Dynamic Update Mode")."""
+
+    READ_ONLY = "read-only"
+    """Only in the properties file (or --set): a change needs a restart."""
+    PER_BROKER = "per-broker"
+    """Dynamically, for one broker at a time."""
+    CLUSTER_WIDE = "cluster-wide"
+    """Dynamically, as the cluster-wide default, and also for one broker."""
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
     """A broker config key. `default` is text as in a properties file (None: unset).
 
     `effect=False` marks a Kafka key strom accepts so Kafka's files start unchanged, but
-    that changes nothing; the broker logs those once at start.
+    that changes nothing; the broker logs those once at start. `dynamic` says whether
+    AlterConfigs may change it at run time.
     """
 
     name: str
@@ -158,6 +170,7 @@ class ConfigKey:
     doc: str
     validator: Validator | None = None
     effect: bool = True
+    dynamic: DynamicUpdateMode = DynamicUpdateMode.READ_ONLY
 
     def parse(self, text: str) -> ConfigValue:
         """The typed, validated value of `text`; ConfigError naming this key otherwise."""

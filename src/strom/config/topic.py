@@ -219,8 +219,10 @@ def effective_topic_config(
     broker: BrokerConfig, overrides: Mapping[str, str]
 ) -> dict[str, tuple[str, ConfigSource]]:
     """Every topic key's value and where it came from: the topic's override
-    (DYNAMIC_TOPIC_CONFIG), the broker's config file or --set (STATIC_BROKER_CONFIG), or
-    the default (DEFAULT_CONFIG). Raises ConfigError if an override is invalid."""
+    (DYNAMIC_TOPIC_CONFIG), else the broker key behind it: a dynamic config for this broker
+    (DYNAMIC_BROKER_CONFIG) or for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG) when `broker`
+    came from `BrokerConfig.with_dynamic`, the config file or --set (STATIC_BROKER_CONFIG),
+    or the default (DEFAULT_CONFIG). Raises ConfigError if an override is invalid."""
     checked = validate_topic_configs(overrides)
     result: dict[str, tuple[str, ConfigSource]] = {}
     for name, key in TOPIC_CONFIG_KEYS.items():
@@ -235,10 +237,17 @@ def broker_default(broker: BrokerConfig, broker_key: str) -> tuple[str, ConfigSo
     """The effective text of a broker key and its source, resolving synonyms."""
     resolved = _RESOLVED.get(broker_key)
     if resolved is not None:
+        # The value comes from the first of its keys that was set (ms before minutes
+        # before hours), so the source is that key's.
         value, behind = resolved
-        static = any(
-            broker.sources.get(name) is ConfigSource.STATIC_BROKER_CONFIG for name in behind
+        source = next(
+            (
+                broker.sources[name]
+                for name in behind
+                if broker.sources.get(name, ConfigSource.DEFAULT_CONFIG)
+                is not ConfigSource.DEFAULT_CONFIG
+            ),
+            ConfigSource.DEFAULT_CONFIG,
         )
-        source = ConfigSource.STATIC_BROKER_CONFIG if static else ConfigSource.DEFAULT_CONFIG
         return str(value(broker)), source
     return broker.raw[broker_key], broker.sources[broker_key]

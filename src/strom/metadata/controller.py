@@ -1,8 +1,9 @@
-"""The controller's decisions as pure functions: (image, command) -> (records, results).
+"""The controller's topic decisions as pure functions: (image, command) -> (records, results).
 
 Nothing here does I/O or reads a clock: the shell passes the current image, a seeded
-`random.Random` for placement and the live brokers, persists the returned records
-through the metadata store, and replays them into the image.
+`random.Random` for placement and the live (unfenced) brokers, persists the returned
+records through the metadata store, and replays them into the image. Broker liveness and
+partition leadership are in brokers.py and elections.py, dynamic configs in configs.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from random import Random
 from kio.schema.errors import ErrorCode
 
 from strom.metadata.image import MetadataImage
+from strom.metadata.placement import check_assignments, initial_state, place_replicas
 from strom.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
@@ -23,9 +25,10 @@ from strom.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from strom.metadata.refused import Refused
 from strom.metadata.topic_names import colliding_topic, validate_topic_name
 
-__all__ = ["validate_topic_name"]
+__all__ = ["place_replicas", "validate_topic_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,90 +56,28 @@ class TopicResult:
     replication_factor: int = -1
 
 
-class _Refused(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def place_replicas(
-    num_partitions: int,
-    replication_factor: int,
-    brokers: Sequence[int],
-    rng: Random,
-    *,
-    first_partition: int = 0,
-) -> dict[int, tuple[int, ...]]:
-    """Spread partitions round-robin from a random start, followers shifted per partition."""
-    if replication_factor > len(brokers):
-        raise _Refused(
-            ErrorCode.invalid_replication_factor,
-            f"replication factor {replication_factor} is larger than the "
-            f"{len(brokers)} available broker(s)",
-        )
-    ordered = sorted(brokers)
-    start = rng.randrange(len(ordered))
-    shift = rng.randrange(max(1, len(ordered) - 1)) if len(ordered) > 1 else 0
-    placement: dict[int, tuple[int, ...]] = {}
-    for partition in range(first_partition, first_partition + num_partitions):
-        leader_index = (start + partition) % len(ordered)
-        replicas = [ordered[leader_index]]
-        for follower in range(1, replication_factor):
-            step = 1 + (shift + follower - 1) % (len(ordered) - 1)
-            replicas.append(ordered[(leader_index + step) % len(ordered)])
-        placement[partition] = tuple(replicas)
-    return placement
-
-
-def _check_assignments(
-    assignments: Mapping[int, Sequence[int]], brokers: Sequence[int], first_partition: int
-) -> dict[int, tuple[int, ...]]:
-    expected = list(range(first_partition, first_partition + len(assignments)))
-    if sorted(assignments) != expected:
-        raise _Refused(
-            ErrorCode.invalid_replica_assignment,
-            f"replica assignments must cover partitions {expected[0]}..{expected[-1]} "
-            "consecutively",
-        )
-    sizes = {len(replicas) for replicas in assignments.values()}
-    if len(sizes) != 1 or 0 in sizes:
-        raise _Refused(
-            ErrorCode.invalid_replica_assignment,
-            "every partition needs the same, non-zero number of replicas",
-        )
-    result: dict[int, tuple[int, ...]] = {}
-    for partition, replicas in assignments.items():
-        if len(set(replicas)) != len(replicas):
-            raise _Refused(
-                ErrorCode.invalid_replica_assignment,
-                f"partition {partition} lists a broker twice: {list(replicas)}",
-            )
-        unknown = [b for b in replicas if b not in brokers]
-        if unknown:
-            raise _Refused(
-                ErrorCode.invalid_replica_assignment,
-                f"partition {partition} names unknown broker(s) {unknown}",
-            )
-        result[partition] = tuple(replicas)
-    return result
+def _racks(image: MetadataImage) -> dict[int, str | None]:
+    return {broker_id: broker.rack for broker_id, broker in image.brokers.items()}
 
 
 def _partition_records(
-    topic_id: uuid.UUID, placement: Mapping[int, tuple[int, ...]]
+    topic_id: uuid.UUID, placement: Mapping[int, tuple[int, ...]], live: set[int]
 ) -> list[MetadataRecord]:
-    return [
-        PartitionRecord(
-            topic_id=topic_id,
-            partition=partition,
-            replicas=replicas,
-            isr=replicas,
-            leader=replicas[0],
-            leader_epoch=0,
-            partition_epoch=0,
+    records: list[MetadataRecord] = []
+    for partition, replicas in sorted(placement.items()):
+        leader, isr = initial_state(partition, replicas, live)
+        records.append(
+            PartitionRecord(
+                topic_id=topic_id,
+                partition=partition,
+                replicas=replicas,
+                isr=isr,
+                leader=leader,
+                leader_epoch=0,
+                partition_epoch=0,
+            )
         )
-        for partition, replicas in sorted(placement.items())
-    ]
+    return records
 
 
 def create_topics(
@@ -151,6 +92,9 @@ def create_topics(
 ) -> tuple[list[MetadataRecord], list[TopicResult]]:
     """Records creating each valid topic, and one result per requested topic.
 
+    `brokers` are the live (unfenced) brokers new replicas may be placed on; placement is
+    rack-aware when brokers have racks. Explicit assignments may name any registered
+    broker; a partition's live replicas form its first ISR and the first of them leads.
     `validate_configs`, when given, is called with each topic's configs and raises
     ValueError with a message for an invalid one.
     """
@@ -173,7 +117,7 @@ def create_topics(
             result, new_records = _create_one(
                 topic, existing | names_seen, defaults, brokers, rng, validate_configs, image
             )
-        except _Refused as refused:
+        except Refused as refused:
             results.append(TopicResult(topic.name, refused.code, refused.message))
             continue
         results.append(result)
@@ -194,12 +138,12 @@ def _create_one(
 ) -> tuple[TopicResult, list[MetadataRecord]]:
     reason = validate_topic_name(topic.name)
     if reason is not None:
-        raise _Refused(ErrorCode.invalid_topic_exception, reason)
+        raise Refused(ErrorCode.invalid_topic_exception, reason)
     if topic.name in existing:
-        raise _Refused(ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists")
+        raise Refused(ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists")
     other = colliding_topic(topic.name, existing)
     if other is not None:
-        raise _Refused(
+        raise Refused(
             ErrorCode.invalid_topic_exception,
             f"topic {topic.name!r} collides with existing topic {other!r} "
             "('.' and '_' are interchangeable in topic names)",
@@ -208,14 +152,14 @@ def _create_one(
         try:
             validate_configs(topic.configs)
         except ValueError as exc:
-            raise _Refused(ErrorCode.invalid_config, str(exc)) from None
+            raise Refused(ErrorCode.invalid_config, str(exc)) from None
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_request,
                 "give either replica assignments or partitions and replication factor, not both",
             )
-        placement = _check_assignments(topic.assignments, brokers, 0)
+        placement = check_assignments(topic.assignments, _registered(image, brokers), 0)
     else:
         partitions = defaults.num_partitions if topic.num_partitions == -1 else topic.num_partitions
         factor = (
@@ -224,21 +168,21 @@ def _create_one(
             else topic.replication_factor
         )
         if partitions < 1:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_partitions,
                 f"number of partitions must be at least 1, not {partitions}",
             )
         if factor < 1:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_replication_factor,
                 f"replication factor must be at least 1, not {factor}",
             )
-        placement = place_replicas(partitions, factor, brokers, rng)
+        placement = place_replicas(partitions, factor, brokers, rng, racks=_racks(image))
     topic_id = uuid.UUID(int=rng.getrandbits(128), version=4)
     while topic_id in image.topics_by_id:
         topic_id = uuid.UUID(int=rng.getrandbits(128), version=4)
     records: list[MetadataRecord] = [TopicRecord(topic.name, topic_id)]
-    records.extend(_partition_records(topic_id, placement))
+    records.extend(_partition_records(topic_id, placement, set(brokers)))
     records.extend(
         ConfigRecord(ConfigResourceType.TOPIC, topic.name, key, value)
         for key, value in sorted(topic.configs.items())
@@ -307,7 +251,7 @@ def create_partitions(
     for request in requests:
         try:
             new_records = _increase_one(image, request, brokers, rng)
-        except _Refused as refused:
+        except Refused as refused:
             results.append(TopicResult(request.name, refused.code, refused.message))
             continue
         results.append(TopicResult(request.name))
@@ -321,12 +265,12 @@ def _increase_one(
 ) -> list[MetadataRecord]:
     topic = image.topics_by_name.get(request.name)
     if topic is None:
-        raise _Refused(
+        raise Refused(
             ErrorCode.unknown_topic_or_partition, f"topic {request.name!r} does not exist"
         )
     current = len(topic.partitions)
     if request.total <= current:
-        raise _Refused(
+        raise Refused(
             ErrorCode.invalid_partitions,
             f"topic {request.name!r} has {current} partition(s); the new total "
             f"{request.total} must be larger",
@@ -334,18 +278,27 @@ def _increase_one(
     factor = len(topic.partitions[0].replicas)
     if request.assignments is not None:
         if len(request.assignments) != request.total - current:
-            raise _Refused(
+            raise Refused(
                 ErrorCode.invalid_replica_assignment,
                 f"{len(request.assignments)} assignment(s) given for "
                 f"{request.total - current} new partition(s)",
             )
-        placement = _check_assignments(
+        placement = check_assignments(
             {current + i: replicas for i, replicas in enumerate(request.assignments)},
-            brokers,
+            _registered(image, brokers),
             current,
         )
     else:
         placement = place_replicas(
-            request.total - current, factor, brokers, rng, first_partition=current
+            request.total - current,
+            factor,
+            brokers,
+            rng,
+            first_partition=current,
+            racks=_racks(image),
         )
-    return _partition_records(topic.topic_id, placement)
+    return _partition_records(topic.topic_id, placement, set(brokers))
+
+
+def _registered(image: MetadataImage, brokers: Sequence[int]) -> set[int]:
+    return set(image.brokers) | set(brokers)

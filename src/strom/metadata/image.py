@@ -1,25 +1,46 @@
 """The metadata image: an immutable view of the cluster, changed only by replay.
 
-    MetadataImage.empty() --replay(records)--> MetadataImage --replay(...)--> ...
+    MetadataImage.empty() --replay(entry's records, offset)--> MetadataImage --> ...
 
 Every broker answers clients from its current image; the controller decides against it.
+One `replay` call applies one metadata-log entry (one controller decision): `offset` is
+that entry's offset, which becomes the image's offset and the epoch of every broker
+registered in it. Replay copies only what the entry touches (the topic maps once, each
+touched topic's partitions once), so an entry costs O(topics it touches + partitions it
+touches), plus one copy of each top-level map it changes.
+
+A record naming a broker or topic the image does not have (or a broker epoch that is no
+longer current) changes nothing: decisions are taken against the image they are applied
+to, so this only happens after a bug, and a broker must not crash replaying it.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from strom.metadata.records import (
+    CLUSTER_DEFAULT,
+    ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
+    FenceBrokerRecord,
     MetadataRecord,
+    PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +50,9 @@ class BrokerImage:
     host: str
     port: int
     rack: str | None
+    epoch: int = -1
+    """The metadata offset of the entry that registered this incarnation."""
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,66 +84,213 @@ class MetadataImage:
     configs: Mapping[tuple[ConfigResourceType, str], Mapping[str, str]] = field(
         default_factory=dict
     )
-    offset: int = -1  # offset of the last replayed record in the metadata log
+    offset: int = -1
+    """Offset of the last replayed entry of the metadata log (-1: none)."""
+    cluster_id: str = ""
+    """"" until the first controller wrote the ClusterRecord."""
+    cluster_name: str = ""
+    next_producer_id: int = 0
 
     @staticmethod
     def empty() -> MetadataImage:
         return MetadataImage()
 
+    # --- readers -------------------------------------------------------------------------
+
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((ConfigResourceType.TOPIC, name), {})
+
+    def broker_configs(self, broker_id: int) -> Mapping[str, str]:
+        """The dynamic configs set for one broker (not the cluster default)."""
+        return self.configs.get((ConfigResourceType.BROKER, str(broker_id)), {})
+
+    def cluster_default_configs(self) -> Mapping[str, str]:
+        """The dynamic broker configs set as the cluster-wide default."""
+        return self.configs.get((ConfigResourceType.BROKER, CLUSTER_DEFAULT), {})
+
+    def unfenced_brokers(self) -> list[BrokerImage]:
+        """Registered brokers that are not fenced, by id."""
+        return sorted((b for b in self.brokers.values() if not b.fenced), key=lambda b: b.broker_id)
+
+    def live_broker_ids(self) -> list[int]:
+        """Ids of the unfenced brokers, sorted: where replicas may be placed."""
+        return [b.broker_id for b in self.unfenced_brokers()]
+
+    def is_live(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and not broker.fenced
+
+    def partitions(self) -> Iterator[tuple[TopicImage, PartitionImage]]:
+        """Every partition of every topic, topics by name, partitions by index."""
+        for name in sorted(self.topics_by_name):
+            topic = self.topics_by_name[name]
+            for index in sorted(topic.partitions):
+                yield topic, topic.partitions[index]
+
+    # --- replay --------------------------------------------------------------------------
 
     def replay(
         self, records: Iterable[MetadataRecord], *, offset: int | None = None
     ) -> MetadataImage:
-        by_name = dict(self.topics_by_name)
-        by_id = dict(self.topics_by_id)
-        brokers = dict(self.brokers)
-        configs = dict(self.configs)
+        """The image after one entry holding `records`, at `offset` (default: the next one)."""
+        entry_offset = self.offset + 1 if offset is None else offset
+        replay = _Replay(self, entry_offset)
         for record in records:
-            match record:
-                case RegisterBrokerRecord():
-                    brokers[record.broker_id] = BrokerImage(
-                        record.broker_id,
-                        record.incarnation_id,
-                        record.host,
-                        record.port,
-                        record.rack,
-                    )
-                case TopicRecord():
-                    topic = TopicImage(record.name, record.topic_id, {})
-                    by_name[record.name] = topic
-                    by_id[record.topic_id] = topic
-                case PartitionRecord():
-                    old = by_id[record.topic_id]
-                    partitions = dict(old.partitions)
-                    partitions[record.partition] = PartitionImage(
-                        record.partition,
-                        record.replicas,
-                        record.isr,
-                        record.leader,
-                        record.leader_epoch,
-                        record.partition_epoch,
-                    )
-                    topic = replace(old, partitions=partitions)
-                    by_name[topic.name] = topic
-                    by_id[topic.topic_id] = topic
-                case RemoveTopicRecord():
-                    removed = by_id.pop(record.topic_id)
+            replay.apply(record)
+        return replay.finish()
+
+
+class _Replay:
+    """Applies one entry's records to copies of only the parts of the image they touch."""
+
+    def __init__(self, image: MetadataImage, offset: int) -> None:
+        self.image = image
+        self.offset = offset
+        self.by_name: dict[str, TopicImage] | None = None
+        self.by_id: dict[uuid.UUID, TopicImage] | None = None
+        self.brokers: dict[int, BrokerImage] | None = None
+        self.configs: dict[tuple[ConfigResourceType, str], Mapping[str, str]] | None = None
+        self.touched: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        self.cluster = (image.cluster_id, image.cluster_name)
+        self.next_producer_id = image.next_producer_id
+
+    # copy-on-write accessors
+    def _topics(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
+        if self.by_name is None or self.by_id is None:
+            self.by_name = dict(self.image.topics_by_name)
+            self.by_id = dict(self.image.topics_by_id)
+        return self.by_name, self.by_id
+
+    def _brokers(self) -> dict[int, BrokerImage]:
+        if self.brokers is None:
+            self.brokers = dict(self.image.brokers)
+        return self.brokers
+
+    def _configs(self) -> dict[tuple[ConfigResourceType, str], Mapping[str, str]]:
+        if self.configs is None:
+            self.configs = dict(self.image.configs)
+        return self.configs
+
+    def _partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionImage] | None:
+        partitions = self.touched.get(topic_id)
+        if partitions is None:
+            by_id = self.by_id if self.by_id is not None else self.image.topics_by_id
+            topic = by_id.get(topic_id)
+            if topic is None:
+                return None
+            partitions = self.touched[topic_id] = dict(topic.partitions)
+        return partitions
+
+    def apply(self, record: MetadataRecord) -> None:
+        match record:
+            case ClusterRecord():
+                self.cluster = (record.cluster_id, record.cluster_name)
+            case RegisterBrokerRecord():
+                self._brokers()[record.broker_id] = BrokerImage(
+                    record.broker_id,
+                    record.incarnation_id,
+                    record.host,
+                    record.port,
+                    record.rack,
+                    epoch=self.offset if record.epoch is None else record.epoch,
+                    fenced=record.fenced,
+                )
+            case FenceBrokerRecord() | UnfenceBrokerRecord() | UnregisterBrokerRecord():
+                self._broker_state(record)
+            case TopicRecord():
+                by_name, by_id = self._topics()
+                old = by_name.get(record.name)
+                if old is not None and old.topic_id != record.topic_id:
+                    by_id.pop(old.topic_id, None)
+                    self.touched.pop(old.topic_id, None)
+                same_id = by_id.get(record.topic_id)
+                if same_id is not None and same_id.name != record.name:
+                    by_name.pop(same_id.name, None)
+                topic = TopicImage(record.name, record.topic_id, {})
+                by_name[record.name] = topic
+                by_id[record.topic_id] = topic
+                self.touched[record.topic_id] = {}
+            case PartitionRecord():
+                partitions = self._partitions(record.topic_id)
+                if partitions is None:
+                    log.warning("metadata: %s names an unknown topic; ignored", record)
+                    return
+                partitions[record.partition] = PartitionImage(
+                    record.partition,
+                    record.replicas,
+                    record.isr,
+                    record.leader,
+                    record.leader_epoch,
+                    record.partition_epoch,
+                )
+            case PartitionChangeRecord():
+                self._partition_change(record)
+            case RemoveTopicRecord():
+                by_name, by_id = self._topics()
+                removed = by_id.pop(record.topic_id, None)
+                self.touched.pop(record.topic_id, None)
+                if removed is not None:
                     by_name.pop(removed.name, None)
-                    configs.pop((ConfigResourceType.TOPIC, removed.name), None)
-                case ConfigRecord():
-                    key = (record.resource_type, record.resource_name)
-                    entries = dict(configs.get(key, {}))
-                    if record.value is None:
-                        entries.pop(record.name, None)
-                    else:
-                        entries[record.name] = record.value
+                    self._configs().pop((ConfigResourceType.TOPIC, removed.name), None)
+            case ConfigRecord():
+                configs = self._configs()
+                key = (record.resource_type, record.resource_name)
+                entries = dict(configs.get(key, {}))
+                if record.value is None:
+                    entries.pop(record.name, None)
+                else:
+                    entries[record.name] = record.value
+                if entries:
                     configs[key] = entries
+                else:
+                    configs.pop(key, None)
+            case ProducerIdsRecord():
+                self.next_producer_id = record.next_producer_id
+
+    def _broker_state(
+        self, record: FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord
+    ) -> None:
+        brokers = self.brokers if self.brokers is not None else self.image.brokers
+        broker = brokers.get(record.broker_id)
+        if broker is None or broker.epoch != record.epoch:
+            log.warning("metadata: %s does not match the registered broker; ignored", record)
+            return
+        if isinstance(record, UnregisterBrokerRecord):
+            del self._brokers()[record.broker_id]
+        else:
+            fenced = isinstance(record, FenceBrokerRecord)
+            self._brokers()[record.broker_id] = replace(broker, fenced=fenced)
+
+    def _partition_change(self, record: PartitionChangeRecord) -> None:
+        partitions = self._partitions(record.topic_id)
+        old = None if partitions is None else partitions.get(record.partition)
+        if partitions is None or old is None:
+            log.warning("metadata: %s names an unknown partition; ignored", record)
+            return
+        partitions[record.partition] = PartitionImage(
+            record.partition,
+            old.replicas if record.replicas is None else record.replicas,
+            record.isr,
+            record.leader,
+            record.leader_epoch,
+            record.partition_epoch,
+        )
+
+    def finish(self) -> MetadataImage:
+        image = self.image
+        if self.touched:
+            by_name, by_id = self._topics()
+            for topic_id, partitions in self.touched.items():
+                topic = replace(by_id[topic_id], partitions=partitions)
+                by_id[topic_id] = topic
+                by_name[topic.name] = topic
         return MetadataImage(
-            topics_by_name=by_name,
-            topics_by_id=by_id,
-            brokers=brokers,
-            configs=configs,
-            offset=self.offset if offset is None else offset,
+            topics_by_name=image.topics_by_name if self.by_name is None else self.by_name,
+            topics_by_id=image.topics_by_id if self.by_id is None else self.by_id,
+            brokers=image.brokers if self.brokers is None else self.brokers,
+            configs=image.configs if self.configs is None else self.configs,
+            offset=self.offset,
+            cluster_id=self.cluster[0],
+            cluster_name=self.cluster[1],
+            next_producer_id=self.next_producer_id,
         )

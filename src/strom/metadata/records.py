@@ -1,33 +1,79 @@
-"""Metadata records: every decision the controller makes is one of these.
+"""Metadata records: every decision the controller makes is one or more of these.
 
 State changes only by replaying records (see image.py), the same way at the controller,
-on every broker and at restart. Records are stored as JSON documents, one per Kafka
-record, in the metadata log; `encode`/`decode` are the only serialisation.
+on every broker and at restart. The metadata log is a Raft log: each Raft entry holds the
+records of one controller decision, applied atomically, and the entry's Raft index is the
+metadata offset. `encode_entry`/`decode_entry` turn one entry's records into bytes and
+back (a JSON array of records); `encode`/`decode` do the same for a single record (the
+embedded store keeps one record per Kafka record). The JSON is written by hand, as the
+records are small and flat; `decode` checks every field's type, so a malformed entry is a
+MetadataDecodeError, never a half-built record.
+
+Compatibility: a RegisterBrokerRecord written before brokers were fenced has no `fenced`
+field; it decodes as unfenced (`fenced=False`), because the single-node store that wrote
+it had no heartbeats that could ever unfence it. New registrations are fenced until the
+broker has caught up with the metadata log (KRaft's rule).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, dataclass, fields
 from enum import IntEnum
 from typing import Any
 
 
 class ConfigResourceType(IntEnum):
-    """Kafka's DescribeConfigs resource types."""
+    """Kafka's DescribeConfigs / AlterConfigs resource types."""
 
     TOPIC = 2
     BROKER = 4
 
 
+CLUSTER_DEFAULT = ""
+"""The resource name of the cluster-wide dynamic broker default (Kafka's `<default>`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRecord:
+    """Written once, by the first active controller of a new cluster."""
+
+    cluster_id: str
+    cluster_name: str
+
+
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
+    """A broker (re-)registered. Its epoch is the metadata offset of the entry holding this
+    record; `epoch` is set only in snapshots, where every record shares one offset."""
+
     broker_id: int
     incarnation_id: uuid.UUID
     host: str
     port: int
     rack: str | None
+    fenced: bool = True
+    epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FenceBrokerRecord:
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfenceBrokerRecord:
+    broker_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    broker_id: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,56 +94,208 @@ class PartitionRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """The new full leader, ISR and epochs of a partition; `replicas` None = unchanged."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader: int
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RemoveTopicRecord:
     topic_id: uuid.UUID
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
+    """A dynamic config override. BROKER with resource_name "" is the cluster-wide broker
+    default, "<id>" one broker's; TOPIC names the topic."""
+
     resource_type: ConfigResourceType
     resource_name: str
     name: str
     value: str | None  # None removes the override
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids was handed to `broker_id`; the next free id follows it."""
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
 MetadataRecord = (
-    RegisterBrokerRecord | TopicRecord | PartitionRecord | RemoveTopicRecord | ConfigRecord
+    ClusterRecord
+    | RegisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | ProducerIdsRecord
 )
 
-_TYPES: dict[str, type[Any]] = {
-    cls.__name__: cls
-    for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, RemoveTopicRecord, ConfigRecord)
-}
+RECORD_TYPES: tuple[type[Any], ...] = (
+    ClusterRecord,
+    RegisterBrokerRecord,
+    FenceBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    TopicRecord,
+    PartitionRecord,
+    PartitionChangeRecord,
+    RemoveTopicRecord,
+    ConfigRecord,
+    ProducerIdsRecord,
+)
+_TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in RECORD_TYPES}
 
 
 class MetadataDecodeError(ValueError):
     pass
 
 
-def encode(record: MetadataRecord) -> bytes:
-    body = asdict(record)
-    for key, value in body.items():
+# --- field codecs, by the annotation text of the dataclass field --------------------------
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _bool(value: object) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def _uuid(value: object) -> uuid.UUID:
+    return uuid.UUID(_str(value))
+
+
+def _ints(value: object) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of integers, got {value!r}")
+    return tuple(_int(item) for item in value)
+
+
+def _resource_type(value: object) -> ConfigResourceType:
+    return ConfigResourceType(_int(value))
+
+
+def _optional(decode: Callable[[object], Any]) -> Callable[[object], Any]:
+    return lambda value: None if value is None else decode(value)
+
+
+_DECODERS: dict[str, Callable[[object], Any]] = {
+    "int": _int,
+    "bool": _bool,
+    "str": _str,
+    "uuid.UUID": _uuid,
+    "tuple[int, ...]": _ints,
+    "ConfigResourceType": _resource_type,
+    "int | None": _optional(_int),
+    "str | None": _optional(_str),
+    "tuple[int, ...] | None": _optional(_ints),
+}
+# Per record type: field name -> (decoder, whether the field may be left out).
+_SCHEMAS: dict[type[Any], dict[str, tuple[Callable[[object], Any], bool]]] = {
+    cls: {f.name: (_DECODERS[str(f.type)], f.default is not MISSING) for f in fields(cls)}
+    for cls in RECORD_TYPES
+}
+# Fields an older strom did not write, with the value such records mean.
+_LEGACY_DEFAULTS: dict[type[Any], dict[str, object]] = {RegisterBrokerRecord: {"fenced": False}}
+
+
+def record_to_json(record: MetadataRecord) -> dict[str, Any]:
+    """The JSON object of one record: its fields plus "type"."""
+    body: dict[str, Any] = {"type": type(record).__name__}
+    for f in fields(record):
+        value = getattr(record, f.name)
         if isinstance(value, uuid.UUID):
-            body[key] = str(value)
+            value = str(value)
         elif isinstance(value, tuple):
-            body[key] = list(value)
-    body["type"] = type(record).__name__
-    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+            value = list(value)
+        elif isinstance(value, IntEnum):
+            value = int(value)
+        body[f.name] = value
+    return body
+
+
+def record_from_json(body: object) -> MetadataRecord:
+    """The record of a JSON object; MetadataDecodeError naming the problem otherwise."""
+    try:
+        if not isinstance(body, dict):
+            raise ValueError(f"expected a JSON object, got {type(body).__name__}")
+        kind = body.get("type")
+        cls = _TYPES.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise ValueError(f"unknown record type {kind!r}")
+        schema = _SCHEMAS[cls]
+        unknown = sorted(set(body) - set(schema) - {"type"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {unknown} in {kind}")
+        values: dict[str, Any] = {}
+        for name, (decode_field, optional) in schema.items():
+            if name in body:
+                try:
+                    values[name] = decode_field(body[name])
+                except ValueError as exc:
+                    raise ValueError(f"{kind}.{name}: {exc}") from None
+            elif name in _LEGACY_DEFAULTS.get(cls, {}):
+                values[name] = _LEGACY_DEFAULTS[cls][name]
+            elif not optional:
+                raise ValueError(f"{kind} lacks field {name!r}")
+        record: MetadataRecord = cls(**values)
+    except (ValueError, TypeError) as exc:
+        raise MetadataDecodeError(f"bad metadata record: {exc}") from exc
+    return record
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _loads(data: bytes) -> object:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataDecodeError(f"metadata is not JSON ({exc}): {data[:200]!r}") from exc
+
+
+def encode(record: MetadataRecord) -> bytes:
+    return _dumps(record_to_json(record))
 
 
 def decode(data: bytes) -> MetadataRecord:
-    try:
-        body = json.loads(data)
-        cls = _TYPES[body.pop("type")]
-        for key in ("topic_id", "incarnation_id"):
-            if key in body:
-                body[key] = uuid.UUID(body[key])
-        for key in ("replicas", "isr"):
-            if key in body:
-                body[key] = tuple(body[key])
-        if "resource_type" in body:
-            body["resource_type"] = ConfigResourceType(body["resource_type"])
-        record: MetadataRecord = cls(**body)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise MetadataDecodeError(f"bad metadata record {data[:200]!r}: {exc}") from exc
-    return record
+    return record_from_json(_loads(data))
+
+
+def encode_entry(records: Sequence[MetadataRecord]) -> bytes:
+    """One Raft entry: the records of one controller decision, as a JSON array."""
+    return _dumps([record_to_json(record) for record in records])
+
+
+def decode_entry(data: bytes) -> list[MetadataRecord]:
+    """The records of one Raft entry; MetadataDecodeError if any part is malformed."""
+    body = _loads(data)
+    if not isinstance(body, list):
+        raise MetadataDecodeError(f"a metadata entry is a JSON array, not {data[:200]!r}")
+    return [record_from_json(item) for item in body]

@@ -1,0 +1,108 @@
+"""Metadata records and entries: every record round-trips; malformed bytes are refused."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from strom.metadata import records
+from strom.metadata.records import (
+    ClusterRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    FenceBrokerRecord,
+    MetadataDecodeError,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+TOPIC_ID = uuid.UUID(int=7)
+
+EVERY_RECORD = [
+    ClusterRecord("abc", "strom"),
+    RegisterBrokerRecord(1, TOPIC_ID, "h", 1, "r"),
+    RegisterBrokerRecord(2, TOPIC_ID, "h", 2, None, fenced=False, epoch=12),
+    FenceBrokerRecord(1, 5),
+    UnfenceBrokerRecord(1, 5),
+    UnregisterBrokerRecord(1, 5),
+    TopicRecord("t", TOPIC_ID),
+    PartitionRecord(TOPIC_ID, 0, (1, 2), (1,), 1, 3, 4),
+    PartitionChangeRecord(TOPIC_ID, 0, -1, (2,), 4, 5),
+    PartitionChangeRecord(TOPIC_ID, 0, 2, (2, 3), 4, 5, replicas=(2, 3)),
+    RemoveTopicRecord(TOPIC_ID),
+    ConfigRecord(ConfigResourceType.TOPIC, "t", "retention.ms", None),
+    ConfigRecord(ConfigResourceType.BROKER, "", "log.retention.ms", "1000"),
+    ProducerIdsRecord(1, 5, 2000),
+]
+
+
+@pytest.mark.parametrize("record", EVERY_RECORD, ids=lambda r: type(r).__name__)
+def test_every_record_round_trips(record: records.MetadataRecord) -> None:
+    assert records.decode(records.encode(record)) == record
+
+
+def test_an_entry_round_trips_in_order() -> None:
+    assert records.decode_entry(records.encode_entry(EVERY_RECORD)) == EVERY_RECORD
+    assert records.decode_entry(records.encode_entry([])) == []
+
+
+def test_registrations_default_to_fenced_but_old_ones_decode_as_unfenced() -> None:
+    assert RegisterBrokerRecord(1, TOPIC_ID, "h", 1, None).fenced
+    old = (
+        b'{"broker_id":1,"host":"h","incarnation_id":"%s","port":1,"rack":null,'
+        b'"type":"RegisterBrokerRecord"}' % str(TOPIC_ID).encode()
+    )
+    decoded = records.decode(old)
+    assert decoded == RegisterBrokerRecord(1, TOPIC_ID, "h", 1, None, fenced=False, epoch=None)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        (b"{", "not JSON"),
+        (b"{}", "a JSON array"),
+        (b"[1]", "expected a JSON object"),
+        (b'[{"type":"Nope"}]', "unknown record type 'Nope'"),
+        (b'[{"type":"FenceBrokerRecord","broker_id":1}]', "lacks field 'epoch'"),
+        (b'[{"type":"FenceBrokerRecord","broker_id":"1","epoch":2}]', "expected an integer"),
+        (b'[{"type":"FenceBrokerRecord","broker_id":true,"epoch":2}]', "expected an integer"),
+        (
+            b'[{"type":"FenceBrokerRecord","broker_id":1,"epoch":2,"extra":0}]',
+            "unknown field(s) ['extra']",
+        ),
+        (b'[{"type":"TopicRecord","name":"t","topic_id":"not-a-uuid"}]', "TopicRecord.topic_id"),
+        (b'[{"type":"RemoveTopicRecord","topic_id":5}]', "expected a string"),
+        (
+            b'[{"type":"ConfigRecord","resource_type":3,"resource_name":"",'
+            b'"name":"a","value":null}]',
+            "ConfigRecord.resource_type",
+        ),
+        (
+            b'[{"type":"PartitionChangeRecord","topic_id":"%s","partition":0,"leader":1,'
+            b'"isr":[1,"2"],"leader_epoch":0,"partition_epoch":0}]' % str(TOPIC_ID).encode(),
+            "PartitionChangeRecord.isr",
+        ),
+        (
+            b'[{"type":"ClusterRecord","cluster_id":"a","cluster_name":1}]',
+            "expected a string",
+        ),
+    ],
+)
+def test_malformed_entries_are_refused(data: bytes, problem: str) -> None:
+    with pytest.raises(MetadataDecodeError) as info:
+        records.decode_entry(data)
+    assert problem in str(info.value)
+
+
+def test_a_single_malformed_record_is_refused() -> None:
+    with pytest.raises(MetadataDecodeError, match="expected a JSON object"):
+        records.decode(b"[]")
