@@ -50,6 +50,8 @@ from strom.raft.messages import (
 from strom.raft.progress import ReplicaProgress
 from strom.raft.quorum import VoteResult, vote_result
 
+__all__ = ["RaftConfig", "RaftNode", "ReplicaProgress", "Role"]
+
 log = logging.getLogger(__name__)
 
 
@@ -361,26 +363,9 @@ class RaftNode:
         if isinstance(message, (AppendRequest, SnapshotRequest)):
             # A leader cut off from us while we moved on (check-quorum keeps our term
             # from spreading through votes): our term makes it step down.
-            self._send(
-                AppendResponse(
-                    sender=self._id,
-                    recipient=message.sender,
-                    term=self._term,
-                    success=False,
-                    match_index=0,
-                    hint_index=0,
-                )
-            )
+            self._reply_append(message.sender, False, 0)
         elif isinstance(message, VoteRequest):
-            self._send(
-                VoteResponse(
-                    sender=self._id,
-                    recipient=message.sender,
-                    term=self._term,
-                    granted=False,
-                    pre_vote=message.pre_vote,
-                )
-            )
+            self._reply_vote(message, self._term, granted=False)
 
     def _in_lease(self, now_ms: int) -> bool:
         if self._role is Role.LEADER:
@@ -449,11 +434,14 @@ class RaftNode:
             message.sender,
             message.term,
         )
+        self._reply_vote(message, message.term if granted else self._term, granted=granted)
+
+    def _reply_vote(self, message: VoteRequest, term: int, *, granted: bool) -> None:
         self._send(
             VoteResponse(
                 sender=self._id,
                 recipient=message.sender,
-                term=message.term if granted else self._term,
+                term=term,
                 granted=granted,
                 pre_vote=message.pre_vote,
             )
@@ -495,27 +483,14 @@ class RaftNode:
         return True
 
     def _on_append_request(self, message: AppendRequest) -> None:
-        log_ = self._log
-        prev_index, prev_term, entries = message.prev_index, message.prev_term, message.entries
-        commit_index = log_.commit_index
-        if prev_index < commit_index:
-            # Entries up to our commit index are in every later leader's log: skip them.
-            skip = commit_index - prev_index
-            if skip >= len(entries):
-                self._reply_append(message.sender, True, commit_index)
-                return
-            entries = entries[skip:]
-            prev_index = commit_index
-            prev_term = log_.term_at(commit_index) or 0
-        if not log_.try_append(prev_index, prev_term, entries):
-            log.debug(
-                "[node %d] refused append after %d from %d", self._id, prev_index, message.sender
-            )
-            self._reply_append(message.sender, False, 0, log_.conflict_hint(prev_index))
-            return
-        match_index = prev_index + len(entries)
-        log_.commit_to(min(message.commit, match_index))
-        self._reply_append(message.sender, True, match_index)
+        success, index = self._log.follow(
+            message.prev_index, message.prev_term, message.entries, message.commit
+        )
+        if success:
+            self._reply_append(message.sender, True, index)
+        else:
+            log.debug("[node %d] refused entries after %d", self._id, message.prev_index)
+            self._reply_append(message.sender, False, 0, hint_index=index)
 
     def _on_snapshot_request(self, message: SnapshotRequest) -> None:
         snapshot = message.snapshot

@@ -80,17 +80,25 @@ class LeaderState:
     # -- sending ---------------------------------------------------------------------
 
     def send_append(
-        self, peer: int, now_ms: int, *, retransmit: bool = False, empty_ok: bool = False
+        self,
+        peer: int,
+        now_ms: int,
+        *,
+        resend_after_ms: int | None = None,
+        empty_ok: bool = False,
     ) -> None:
-        """Send `peer` what it needs next. `retransmit` re-sends even if an answer is
-        outstanding (heartbeats); `empty_ok` sends an empty AppendRequest (heartbeat,
-        commit news) when there are no entries to send."""
+        """Send `peer` what it needs next. Entries still unanswered are sent again only
+        if they left `resend_after_ms` ago or earlier (they may have been lost with a
+        connection); `empty_ok` sends an empty AppendRequest (heartbeat, commit news) when
+        there are no entries to send."""
         progress = self.progress[peer]
         log = self._log
         if progress.next_index - 1 < log.snapshot_index:
             self._send_snapshot(peer, progress, now_ms, empty_ok)
             return
-        if progress.state is ReplicaState.APPENDING and not retransmit:
+        if progress.state is ReplicaState.APPENDING and (
+            resend_after_ms is None or now_ms - progress.sent_ms < resend_after_ms
+        ):
             if not empty_ok:
                 return
             entries: tuple[Entry, ...] = ()
@@ -117,6 +125,7 @@ class LeaderState:
         progress.commit_sent = max(progress.commit_sent, taught)
         if entries:
             progress.state = ReplicaState.APPENDING
+            progress.sent_ms = now_ms
 
     def _send_snapshot(self, peer: int, progress: Progress, now_ms: int, empty_ok: bool) -> None:
         log = self._log
@@ -150,8 +159,11 @@ class LeaderState:
             )
 
     def broadcast(self, now_ms: int, *, heartbeat: bool = False, empty_ok: bool = False) -> None:
+        resend_after_ms = self._election_timeout_ms // 2 if heartbeat else None
         for peer in self.progress:
-            self.send_append(peer, now_ms, retransmit=heartbeat, empty_ok=empty_ok or heartbeat)
+            self.send_append(
+                peer, now_ms, resend_after_ms=resend_after_ms, empty_ok=empty_ok or heartbeat
+            )
 
     def send_timeout_now(self, peer: int) -> None:
         self._outbox.append(TimeoutNow(sender=self._node_id, recipient=peer, term=self._term))
@@ -175,7 +187,8 @@ class LeaderState:
             ):
                 self.send_timeout_now(message.sender)
             return moved
-        if progress.reject(message.hint_index):
+        # hint 0: the answer to a request of an older term, telling only the term
+        if message.hint_index > 0 and progress.reject(message.hint_index):
             self.send_append(message.sender, now_ms)
         return False
 
@@ -214,7 +227,7 @@ class LeaderState:
         if self.progress[target].match_index == self._log.last_index:
             self.send_timeout_now(target)
         else:
-            self.send_append(target, now_ms, retransmit=True)
+            self.send_append(target, now_ms, resend_after_ms=0)
 
     def transfer_expired(self, now_ms: int) -> bool:
         if self.transfer_target is None or now_ms < self.transfer_deadline_ms:

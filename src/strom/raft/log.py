@@ -20,8 +20,9 @@ class RaftLog:
 
     Legal changes:
         append          the leader adds an entry at the end
-        try_append      a follower adds a leader's entries, truncating a conflicting
-                        suffix first (never at or below the commit index)
+        follow          a follower takes a leader's AppendRequest (try_append, then
+                        commit_to): a conflicting suffix is truncated first, never at
+                        or below the commit index
         commit_to       the commit index only moves up
         compact         the shell snapshotted its applied state: the base moves up
         install         a follower takes a leader's snapshot: base moves up, entries
@@ -81,6 +82,12 @@ class RaftLog:
             return self._entries[index - self._base_index - 1].term
         return None
 
+    def _term_known(self, index: int) -> int:
+        term = self.term_at(index)
+        if term is None:
+            raise IndexError(f"no term for index {index} in the log")
+        return term
+
     def entries(self, first_index: int, last_index: int) -> tuple[Entry, ...]:
         """Entries first_index..last_index (inclusive), all of them in memory."""
         if first_index > last_index:
@@ -110,6 +117,25 @@ class RaftLog:
         if entry.index != self.last_index + 1:
             raise ValueError(f"entry {entry.index} does not follow {self.last_index}")
         self._entries.append(entry)
+
+    def follow(
+        self, prev_index: int, prev_term: int, entries: Sequence[Entry], leader_commit: int
+    ) -> tuple[bool, int]:
+        """A follower takes its leader's AppendRequest: (True, the index up to which its
+        log now matches the leader's) or (False, where the leader should try next)."""
+        if prev_index < self.commit_index:
+            # Entries up to our commit index are in every later leader's log: skip them.
+            skip = self.commit_index - prev_index
+            if skip >= len(entries):
+                return True, self.commit_index
+            entries = entries[skip:]
+            prev_index = self.commit_index
+            prev_term = self._term_known(prev_index)
+        if not self.try_append(prev_index, prev_term, entries):
+            return False, self.conflict_hint(prev_index)
+        match_index = prev_index + len(entries)
+        self.commit_to(min(leader_commit, match_index))
+        return True, match_index
 
     def try_append(self, prev_index: int, prev_term: int, entries: Sequence[Entry]) -> bool:
         """A follower's AppendRequest: False if the log does not match at prev_index.

@@ -33,8 +33,8 @@ class Progress:
         IDLE      -> SNAPSHOT   the next entry it needs was compacted away: snapshot sent
         APPENDING -> SNAPSHOT   same, found at a heartbeat
         SNAPSHOT  -> IDLE       match_index reached the snapshot's index
-    Heartbeats re-send an unanswered AppendRequest (messages get lost); a snapshot is
-    re-sent only after an election timeout without an answer.
+    Heartbeats re-send entries unanswered for half an election timeout (messages get
+    lost); a snapshot is re-sent only after an election timeout without an answer.
     """
 
     match_index: int
@@ -44,6 +44,7 @@ class Progress:
     snapshot_index: int = 0  # while SNAPSHOT: the index of the snapshot sent
     snapshot_sent_ms: int = 0
     commit_sent: int = 0  # the highest commit index an AppendRequest could teach it
+    sent_ms: int = 0  # while APPENDING: when the entries left
 
     def needs_commit(self, commit_index: int) -> bool:
         """Whether an empty AppendRequest would teach it a higher commit index."""
