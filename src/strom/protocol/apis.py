@@ -32,10 +32,16 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    ALLOCATE_PRODUCER_IDS = 67
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +73,21 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+    ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
+    ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
 }
+
+# Served on the controller listener only, between strom's own nodes (Kafka brokers do not
+# advertise them to clients either).
+CONTROLLER_APIS: dict[ApiKey, VersionRange] = {
+    ApiKey.BROKER_REGISTRATION: VersionRange(0, 4),
+    ApiKey.BROKER_HEARTBEAT: VersionRange(0, 1),
+    ApiKey.ALLOCATE_PRODUCER_IDS: VersionRange(0, 0),
+}
+
+SERVED_APIS: dict[ApiKey, VersionRange] = {**SUPPORTED_APIS, **CONTROLLER_APIS}

@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from strom.protocol.apis import SUPPORTED_APIS, ApiKey
+from strom.protocol.apis import SERVED_APIS, ApiKey
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -70,6 +70,12 @@ def _request_reader(api_key: int, api_version: int) -> tuple[Callable[..., Any],
 
 
 @cache
+def request_class(api_key: int, api_version: int) -> type[Any]:
+    module = load_payload_module(api_key, api_version, EntityType.request)
+    return _payload_class(module, "Request")
+
+
+@cache
 def response_class(api_key: int, api_version: int) -> type[Any]:
     module = load_payload_module(api_key, api_version, EntityType.response)
     return _payload_class(module, "Response")
@@ -101,7 +107,9 @@ def decode_request(frame: bytes, *, client_host: str = "") -> Request:
         key = ApiKey(api_key)
     except ValueError:
         raise RequestError(f"unknown API key {api_key}") from None
-    if api_version not in SUPPORTED_APIS[key]:
+    if key not in SERVED_APIS:
+        raise RequestError(f"API {key.name} is not served")
+    if api_version not in SERVED_APIS[key]:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
     read_header, read_body = _request_reader(api_key, api_version)
     try:

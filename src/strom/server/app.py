@@ -9,7 +9,7 @@ import sys
 import time
 
 from strom.config import BrokerConfig
-from strom.server.broker import Broker, ListenError
+from strom.server.broker import Broker, FatalError, ListenError
 from strom.server.layout import LayoutError
 
 log = logging.getLogger(__name__)
@@ -24,22 +24,32 @@ async def _serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     try:
         await broker.start()
-    except (LayoutError, ListenError) as exc:
+    except (LayoutError, ListenError, FatalError) as exc:
         print(f"strom: {exc}", file=sys.stderr)
+        await broker.stop()
         return 1
     for key in config.ignored:
         log.info(
             "[node %d] config key %s is accepted but has no effect in strom", config.node_id, key
         )
-    host, port = broker.advertised_listener
     bound = ", ".join(f"{listener.host}:{port}" for listener, port in broker.bound)
+    roles = "+".join(sorted(role.value for role in config.process_roles))
+    where = "controller" if not broker.is_broker else "{}:{}".format(*broker.advertised_listener)
     print(
-        f"strom ready on {host}:{port} (listening on {bound}; node {config.node_id}, "
+        f"strom ready on {where} (listening on {bound}; node {config.node_id} as {roles}, "
         f"cluster {broker.cluster_id}, data in {config.log_dir}) "
         f"after {1000 * (time.monotonic() - started):.0f} ms",
         flush=True,
     )
-    await stop.wait()
+    fatal_wait = asyncio.ensure_future(broker.fatal.wait())
+    stop_wait = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({fatal_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    fatal_wait.cancel()
+    stop_wait.cancel()
+    if broker.fatal.is_set():
+        print(f"strom: {broker.fatal_reason}", file=sys.stderr)
+        await broker.stop()
+        return 1
     log.info("[node %d] shutting down", config.node_id)
     stopping = time.monotonic()
     await broker.stop()

@@ -1,10 +1,14 @@
-"""The broker process: metadata, partitions, listeners and background tasks.
+"""A strom node: controller, broker, or both, on one event loop.
 
     created -> start() -> serving -> stop() -> stopped
 
-Everything runs on one event loop; fsyncs run in worker threads (see flusher.py). The
-metadata store here is the embedded single-node store; the controller logic it runs is
-the pure code in strom.metadata.controller.
+start() binds every listener first (a port in use fails before any data is opened),
+then, on a controller, opens the Raft log and joins the quorum; on a broker, it follows
+the committed metadata (from the local Raft log, or fetched from the controllers on a
+broker-only node), registers with the active controller, and opens its partitions and
+starts serving clients once the controller has unfenced it, that is once this broker
+has replayed the metadata up to its own registration. fsyncs run in worker threads (see
+flusher.py and raft_driver.py).
 """
 
 from __future__ import annotations
@@ -12,57 +16,184 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import uuid
-from collections.abc import Sequence
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
+from strom.config.listeners import QuorumVoter
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import MetadataRecord, RegisterBrokerRecord
-from strom.metadata.stores.local import LocalMetadataStore
+from strom.protocol.apis import SERVED_APIS
 from strom.protocol.codec import Request
+from strom.raft.core import RaftConfig
+from strom.server import layout
 from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
+from strom.server.controller import ControllerService
+from strom.server.controller_channel import ControllerChannel
 from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
-from strom.server.handlers import HANDLERS
-from strom.server.layout import ensure_meta_properties
-from strom.server.partitions import Partition, PartitionManager
-from strom.server.producer_ids import ProducerIdAllocator
+from strom.server.handlers import CONTROLLER_HANDLERS, HANDLERS
+from strom.server.handlers.private import PrivateSession
+from strom.server.lifecycle import BrokerLifecycle
+from strom.server.metadata_fetcher import MetadataFetcher
+from strom.server.metadata_state import MetadataState
+from strom.server.partitions import METADATA_LOG_DIR, Partition, PartitionManager
+from strom.server.producer_ids import ProducerIdBlocks
+from strom.server.raft_driver import RaftDriver
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 3.0
+CONTROLLED_SHUTDOWN_S = 5.0
+SNAPSHOT_EVERY_BYTES = 16 << 20
 
 
 class ListenError(RuntimeError):
     """A listener could not be bound; nothing was opened."""
 
 
+class FatalError(RuntimeError):
+    """The node cannot go on (e.g. its data belongs to another cluster)."""
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        self.static_config = config
+        self._dynamic: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self.node_id = config.node_id
         self.rng = random.Random()
-        self.cluster_id = ""
-        self.metadata_lock = asyncio.Lock()
+        self.local_cluster_id: str | None = None
+        self.metadata = MetadataState(config.node_id)
+        self.raft: RaftDriver | None = None
+        self.controller: ControllerService | None = None
+        self.fetcher: MetadataFetcher | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.channel = ControllerChannel(self)
+        self.partitions = PartitionManager(config)
+        self.flusher = Flusher(on_flushed=Partition.wake_fetchers)
+        self.groups = GroupService(self)
+        self.producer_ids = ProducerIdBlocks(self)
+        self.serving = False  # partitions opened; client listeners may serve
+        self.fatal = asyncio.Event()
+        self.fatal_reason = ""
         self._servers: list[asyncio.Server] = []
+        self._client_servers: list[asyncio.Server] = []
         self._connections: set[Connection] = set()
         self._connection_tasks: set[asyncio.Task[None]] = set()
         self._background: set[asyncio.Task[None]] = set()
         self.bound: list[tuple[Listener, int]] = []
         self.stopping = False
 
+    @property
+    def is_broker(self) -> bool:
+        return self.config.is_broker
+
+    @property
+    def is_controller(self) -> bool:
+        return self.config.is_controller
+
     # --- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
         config = self.config
-        # Bind first: a port in use must fail before any data is opened.
-        for listener in config.client_listeners:
+        await self._bind()
+        self.local_cluster_id = layout.check_meta_properties(config.log_dir, self.node_id)
+        if config.metadata_log_dir != config.log_dir:
+            other = layout.check_meta_properties(config.metadata_log_dir, self.node_id)
+            self.local_cluster_id = self._agree(self.local_cluster_id, other)
+        self.metadata.subscribe(self._on_metadata)
+        if self.is_controller:
+            self.raft = RaftDriver(
+                node_id=self.node_id,
+                voters=self._voters(),
+                directory=config.metadata_log_dir / METADATA_LOG_DIR,
+                config=RaftConfig(
+                    election_timeout_ms=config.controller_quorum_election_timeout_ms,
+                ),
+                state_machine=self.metadata,
+                cluster_id=lambda: self.metadata.image.cluster_id or self.local_cluster_id,
+                snapshot_every_bytes=SNAPSHOT_EVERY_BYTES,
+                on_change=self._on_raft_change,
+            )
+            self.raft.open()
+            self.controller = ControllerService(self)
+            for server in self._servers:
+                if server not in self._client_servers:
+                    await server.start_serving()
+            self.raft.start()
+        else:
+            self.fetcher = MetadataFetcher(self)
+            self._spawn(self.fetcher.run(), "metadata-fetcher")
+        if not self.is_broker:
+            await self._wait_or_fail(self._cluster_formed(), "the quorum to form the cluster")
+            return
+        self.lifecycle = BrokerLifecycle(self)
+        self._spawn(self.lifecycle.run(), "broker-lifecycle")
+        await self._wait_or_fail(self.lifecycle.unfenced.wait(), "the controller to unfence it")
+        self._open_partitions()
+        for server in self._client_servers:
+            await server.start_serving()
+
+    def _agree(self, first: str | None, second: str | None) -> str | None:
+        if first is not None and second is not None and first != second:
+            raise layout.LayoutError(
+                f"{self.config.log_dir} belongs to cluster {first} but "
+                f"{self.config.metadata_log_dir} to cluster {second}"
+            )
+        return first or second
+
+    def _voters(self) -> list[QuorumVoter]:
+        voters = list(self.config.controller_quorum_voters)
+        if not voters:  # the embedded single node: a quorum of one
+            voters = [QuorumVoter(self.node_id, "localhost", 0)]
+        return voters
+
+    async def _wait_or_fail(self, waiting: Any, what: str) -> None:
+        timeout_s = self.config.initial_broker_registration_timeout_ms / 1000
+        task = asyncio.ensure_future(waiting)
+        fatal = asyncio.ensure_future(self.fatal.wait())
+        done, _ = await asyncio.wait(
+            {task, fatal}, timeout=timeout_s, return_when="FIRST_COMPLETED"
+        )
+        task.cancel()
+        fatal.cancel()
+        if self.fatal.is_set():
+            raise FatalError(self.fatal_reason)
+        if not done:
+            self.fatal.set()
+            raise FatalError(
+                f"gave up after {timeout_s:.0f} s waiting for {what} "
+                "(initial.broker.registration.timeout.ms); are the controllers in "
+                "controller.quorum.voters running and reachable?"
+            )
+
+    async def _cluster_formed(self) -> None:
+        while not self.metadata.image.cluster_id:
+            await self.metadata.changed()
+
+    def _open_partitions(self) -> None:
+        image = self.metadata.image
+        self.partitions.delete_stray_logs(image)
+        self.partitions.sync(image, now_ms=now_ms())
+        self.serving = True
+        self._spawn(self.flusher.run(), "flusher")
+        self._spawn(self._retention_loop(), "retention")
+        self._spawn(run_cleaner(self), "log-cleaner")  # returns at once unless log.cleaner.enable
+        self._spawn(self._interval_flush_loop(), "interval-flush")
+        self.groups.follow(image)
+        self._spawn(self.groups.run_timers(), "group-timers")
+        self._spawn(self.groups.run_expiry(), "offset-expiry")
+
+    async def _bind(self) -> None:
+        config = self.config
+        listeners = list(config.client_listeners) if self.is_broker else []
+        controller_listeners = list(config.controller_listeners) if self.is_controller else []
+        for listener in [*listeners, *controller_listeners]:
+            is_client = listener in listeners
             try:
                 server = await asyncio.start_server(
-                    self._on_connection,
+                    self._on_client_connection if is_client else self._on_controller_connection,
                     listener.host,
                     listener.port,
                     reuse_address=True,
@@ -70,41 +201,16 @@ class Broker:
                     start_serving=False,
                 )
             except OSError as exc:
+                for opened in self._servers:
+                    opened.close()
                 raise ListenError(
                     f"cannot listen on {listener.host}:{listener.port} "
                     f"({listener.name}): {exc.strerror or exc}"
                 ) from None
             self._servers.append(server)
+            if is_client:
+                self._client_servers.append(server)
             self.bound.append((listener, server.sockets[0].getsockname()[1]))
-        self.cluster_id = ensure_meta_properties(config.log_dir, self.node_id)
-        self.store = LocalMetadataStore(config.log_dir, now_ms=now_ms())
-        self.partitions = PartitionManager(config)
-        self.partitions.delete_stray_logs(self.store.image)
-        self.partitions.sync(self.store.image, now_ms=now_ms())
-        self.producer_ids = ProducerIdAllocator(config.log_dir)
-        self.flusher = Flusher(on_flushed=Partition.wake_fetchers)
-        self._spawn(self.flusher.run(), "flusher")
-        self._spawn(self._retention_loop(), "retention")
-        self._spawn(run_cleaner(self), "log-cleaner")  # returns at once unless log.cleaner.enable
-        self._spawn(self._interval_flush_loop(), "interval-flush")
-        self.groups = GroupService(self)
-        self.groups.load()
-        self._spawn(self.groups.run_timers(), "group-timers")
-        self._spawn(self.groups.run_expiry(), "offset-expiry")
-        host, port = self.advertised_listener
-        await self.commit(
-            [
-                RegisterBrokerRecord(
-                    broker_id=self.node_id,
-                    incarnation_id=uuid.uuid4(),
-                    host=host,
-                    port=port,
-                    rack=None,
-                )
-            ]
-        )
-        for server in self._servers:
-            await server.start_serving()
 
     @property
     def advertised_listener(self) -> tuple[str, int]:
@@ -114,10 +220,19 @@ class Broker:
             port = self.bound[0][1]
         return listener.host, port
 
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.image.cluster_id or self.local_cluster_id or ""
+
+    def new_cluster_id(self) -> str:
+        return layout.new_cluster_id()
+
     async def stop(self) -> None:
         self.stopping = True
-        for server in self._servers:
+        for server in self._client_servers:
             server.close()
+        if self.lifecycle is not None and not self.fatal.is_set():
+            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         for partition in self.partitions:
             partition.wake_fetchers()
         self.groups.close()
@@ -128,15 +243,21 @@ class Broker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        for server in self._servers:
-            await server.wait_closed()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self.raft is not None:
+            await self.raft.stop()
+        if self.controller is not None:
+            self.controller.deactivate()
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self.channel.close()
         for partition in self.partitions:
             partition.log.flush()
         self.partitions.close()
-        self.store.close()
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -153,17 +274,47 @@ class Broker:
                 exc_info=task.exception(),
             )
 
-    async def _on_connection(
+    def fail(self, reason: str) -> None:
+        """Stop the node: something it cannot recover from (logged once)."""
+        if not self.fatal.is_set():
+            log.error("[node %d] %s", self.node_id, reason)
+            self.fatal_reason = reason
+            self.fatal.set()
+
+    # --- connections ------------------------------------------------------------------
+
+    async def _on_client_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        connection = Connection(
-            reader,
-            writer,
-            self.dispatch,
-            max_request_bytes=self.config.socket_request_max_bytes,
-            idle_timeout_s=self.config.connections_max_idle_ms / 1000,
-            node_id=self.node_id,
+        await self._serve(
+            Connection(
+                reader,
+                writer,
+                self.dispatch,
+                max_request_bytes=self.config.socket_request_max_bytes,
+                idle_timeout_s=self.config.connections_max_idle_ms / 1000,
+                node_id=self.node_id,
+            )
         )
+
+    async def _on_controller_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        session = PrivateSession(self)
+        await self._serve(
+            Connection(
+                reader,
+                writer,
+                self.dispatch_controller,
+                max_request_bytes=max(self.config.socket_request_max_bytes, 256 << 20),
+                idle_timeout_s=self.config.connections_max_idle_ms / 1000,
+                node_id=self.node_id,
+                private=session.handle,
+                apis=frozenset(SERVED_APIS),
+            )
+        )
+
+    async def _serve(self, connection: Connection) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(connection)
@@ -177,18 +328,72 @@ class Broker:
     async def dispatch(self, request: Request) -> Any | None:
         return await HANDLERS[request.api_key](self, request)
 
+    async def dispatch_controller(self, request: Request) -> Any | None:
+        handler = CONTROLLER_HANDLERS.get(request.api_key)
+        if handler is None:
+            return await HANDLERS[request.api_key](self, request)
+        return await handler(self, request)
+
     # --- metadata ---------------------------------------------------------------------
 
     @property
     def image(self) -> MetadataImage:
-        return self.store.image
+        return self.metadata.image
 
-    async def commit(self, records: Sequence[MetadataRecord]) -> MetadataImage:
-        """Persist controller records and apply them here. Call under metadata_lock
-        when the records were decided from the current image."""
-        image = await self.store.commit(records, now_ms=now_ms())
-        self.partitions.sync(image, now_ms=now_ms())
-        return image
+    def _on_metadata(self, image: MetadataImage) -> None:
+        if image.cluster_id and image.cluster_id != self.local_cluster_id:
+            if self.local_cluster_id is None:
+                self.local_cluster_id = image.cluster_id
+                for directory in {self.config.log_dir, self.config.metadata_log_dir}:
+                    layout.record_cluster_id(directory, self.node_id, image.cluster_id)
+                log.info("[node %d] joined cluster %s", self.node_id, image.cluster_id)
+            else:
+                self.fail(
+                    f"this node's data in {self.config.log_dir} belongs to cluster "
+                    f"{self.local_cluster_id}, but the controller quorum runs cluster "
+                    f"{image.cluster_id}: point log.dirs at an empty directory or at this "
+                    "cluster's data, or fix controller.quorum.voters"
+                )
+                return
+        self._apply_dynamic_configs(image)
+        if self.controller is not None:
+            self.controller.on_applied(image)
+        if self.serving:
+            self.partitions.sync(image, now_ms=now_ms())
+            self.groups.follow(image)
+
+    def _apply_dynamic_configs(self, image: MetadataImage) -> None:
+        """Dynamic broker configs take effect here, without a restart."""
+        dynamic = (
+            dict(image.cluster_default_configs()),
+            dict(image.broker_configs(self.node_id)),
+        )
+        if dynamic == self._dynamic:
+            return
+        self._dynamic = dynamic
+        self.config = self.static_config.with_dynamic(*dynamic)
+        self.partitions.reconfigure(self.config)
+        for problem in self.config.dynamic_problems:
+            log.warning("[node %d] dynamic config skipped: %s", self.node_id, problem)
+        log.info(
+            "[node %d] dynamic broker configs now: cluster default %s, this broker %s",
+            self.node_id,
+            dynamic[0] or "{}",
+            dynamic[1] or "{}",
+        )
+
+    def _on_raft_change(self) -> None:
+        raft = self.raft
+        if raft is None or self.controller is None:
+            return
+        if raft.failure is not None:
+            self.fail(f"the Raft loop failed: {raft.failure!r}")
+            return
+        self.controller.follow(
+            is_leader=raft.is_leader,
+            term=raft.node.term,
+            applied_term=self.metadata.applied_term,
+        )
 
     # --- background work --------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
@@ -29,16 +29,20 @@ from strom.protocol.codec import (
     decode_request,
     encode_response,
 )
+from strom.server.private import FIRST_PRIVATE_KEY, PrivatePayloadError
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Any | None]]
+# (api_key, api_version, payload) -> response payload, or None for one-way APIs
+PrivateHandler = Callable[[int, int, bytes], Awaitable[bytes | None]]
 
 # Requests read ahead of their answers. Kafka handles one request per connection at a
 # time; strom overlaps a few so fsync waits pipeline, and bounds what a client that
 # never reads its answers can make the broker hold.
 _MAX_IN_FLIGHT = 16
 _SIZE = struct.Struct(">i")
+_PRIVATE_HEADER = struct.Struct(">hhi")
 
 
 def api_versions_body(api_version: int, error: ErrorCode = ErrorCode.none) -> Any:
@@ -68,8 +72,14 @@ class Connection:
         max_request_bytes: int,
         idle_timeout_s: float,
         node_id: int,
+        private: PrivateHandler | None = None,
+        apis: Collection[ApiKey] = frozenset(SUPPORTED_APIS),
     ) -> None:
+        """`private` serves strom's own node-to-node APIs (server/private.py); a
+        connection without it (a client listener) closes on any of them."""
         self._reader = reader
+        self._private = private
+        self._apis = apis
         self._writer = writer
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
@@ -142,6 +152,8 @@ class Connection:
 
     def _start(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
         """The task answering `frame`, or None to close the connection."""
+        if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) >= FIRST_PRIVATE_KEY:
+            return self._start_private(frame)
         try:
             request = decode_request(frame, client_host=self.host)
         except UnsupportedVersion as exc:
@@ -154,6 +166,15 @@ class Connection:
         except RequestError as exc:
             log.warning("[node %d] closing connection from %s: %s", self._node_id, self.peer, exc)
             return None
+        if request.api_key not in self._apis:
+            log.warning(
+                "[node %d] closing connection from %s: %s is served on the controller "
+                "listener only",
+                self._node_id,
+                self.peer,
+                request.api_key.name,
+            )
+            return None
         log.debug(
             "[node %d] %s v%d from %s (%s)",
             self._node_id,
@@ -163,6 +184,37 @@ class Connection:
             request.client_id,
         )
         return asyncio.create_task(self._answer(request))
+
+    def _start_private(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
+        api_key, api_version, correlation_id = _PRIVATE_HEADER.unpack_from(frame, 0)
+        if self._private is None:
+            log.warning(
+                "[node %d] closing connection from %s: strom's node-to-node API %d is served "
+                "on the controller listener only",
+                self._node_id,
+                self.peer,
+                api_key,
+            )
+            return None
+        payload = frame[_PRIVATE_HEADER.size :]
+        return asyncio.create_task(
+            self._answer_private(api_key, api_version, correlation_id, payload)
+        )
+
+    async def _answer_private(
+        self, api_key: int, api_version: int, correlation_id: int, payload: bytes
+    ) -> bytes | None:
+        assert self._private is not None
+        try:
+            answer = await self._private(api_key, api_version, payload)
+        except PrivatePayloadError as exc:
+            log.warning("[node %d] closing connection from %s: %s", self._node_id, self.peer, exc)
+            self._draining = True
+            self._writer.close()
+            return None
+        if answer is None:
+            return None
+        return _SIZE.pack(len(answer) + 4) + _SIZE.pack(correlation_id) + answer
 
     async def _answer(self, request: Request) -> bytes | None:
         body = await self._dispatch(request)

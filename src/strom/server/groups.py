@@ -1,11 +1,12 @@
 """The group coordinator's shell: the pure core on the event loop, its timers, and its
 storage in `__consumer_offsets`.
 
-    created -> start() (load every local partition of __consumer_offsets) -> serving
+    created -> follow(image) (load each partition of __consumer_offsets this broker leads;
+            drop the groups of one it no longer leads) -> serving
             -> close() (waiting requests answered NOT_COORDINATOR) -> closed
 
 The coordinator of a group is the leader of partition `partition_for(group)` of
-`__consumer_offsets`; on one node that is always this broker. The topic is created on
+`__consumer_offsets`. The topic is created on
 first use (FindCoordinator or any group request), compacted, with
 `offsets.topic.num.partitions` partitions. Records the core returns are appended to the
 group's partition and fsynced (group-committed by the flusher) before any reply that
@@ -39,6 +40,7 @@ from strom.group.records import (
 from strom.group.replay import replay
 from strom.group.state import GroupConfig
 from strom.metadata import controller
+from strom.metadata.image import MetadataImage
 from strom.protocol.records import (
     RecordsError,
     decode_batch,
@@ -108,26 +110,49 @@ class GroupService:
             return len(topic.partitions)
         return self._broker.config.offsets_topic_num_partitions
 
-    def load(self) -> None:
-        """Replay every local partition of `__consumer_offsets` not loaded yet."""
-        topic = self._broker.image.topics_by_name.get(OFFSETS_TOPIC)
-        if topic is None:
-            return
+    def follow(self, image: MetadataImage) -> None:
+        """Coordinate the groups of the `__consumer_offsets` partitions this broker leads:
+        load a partition when it becomes the leader, drop its groups when it stops."""
+        topic = image.topics_by_name.get(OFFSETS_TOPIC)
+        leading = set()
+        if topic is not None:
+            leading = {
+                index
+                for index, partition in topic.partitions.items()
+                if partition.leader == self._broker.node_id
+            }
+        for index in sorted(self._loaded - leading):
+            self._unload(index)
         current = now_ms()
-        for index in sorted(topic.partitions):
+        for index in sorted(leading - self._loaded):
             partition = self._broker.partitions.get(OFFSETS_TOPIC, index)
-            if partition is None or index in self._loaded:
+            if partition is None:
                 continue
             count = self._load_partition(partition, current)
             self._loaded.add(index)
-            if count:
-                log.info(
-                    "[node %d] loaded %d record(s) of %s-%d",
-                    self._broker.node_id,
-                    count,
-                    OFFSETS_TOPIC,
-                    index,
-                )
+            log.info(
+                "[node %d] coordinating the groups of %s-%d (%d record(s) loaded)",
+                self._broker.node_id,
+                OFFSETS_TOPIC,
+                index,
+                count,
+            )
+
+    def _unload(self, index: int) -> None:
+        self._loaded.discard(index)
+        count = self.num_partitions
+        for group_id in [g for g in self.core.groups if partition_for(g, count) == index]:
+            group = self.core.groups.pop(group_id)
+            for member in group.members.values():
+                for token in (member.join_token, member.sync_token):
+                    if token is not None:
+                        self._fail(token)
+        log.info(
+            "[node %d] no longer coordinating the groups of %s-%d",
+            self._broker.node_id,
+            OFFSETS_TOPIC,
+            index,
+        )
 
     def _load_partition(self, partition: Partition, current_ms: int) -> int:
         log_ = partition.log
@@ -174,7 +199,8 @@ class GroupService:
 
         broker = self._broker
         config = broker.config
-        replication = min(config.offsets_topic_replication_factor, len(broker.image.brokers))
+        live = sum(1 for b in broker.image.brokers.values() if not b.fenced)
+        replication = min(config.offsets_topic_replication_factor, live)
         topic = controller.NewTopic(
             OFFSETS_TOPIC,
             config.offsets_topic_num_partitions,
@@ -189,7 +215,6 @@ class GroupService:
                 OFFSETS_TOPIC,
                 results[0].error_message,
             )
-        self.load()
 
     async def coordinate(self, group_id: str) -> None:
         """Raise CoordinatorUnavailable unless this broker coordinates `group_id` now."""
@@ -197,14 +222,19 @@ class GroupService:
             raise CoordinatorUnavailable(ErrorCode.not_coordinator, "broker is stopping")
         await self.ensure_topic()
         index = partition_for(group_id, self.num_partitions)
-        if self._broker.partitions.get(OFFSETS_TOPIC, index) is None:
+        if self.leader_of(index) != self._broker.node_id:
             raise CoordinatorUnavailable(
-                ErrorCode.not_coordinator, f"{OFFSETS_TOPIC}-{index} is not on this broker"
+                ErrorCode.not_coordinator, f"this broker does not lead {OFFSETS_TOPIC}-{index}"
             )
         if index not in self._loaded:
             raise CoordinatorUnavailable(
                 ErrorCode.coordinator_load_in_progress, f"{OFFSETS_TOPIC}-{index} is loading"
             )
+
+    def leader_of(self, index: int) -> int:
+        topic = self._broker.image.topics_by_name.get(OFFSETS_TOPIC)
+        partition = topic.partitions.get(index) if topic is not None else None
+        return -1 if partition is None else partition.leader
 
     # --- requests ---------------------------------------------------------------------
 

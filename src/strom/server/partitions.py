@@ -16,15 +16,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kio.schema.errors import ErrorCode
+
 from strom.config import BrokerConfig, effective_topic_config
 from strom.log.config import LogConfig
 from strom.log.partition_log import PartitionLog
 from strom.log.recovery import log_recovery
 from strom.metadata.image import MetadataImage
-from strom.metadata.stores.local import METADATA_LOG_DIR
 from strom.protocol.records import TimestampType
 
 log = logging.getLogger(__name__)
+
+METADATA_LOG_DIR = "__cluster_metadata-0"  # controllers: the Raft log of the metadata
 
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -72,6 +75,13 @@ class Partition:
     log: PartitionLog
     config: LogConfig
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    leader_id: int = -1
+    leader_epoch: int = 0
+    node_id: int = -1
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.node_id
 
     @property
     def fsync_before_ack(self) -> bool:
@@ -103,20 +113,42 @@ class PartitionManager:
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._by_name.values()))
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """New broker-level defaults (dynamic configs); the next sync applies them."""
+        self._config = config
+
     def get(self, topic: str, partition: int) -> Partition | None:
         return self._by_name.get((topic, partition))
 
     def get_by_id(self, topic_id: uuid.UUID, partition: int) -> Partition | None:
         return self._by_id.get((topic_id, partition))
 
+    def led(
+        self, topic: str, partition: int, image: MetadataImage
+    ) -> tuple[Partition | None, ErrorCode]:
+        """The partition if this broker leads it, else why not: UNKNOWN_TOPIC_OR_PARTITION
+        when it does not exist here, NOT_LEADER_OR_FOLLOWER when another broker leads it
+        (clients refresh their metadata and go there)."""
+        found = self._by_name.get((topic, partition))
+        if found is None:
+            topic_image = image.topics_by_name.get(topic)
+            if topic_image is not None and partition in topic_image.partitions:
+                return None, ErrorCode.not_leader_or_follower
+            return None, ErrorCode.unknown_topic_or_partition
+        if not found.is_leader:
+            return None, ErrorCode.not_leader_or_follower
+        return found, ErrorCode.none
+
     def sync(self, image: MetadataImage, *, now_ms: int) -> None:
         wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
+        leaders: dict[tuple[str, int], tuple[int, int]] = {}
         for topic in image.topics_by_name.values():
             overrides = image.topic_configs(topic.name)
             log_config = log_config_for(self._config, overrides)
             for index, partition in topic.partitions.items():
                 if self._config.node_id in partition.replicas:
                     wanted[(topic.name, index)] = (topic.topic_id, log_config)
+                    leaders[(topic.name, index)] = (partition.leader, partition.leader_epoch)
         for key, existing in list(self._by_name.items()):
             target = wanted.get(key)
             if target is None or target[0] != existing.topic_id:
@@ -125,8 +157,22 @@ class PartitionManager:
                 existing.config = target[1]
                 existing.log.reconfigure(target[1])
         for (name, index), (topic_id, log_config) in wanted.items():
-            if (name, index) not in self._by_name:
-                self._open(name, index, topic_id, log_config, now_ms=now_ms)
+            opened = self._by_name.get((name, index))
+            if opened is None:
+                opened = self._open(name, index, topic_id, log_config, now_ms=now_ms)
+            leader_id, leader_epoch = leaders[(name, index)]
+            if (opened.leader_id, opened.leader_epoch) != (leader_id, leader_epoch):
+                became = leader_id == self._config.node_id and not opened.is_leader
+                opened.leader_id, opened.leader_epoch = leader_id, leader_epoch
+                if became:
+                    log.info(
+                        "[node %d] leader of %s-%d (leader epoch %d)",
+                        self._config.node_id,
+                        name,
+                        index,
+                        leader_epoch,
+                    )
+                opened.wake_fetchers()
 
     def delete_stray_logs(self, image: MetadataImage) -> None:
         """Remove partition directories that no topic of the image owns (deleted while down)."""
@@ -156,7 +202,9 @@ class PartitionManager:
             log, f"[node {self._config.node_id}] {name}-{index}", partition_log.recovery_report
         )
         _write_topic_id(directory, topic_id)
-        partition = Partition(name, topic_id, index, partition_log, log_config)
+        partition = Partition(
+            name, topic_id, index, partition_log, log_config, node_id=self._config.node_id
+        )
         self._by_name[(name, index)] = partition
         self._by_id[(topic_id, index)] = partition
         return partition

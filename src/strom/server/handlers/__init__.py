@@ -16,6 +16,7 @@ from strom.server.handlers import (
     groups,
     offsets,
     produce,
+    quorum,
 )
 
 if TYPE_CHECKING:
@@ -46,4 +47,21 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
     ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
     ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
+    ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+}
+
+# The controller listener: the APIs that run at the active controller are answered there
+# (or refused with NOT_CONTROLLER), never forwarded again; the rest as on any listener.
+CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.BROKER_REGISTRATION: quorum.handle_broker_registration,
+    ApiKey.BROKER_HEARTBEAT: quorum.handle_broker_heartbeat,
+    ApiKey.ALLOCATE_PRODUCER_IDS: quorum.handle_allocate_producer_ids,
+    ApiKey.DESCRIBE_QUORUM: quorum.controller_describe_quorum,
+    ApiKey.CREATE_TOPICS: admin.controller_create_topics,
+    ApiKey.DELETE_TOPICS: admin.controller_delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin.controller_create_partitions,
+    ApiKey.ALTER_CONFIGS: configs.controller_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.controller_incremental_alter_configs,
 }

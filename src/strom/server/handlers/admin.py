@@ -1,4 +1,5 @@
-"""CreateTopics, DeleteTopics and CreatePartitions: controller decisions, then commit."""
+"""CreateTopics, DeleteTopics and CreatePartitions: decided and committed by the active
+controller, wherever a client sent them (see forward.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import ConfigError, validate_topic_configs
 from strom.metadata import controller
+from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
-from strom.protocol.codec import Request, build_response
+from strom.protocol.codec import Request, build, build_response, request_class
+from strom.server.controller import ControllerService, NotController
 from strom.server.handlers.configs import topic_config_entries
+from strom.server.handlers.forward import at_controller, on_this_controller
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+CREATE_TOPICS_VERSION = 7
 
 
 def _check_configs(configs: Any) -> None:
@@ -27,26 +33,80 @@ def _check_configs(configs: Any) -> None:
         raise ValueError(str(exc)) from None
 
 
+def live_brokers(image: MetadataImage) -> list[int]:
+    return sorted(b.broker_id for b in image.brokers.values() if not b.fenced)
+
+
+def _active(broker: Broker) -> ControllerService:
+    if broker.controller is None or not broker.controller.active:
+        raise NotController(broker.channel.leader_id)
+    return broker.controller
+
+
 async def create_topics(
     broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
 ) -> list[controller.TopicResult]:
-    """Decide against the current image, commit, and log what was created; used by
-    CreateTopics and by Metadata's auto-creation."""
+    """Create topics at the active controller (here or through a forwarded CreateTopics);
+    used by Metadata's auto-creation and by the group coordinator."""
+    if broker.channel.local_controller_active:
+        return await _create_here(broker, topics, validate_only=validate_only)
+    request = Request(
+        ApiKey.CREATE_TOPICS,
+        CREATE_TOPICS_VERSION,
+        0,
+        "strom",
+        build(
+            request_class(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION),
+            {
+                "topics": [
+                    {
+                        "name": t.name,
+                        "num_partitions": t.num_partitions,
+                        "replication_factor": t.replication_factor,
+                        "assignments": [
+                            {"partition_index": p, "broker_ids": list(b)}
+                            for p, b in sorted(t.assignments.items())
+                        ],
+                        "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
+                    }
+                    for t in topics
+                ],
+                "timeout": 30_000,
+                "validate_only": validate_only,
+            },
+        ),
+    )
+    body = await at_controller(broker, request, _create_topics_here, _create_topics_error)
+    return [
+        controller.TopicResult(
+            t.name,
+            ErrorCode(t.error_code),
+            t.error_message,
+            t.topic_id,
+            int(t.num_partitions),
+            int(t.replication_factor),
+        )
+        for t in body.topics
+    ]
+
+
+async def _create_here(
+    broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
+) -> list[controller.TopicResult]:
     config = broker.config
-    async with broker.metadata_lock:
-        records, results = controller.create_topics(
-            broker.image,
+    results = await _active(broker).decide(
+        lambda image: controller.create_topics(
+            image,
             topics,
             defaults=controller.TopicDefaults(
                 config.num_partitions, config.default_replication_factor
             ),
-            brokers=sorted(broker.image.brokers),
+            brokers=live_brokers(image),
             rng=broker.rng,
             validate_only=validate_only,
             validate_configs=_check_configs,
         )
-        if records:
-            await broker.commit(records)
+    )
     if not validate_only:
         for result in results:
             if result.error_code == ErrorCode.none:
@@ -61,6 +121,33 @@ async def create_topics(
 
 
 async def handle_create_topics(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _create_topics_here, _create_topics_error)
+
+
+async def controller_create_topics(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _create_topics_here, _create_topics_error)
+
+
+def _create_topics_error(request: Request, code: ErrorCode, message: str) -> Any:
+    entries = [
+        {
+            "name": topic.name,
+            "topic_id": _zero_uuid(),
+            "error_code": code,
+            "error_message": message,
+            "topic_config_error_code": 0,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+        }
+        for topic in request.body.topics
+    ]
+    return build_response(
+        ApiKey.CREATE_TOPICS, request.api_version, {"throttle_time": 0, "topics": entries}
+    )
+
+
+async def _create_topics_here(broker: Broker, request: Request) -> Any:
     body = request.body
     new_topics = []
     for topic in body.topics:
@@ -76,7 +163,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> Any:
             )
         )
     validate_only = bool(getattr(body, "validate_only", False))
-    results = await create_topics(broker, new_topics, validate_only=validate_only)
+    results = await _create_here(broker, new_topics, validate_only=validate_only)
     entries = []
     for topic, result in zip(new_topics, results, strict=True):
         ok = result.error_code == ErrorCode.none
@@ -102,29 +189,31 @@ def _zero_uuid() -> uuid.UUID:
 
 
 async def handle_delete_topics(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _delete_topics_here, _delete_topics_error)
+
+
+async def controller_delete_topics(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _delete_topics_here, _delete_topics_error)
+
+
+def _delete_topics_error(request: Request, code: ErrorCode, message: str) -> Any:
+    names, ids = _delete_targets(request)
+    results = [controller.TopicResult(name, code, message) for name in names]
+    results += [controller.TopicResult("", code, message, topic_id) for topic_id in ids]
+    return _delete_response(request, results)
+
+
+def _delete_targets(request: Request) -> tuple[list[str], list[uuid.UUID]]:
     body = request.body
-    version = request.api_version
-    if version >= 6:
-        names = [t.name for t in body.topics if t.name is not None]
-        ids = [t.topic_id for t in body.topics if t.name is None]
-    else:
-        names = list(body.topic_names)
-        ids = []
-    if not broker.config.delete_topic_enable:
-        results = [
-            controller.TopicResult(
-                name, ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
-            )
-            for name in names
-        ]
-    else:
-        async with broker.metadata_lock:
-            records, results = controller.delete_topics(broker.image, names, ids)
-            if records:
-                await broker.commit(records)
-        for result in results:
-            if result.error_code == ErrorCode.none:
-                log.info("[node %d] deleted topic %s", broker.node_id, result.name)
+    if request.api_version >= 6:
+        return (
+            [t.name for t in body.topics if t.name is not None],
+            [t.topic_id for t in body.topics if t.name is None],
+        )
+    return list(body.topic_names), []
+
+
+def _delete_response(request: Request, results: list[controller.TopicResult]) -> Any:
     entries = [
         {
             "name": r.name,
@@ -134,10 +223,50 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Any:
         }
         for r in results
     ]
-    return build_response(ApiKey.DELETE_TOPICS, version, {"throttle_time": 0, "responses": entries})
+    return build_response(
+        ApiKey.DELETE_TOPICS, request.api_version, {"throttle_time": 0, "responses": entries}
+    )
+
+
+async def _delete_topics_here(broker: Broker, request: Request) -> Any:
+    names, ids = _delete_targets(request)
+    if not broker.config.delete_topic_enable:
+        results = [
+            controller.TopicResult(
+                name, ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
+            )
+            for name in names
+        ]
+    else:
+        results = await _active(broker).decide(
+            lambda image: controller.delete_topics(image, names, ids)
+        )
+        for result in results:
+            if result.error_code == ErrorCode.none:
+                log.info("[node %d] deleted topic %s", broker.node_id, result.name)
+    return _delete_response(request, results)
 
 
 async def handle_create_partitions(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _create_partitions_here, _create_partitions_error)
+
+
+async def controller_create_partitions(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(
+        broker, request, _create_partitions_here, _create_partitions_error
+    )
+
+
+def _create_partitions_error(request: Request, code: ErrorCode, message: str) -> Any:
+    entries = [
+        {"name": t.name, "error_code": code, "error_message": message} for t in request.body.topics
+    ]
+    return build_response(
+        ApiKey.CREATE_PARTITIONS, request.api_version, {"throttle_time": 0, "results": entries}
+    )
+
+
+async def _create_partitions_here(broker: Broker, request: Request) -> Any:
     body = request.body
     increases = [
         controller.PartitionIncrease(
@@ -147,16 +276,15 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Any:
         )
         for t in body.topics
     ]
-    async with broker.metadata_lock:
-        records, results = controller.create_partitions(
-            broker.image,
+    results = await _active(broker).decide(
+        lambda image: controller.create_partitions(
+            image,
             increases,
-            brokers=sorted(broker.image.brokers),
+            brokers=live_brokers(image),
             rng=broker.rng,
             validate_only=bool(body.validate_only),
         )
-        if records:
-            await broker.commit(records)
+    )
     entries = [
         {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
         for r in results

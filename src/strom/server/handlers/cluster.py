@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import controller
-from strom.metadata.image import TopicImage
+from strom.metadata.image import MetadataImage, TopicImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.connection import api_versions_body
@@ -27,7 +27,8 @@ async def handle_api_versions(broker: Broker, request: Request) -> Any:
     return api_versions_body(request.api_version)
 
 
-def _brokers(broker: Broker) -> list[dict[str, Any]]:
+def _brokers(broker: Broker, *, include_fenced: bool = False) -> list[dict[str, Any]]:
+    """Registered brokers; clients are told only of the unfenced ones, as Kafka does."""
     return [
         {
             "node_id": b.broker_id,
@@ -35,13 +36,21 @@ def _brokers(broker: Broker) -> list[dict[str, Any]]:
             "host": b.host,
             "port": b.port,
             "rack": b.rack,
-            "is_fenced": False,
+            "is_fenced": b.fenced,
         }
         for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id)
+        if include_fenced or not b.fenced
     ]
 
 
-def _topic_entry(topic: TopicImage) -> dict[str, Any]:
+def controller_id(broker: Broker) -> int:
+    """The active controller as this node knows it, -1 while there is none."""
+    leader = broker.channel.leader_id
+    return -1 if leader is None else leader
+
+
+def _topic_entry(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
+    fenced = {b.broker_id for b in image.brokers.values() if b.fenced}
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
@@ -49,13 +58,13 @@ def _topic_entry(topic: TopicImage) -> dict[str, Any]:
         "is_internal": topic.is_internal,
         "partitions": [
             {
-                "error_code": ErrorCode.none,
+                "error_code": (ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none),
                 "partition_index": p.partition,
                 "leader_id": p.leader,
                 "leader_epoch": p.leader_epoch,
                 "replica_nodes": p.replicas,
                 "isr_nodes": p.isr,
-                "offline_replicas": (),
+                "offline_replicas": tuple(r for r in p.replicas if r in fenced),
             }
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
         ],
@@ -83,7 +92,8 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
     allow_auto_create = bool(getattr(body, "allow_auto_topic_creation", True))
     topics: list[dict[str, Any]] = []
     if requested is None:
-        topics = [_topic_entry(t) for _, t in sorted(broker.image.topics_by_name.items())]
+        image = broker.image
+        topics = [_topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
     else:
         missing = [
             t.name
@@ -98,14 +108,14 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
             if wanted.name is None and topic_id is not None and topic_id.int != 0:
                 by_id = image.topics_by_id.get(topic_id)
                 topics.append(
-                    _topic_entry(by_id)
+                    _topic_entry(by_id, image)
                     if by_id
                     else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
                 )
                 continue
             topic = image.topics_by_name.get(wanted.name or "")
             if topic is not None:
-                topics.append(_topic_entry(topic))
+                topics.append(_topic_entry(topic, image))
             else:
                 reason = controller.validate_topic_name(wanted.name or "")
                 code = (
@@ -121,7 +131,7 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
             "throttle_time": 0,
             "brokers": _brokers(broker),
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
+            "controller_id": controller_id(broker),
             "topics": topics,
             "cluster_authorized_operations": _OMITTED_OPERATIONS,
             "error_code": ErrorCode.none,
@@ -139,8 +149,10 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
             "error_message": None,
             "endpoint_type": getattr(request.body, "endpoint_type", 1),
             "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
-            "brokers": _brokers(broker),
+            "controller_id": controller_id(broker),
+            "brokers": _brokers(
+                broker, include_fenced=bool(getattr(request.body, "include_fenced_brokers", False))
+            ),
             "cluster_authorized_operations": _OMITTED_OPERATIONS,
         },
     )

@@ -1,19 +1,32 @@
-"""DescribeConfigs for topics and for this broker, with sources and defaults."""
+"""DescribeConfigs for topics, this broker and the cluster-wide broker default, with
+sources; AlterConfigs and IncrementalAlterConfigs, decided by the active controller."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from strom.config import ConfigSource, effective_topic_config
+from strom.metadata.configs import (
+    AlterConfigOp,
+    ConfigEntryChange,
+    ConfigResourceChange,
+    ConfigResult,
+    alter_configs,
+)
 from strom.metadata.records import ConfigResourceType
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.server.controller import NotController
+from strom.server.handlers.forward import at_controller, on_this_controller
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
 
 
 def _entry(name: str, value: str | None, source: ConfigSource, **extra: Any) -> dict[str, Any]:
@@ -65,8 +78,13 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
             entries = topic_config_entries(
                 broker, broker.image.topic_configs(resource.resource_name)
             )
+        elif kind == ConfigResourceType.BROKER and resource.resource_name == "":
+            entries = [
+                _entry(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                for name, value in sorted(broker.image.cluster_default_configs().items())
+            ]
         elif kind == ConfigResourceType.BROKER:
-            if resource.resource_name not in ("", str(broker.node_id)):
+            if resource.resource_name != str(broker.node_id):
                 result["error_code"] = ErrorCode.invalid_request
                 result["error_message"] = (
                     f"this is broker {broker.node_id}; ask broker {resource.resource_name} "
@@ -86,3 +104,118 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
     return build_response(
         ApiKey.DESCRIBE_CONFIGS, request.api_version, {"throttle_time": 0, "results": results}
     )
+
+
+# --- AlterConfigs and IncrementalAlterConfigs: decided by the active controller -------
+
+
+def _changes(request: Request, *, incremental: bool) -> list[ConfigResourceChange]:
+    return [
+        ConfigResourceChange(
+            int(resource.resource_type),
+            resource.resource_name,
+            [
+                ConfigEntryChange(
+                    entry.name,
+                    entry.value,
+                    _op(int(entry.config_operation)) if incremental else AlterConfigOp.SET,
+                )
+                for entry in resource.configs
+            ],
+        )
+        for resource in request.body.resources
+    ]
+
+
+def _op(value: int) -> AlterConfigOp:
+    """The operation; unknown ones were refused already (see _alter_here)."""
+    return AlterConfigOp(value) if value in set(AlterConfigOp) else AlterConfigOp.SET
+
+
+def _alter_response(request: Request, results: list[ConfigResult]) -> Any:
+    return build_response(
+        request.api_key,
+        request.api_version,
+        {
+            "throttle_time": 0,
+            "responses": [
+                {
+                    "error_code": r.error_code,
+                    "error_message": r.error_message,
+                    "resource_type": r.resource_type,
+                    "resource_name": r.resource_name,
+                }
+                for r in results
+            ],
+        },
+    )
+
+
+def _alter_error(request: Request, code: ErrorCode, message: str) -> Any:
+    return _alter_response(
+        request,
+        [
+            ConfigResult(int(r.resource_type), r.resource_name, code, message)
+            for r in request.body.resources
+        ],
+    )
+
+
+async def _alter_here(broker: Broker, request: Request) -> Any:
+    incremental = request.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    bad_ops = [
+        (resource, entry)
+        for resource in request.body.resources
+        for entry in resource.configs
+        if incremental and int(entry.config_operation) not in set(AlterConfigOp)
+    ]
+    changes = _changes(request, incremental=incremental and not bad_ops)
+    controller = broker.controller
+    if controller is None or not controller.active:
+        raise NotController(broker.channel.leader_id)
+    results = await controller.decide(
+        lambda image: alter_configs(
+            image,
+            changes,
+            incremental=incremental,
+            validate_only=bool(request.body.validate_only),
+        )
+    )
+    if bad_ops:
+        names = {(int(r.resource_type), r.resource_name) for r, _ in bad_ops}
+        results = [
+            ConfigResult(
+                r.resource_type,
+                r.resource_name,
+                ErrorCode.invalid_request,
+                "config_operation must be 0 (SET), 1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)",
+            )
+            if (r.resource_type, r.resource_name) in names
+            else r
+            for r in results
+        ]
+    for result in results:
+        if result.error_code == ErrorCode.none and not request.body.validate_only:
+            log.info(
+                "[node %d] configs of %s %r changed",
+                broker.node_id,
+                ConfigResourceType(result.resource_type).name.lower(),
+                result.resource_name,
+            )
+    return _alter_response(request, results)
+
+
+async def handle_alter_configs(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _alter_here, _alter_error)
+
+
+async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _alter_here, _alter_error)
+
+
+async def controller_alter_configs(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _alter_here, _alter_error)
+
+
+async def controller_incremental_alter_configs(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _alter_here, _alter_error)

@@ -1,7 +1,7 @@
 """FindCoordinator: which broker coordinates a consumer group.
 
-A group's coordinator is the leader of its `__consumer_offsets` partition; on a single
-node that is this broker. The first group lookup creates `__consumer_offsets`.
+A group's coordinator is the leader of its `__consumer_offsets` partition. The first
+group lookup creates `__consumer_offsets`.
 Transactional ids have no coordinator in strom, and asking for one fails at once with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of letting the client retry forever.
 """
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.groups import CoordinatorUnavailable
@@ -35,10 +36,19 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
     }
     if key_type == _GROUP:
         try:
-            await broker.groups.coordinate(key)
+            await broker.groups.ensure_topic()
         except CoordinatorUnavailable as exc:
             entry.update(node_id=-1, host="", port=-1, error_code=exc.error_code)
             entry["error_message"] = str(exc)
+            return entry
+        index = partition_for(key, broker.groups.num_partitions)
+        leader = broker.image.brokers.get(broker.groups.leader_of(index))
+        if leader is None or leader.fenced:
+            entry.update(node_id=-1, host="", port=-1)
+            entry["error_code"] = ErrorCode.coordinator_not_available
+            entry["error_message"] = f"{OFFSETS_TOPIC}-{index} has no leader now"
+        else:
+            entry.update(node_id=leader.broker_id, host=leader.host, port=leader.port)
     else:
         entry.update(node_id=-1, host="", port=-1)
         if key_type == _TRANSACTION:

@@ -82,13 +82,17 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
         for fetch_partition in fetch_topic.partitions:
             entry = _empty_entry(fetch_partition.partition)
             entries.append(entry)
-            partition = (
-                broker.partitions.get(name, fetch_partition.partition) if name is not None else None
+            partition, error = (
+                broker.partitions.led(name, fetch_partition.partition, broker.image)
+                if name is not None
+                else (None, ErrorCode.unknown_topic_id)
             )
             if partition is None:
                 entry["error_code"] = (
                     ErrorCode.unknown_topic_id
                     if version >= 13 and name is None
+                    else error
+                    if name is not None
                     else ErrorCode.unknown_topic_or_partition
                 )
             wanted.append(
@@ -186,13 +190,15 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 "leader_epoch": -1,
             }
             entries.append(entry)
-            partition = broker.partitions.get(list_topic.name, list_partition.partition_index)
+            partition, error = broker.partitions.led(
+                list_topic.name, list_partition.partition_index, broker.image
+            )
             if partition is None:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                entry["error_code"] = error
                 continue
             timestamp = int(list_partition.timestamp)
             high_watermark = partition.high_watermark
-            entry["leader_epoch"] = 0
+            entry["leader_epoch"] = partition.leader_epoch
             if timestamp == _LATEST:
                 entry["offset"] = high_watermark
             elif timestamp in (_EARLIEST, _EARLIEST_LOCAL):

@@ -22,6 +22,7 @@ from strom.protocol.codec import Request, build_response
 from strom.protocol.records import RecordsError, validate_batches
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.producer_ids import ProducerIdsUnavailable
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -59,9 +60,9 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
             if acks not in (-1, 0, 1):
                 entry["error_code"] = ErrorCode.invalid_required_acks
                 continue
-            partition = broker.partitions.get(topic_data.name, data.index)
+            partition, error = broker.partitions.led(topic_data.name, data.index, broker.image)
             if partition is None:
-                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                entry["error_code"] = error
                 continue
             if topic_data.name == OFFSETS_TOPIC:
                 # Only the group coordinator writes there; a stray record would be
@@ -96,7 +97,9 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                         ErrorCode.transactional_id_authorization_failed,
                         "transactional records need a transaction; strom has none yet",
                     )
-                result = partition.log.append(batches, now_ms=current_ms, leader_epoch=0)
+                result = partition.log.append(
+                    batches, now_ms=current_ms, leader_epoch=partition.leader_epoch
+                )
             except RecordsError as exc:
                 entry["error_code"] = exc.error_code
                 entry["error_message"] = str(exc)
@@ -147,6 +150,11 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
         response["producer_id"] = producer_id
         response["producer_epoch"] = producer_epoch + 1
     else:
-        response["producer_id"] = broker.producer_ids.next_id()
+        try:
+            response["producer_id"] = await broker.producer_ids.next_id()
+        except ProducerIdsUnavailable as exc:
+            response["error_code"] = ErrorCode.coordinator_not_available
+            log.info("[node %d] InitProducerId: %s", broker.node_id, exc)
+            return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)
         response["producer_epoch"] = 0
     return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)

@@ -1,0 +1,305 @@
+"""The active controller: decisions against the latest image, committed through Raft.
+
+    inactive -> activate(term) (this node leads the quorum and has applied its own term's
+    first entry) -> active -> deactivate() (leadership lost or stopping) -> inactive ...
+
+While active, `decide(fn)` runs a pure decision `fn(image) -> (records, result)` against
+the *speculative* image (the committed image plus every record proposed and not yet
+committed), proposes the records as one Raft entry, and returns the result once that
+entry is committed and applied. Decisions therefore see each other's effects at once and
+pipeline through Raft, as KRaft's controller does; when leadership is lost, every waiting
+decision fails with NotController and the speculative image is thrown away.
+
+The controller also owns broker liveness: the time of each broker's last heartbeat (in
+memory only; a new controller gives every broker a full session from its activation),
+fencing brokers whose session expired, and restoring preferred leaders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from random import Random
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from strom.metadata import brokers as broker_decisions
+from strom.metadata.image import MetadataImage
+from strom.metadata.records import ClusterRecord, MetadataRecord, encode_entry
+from strom.server.clock import now_ms
+from strom.server.raft_driver import NotLeader
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LIVENESS_CHECK_S = 0.25
+PREFERRED_LEADER_CHECK_S = 30.0
+
+
+class NotController(Exception):
+    """This node is not the active controller; `leader_id` is who is, if known."""
+
+    def __init__(self, leader_id: int | None) -> None:
+        super().__init__(f"not the active controller (the active controller is {leader_id})")
+        self.leader_id = leader_id
+
+
+class ControllerService:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.node_id = broker.node_id
+        self.rng = Random()
+        self.term: int | None = None
+        self._speculative = MetadataImage.empty()
+        self._pending: dict[int, tuple[int, asyncio.Future[None]]] = {}  # index -> (term, f)
+        self._last_heartbeat_ms: dict[int, int] = {}
+        self._heard_this_term: set[int] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.activated_ms = 0
+
+    @property
+    def active(self) -> bool:
+        return self.term is not None
+
+    # --- leadership -----------------------------------------------------------------------
+
+    def follow(self, *, is_leader: bool, term: int, applied_term: int) -> None:
+        """Called after every Raft state change: become or stop being the controller."""
+        should = is_leader and applied_term == term
+        if should and self.term != term:
+            if self.term is not None:
+                self.deactivate()
+            self._activate(term)
+        elif not should and self.term is not None and not (is_leader and self.term == term):
+            self.deactivate()
+
+    def _activate(self, term: int) -> None:
+        self.term = term
+        self._speculative = self._broker.metadata.image
+        current = now_ms()
+        self.activated_ms = current
+        self._last_heartbeat_ms = dict.fromkeys(self._speculative.brokers, current)
+        self._heard_this_term = set()
+        log.info("[node %d] active controller for term %d", self.node_id, term)
+        self._spawn(self._bootstrap(), "controller-bootstrap")
+        self._spawn(self._liveness_loop(), "controller-liveness")
+        self._spawn(self._preferred_leader_loop(), "controller-preferred-leaders")
+
+    def deactivate(self) -> None:
+        if self.term is None:
+            return
+        log.info("[node %d] no longer the active controller (term %d)", self.node_id, self.term)
+        self.term = None
+        for task in list(self._tasks):
+            task.cancel()
+        leader = self._broker.raft.leader_id if self._broker.raft is not None else None
+        for _term, future in self._pending.values():
+            if not future.done():
+                future.set_exception(NotController(leader))
+        self._pending.clear()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            if isinstance(task.exception(), NotController):
+                return
+            log.error(
+                "[node %d] controller task %s failed",
+                self.node_id,
+                task.get_name(),
+                exc_info=task.exception(),
+            )
+
+    # --- commits ----------------------------------------------------------------------
+
+    def on_applied(self, image: MetadataImage) -> None:
+        """The committed image moved: wake the decisions it covers."""
+        for index in [i for i in self._pending if i <= image.offset]:
+            term, future = self._pending.pop(index)
+            if not future.done():
+                if self._broker.metadata.term_of_applied(index) == term:
+                    future.set_result(None)
+                else:
+                    future.set_exception(NotController(self._broker.channel.leader_id))
+        if not self._pending:
+            self._speculative = image
+
+    async def decide(self, fn: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], T]]) -> T:
+        """Run `fn` on the latest image; commit its records; return its result."""
+        term = self.term
+        raft = self._broker.raft
+        if term is None or raft is None:
+            raise NotController(raft.leader_id if raft is not None else None)
+        records, result = fn(self._speculative)
+        if not records:
+            return result
+        try:
+            index = raft.propose(encode_entry(records))
+        except NotLeader as exc:
+            raise NotController(exc.leader_id) from None
+        self._speculative = self._speculative.replay(records, offset=index)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending[index] = (term, future)
+        await future
+        return result
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
+        await self.decide(lambda _image: (records, None))
+
+    @property
+    def image(self) -> MetadataImage:
+        """The speculative image: what the next decision will see."""
+        return self._speculative
+
+    # --- liveness ---------------------------------------------------------------------
+
+    def heard_from(self, broker_id: int) -> None:
+        self._last_heartbeat_ms[broker_id] = now_ms()
+        self._heard_this_term.add(broker_id)
+
+    def session_alive(self, broker_id: int) -> bool:
+        """Whether the broker's registered process is known to be alive: this controller
+        heard from it within the session timeout. A controller that has not heard from it
+        since it took over does not know, and lets a restarted process register at once
+        (every broker is still given a full session before it is fenced for silence)."""
+        last = self._last_heartbeat_ms.get(broker_id)
+        return (
+            broker_id in self._heard_this_term
+            and last is not None
+            and now_ms() - last < self._broker.config.broker_session_timeout_ms
+        )
+
+    def unclean(self, topic: str) -> bool:
+        value = self._speculative.topic_configs(topic).get("unclean.leader.election.enable")
+        if value is None:
+            return self._broker.config.unclean_leader_election_enable
+        return value.strip().lower() == "true"
+
+    async def _bootstrap(self) -> None:
+        image = self._speculative
+        if not image.cluster_id:
+            cluster_id = self._broker.local_cluster_id or self._broker.new_cluster_id()
+            await self.commit([ClusterRecord(cluster_id, self._broker.config.cluster_name)])
+            log.info(
+                "[node %d] formed cluster %s (%s)",
+                self.node_id,
+                cluster_id,
+                self._broker.config.cluster_name,
+            )
+
+    async def _liveness_loop(self) -> None:
+        timeout_ms = self._broker.config.broker_session_timeout_ms
+        while True:
+            await asyncio.sleep(LIVENESS_CHECK_S)
+            current = now_ms()
+            expired = sorted(
+                broker.broker_id
+                for broker in self._speculative.brokers.values()
+                if not broker.fenced
+                and current - self._last_heartbeat_ms.get(broker.broker_id, current) >= timeout_ms
+            )
+            if not expired:
+                continue
+            for broker_id in expired:
+                log.info(
+                    "[node %d] fencing broker %d: no heartbeat for %d ms "
+                    "(broker.session.timeout.ms)",
+                    self.node_id,
+                    broker_id,
+                    current - self._last_heartbeat_ms.get(broker_id, current),
+                )
+            await self.fence(expired)
+
+    async def fence(self, broker_ids: Sequence[int]) -> None:
+        await self.decide(
+            lambda image: (
+                broker_decisions.fence_brokers(image, broker_ids, unclean=self.unclean),
+                None,
+            )
+        )
+
+    async def _preferred_leader_loop(self) -> None:
+        while True:
+            await asyncio.sleep(PREFERRED_LEADER_CHECK_S)
+            await self.restore_preferred_leaders()
+
+    async def restore_preferred_leaders(self) -> None:
+        if not self._broker.config.auto_leader_rebalance_enable:
+            return
+        await self.decide(lambda image: (broker_decisions.preferred_leader_elections(image), None))
+
+    # --- broker registration and heartbeats ---------------------------------------------
+
+    async def register_broker(
+        self,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        host: str,
+        port: int,
+        rack: str | None,
+    ) -> tuple[ErrorCode, str | None, int]:
+        """(error, message, broker epoch) for a BrokerRegistration."""
+        if cluster_id != self._speculative.cluster_id:
+            return (
+                ErrorCode.inconsistent_cluster_id,
+                f"broker {broker_id} belongs to cluster {cluster_id!r}, this controller to "
+                f"{self._speculative.cluster_id!r}",
+                -1,
+            )
+        alive = self.session_alive(broker_id)
+        result = await self.decide(
+            lambda image: broker_decisions.register_broker(
+                image, broker_id, incarnation_id, host, port, rack, session_alive=alive
+            )
+        )
+        if result.error_code != ErrorCode.none:
+            return result.error_code, result.message, -1
+        self.heard_from(broker_id)
+        registered = self._speculative.brokers[broker_id]
+        return ErrorCode.none, None, registered.epoch
+
+    async def broker_heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shutdown: bool,
+    ) -> broker_decisions.HeartbeatResult:
+        was_fenced = self._fenced(broker_id)
+        result = await self.decide(
+            lambda image: broker_decisions.broker_heartbeat(
+                image,
+                broker_id,
+                broker_epoch,
+                current_metadata_offset,
+                want_fence,
+                want_shutdown,
+                unclean=self.unclean,
+            )
+        )
+        if result.error_code == ErrorCode.none:
+            self.heard_from(broker_id)
+            if was_fenced and not self._fenced(broker_id):
+                log.info("[node %d] unfenced broker %d", self.node_id, broker_id)
+                await self.restore_preferred_leaders()
+        return result
+
+    def _fenced(self, broker_id: int) -> bool:
+        registered = self._speculative.brokers.get(broker_id)
+        return registered is None or registered.fenced

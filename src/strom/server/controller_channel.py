@@ -1,0 +1,88 @@
+"""How a node reaches the active controller: in-process when it is this node, otherwise
+over the active controller's controller listener (one cached connection per controller).
+
+Who the active controller is comes from Raft on controller nodes and from the metadata
+fetcher's answers on broker-only nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from strom.client import ClientError, KafkaConnection
+from strom.server.controller import NotController
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class ControllerChannel:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._connections: dict[int, KafkaConnection] = {}
+
+    @property
+    def leader_id(self) -> int | None:
+        broker = self._broker
+        if broker.raft is not None:
+            return broker.raft.leader_id
+        if broker.fetcher is not None:
+            return broker.fetcher.leader_id
+        return None
+
+    @property
+    def local_controller_active(self) -> bool:
+        controller = self._broker.controller
+        return controller is not None and controller.active
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        for voter in self._broker.config.controller_quorum_voters:
+            if voter.node_id == node_id:
+                return voter.host, voter.port
+        return None
+
+    async def connection(self) -> KafkaConnection:
+        """A connection to the active controller; NotController when it is unknown."""
+        leader = self.leader_id
+        if leader is None or leader == self._broker.node_id:
+            raise NotController(leader)
+        existing = self._connections.get(leader)
+        if existing is not None and not existing.is_closed:
+            return existing
+        endpoint = self.endpoint(leader)
+        if endpoint is None:
+            raise NotController(None)
+        try:
+            connection = await KafkaConnection.connect(
+                *endpoint, client_id=f"strom-broker-{self._broker.node_id}", timeout_s=2.0
+            )
+        except (ClientError, OSError):
+            raise NotController(leader) from None
+        self._connections[leader] = connection
+        return connection
+
+    async def request(self, api_key: int, api_version: int, body: Any, timeout_s: float) -> Any:
+        connection = await self.connection()
+        try:
+            return await connection.request(api_key, api_version, body, timeout_s=timeout_s)
+        except ClientError:
+            connection.close()
+            raise NotController(self.leader_id) from None
+
+    async def raw_request(
+        self, api_key: int, api_version: int, payload: bytes, timeout_s: float
+    ) -> bytes:
+        connection = await self.connection()
+        try:
+            return await connection.raw_request(api_key, api_version, payload, timeout_s=timeout_s)
+        except ClientError:
+            connection.close()
+            raise NotController(self.leader_id) from None
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()

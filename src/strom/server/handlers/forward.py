@@ -1,0 +1,82 @@
+"""Admin requests run at the active controller, whichever broker a client sent them to.
+
+On the active controller they run in place. Any other broker forwards the client's
+request in a FORWARD envelope to the controller listener of the active controller, waits
+until its own metadata has reached the offset the controller answered at (so the client
+sees its change on this broker at once), and relays the answer. While there is no active
+controller (an election is under way) it retries for a while, then answers
+NOT_CONTROLLER, which Kafka clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.protocol.codec import Request, decode_response, encode_request
+from strom.server.controller import NotController
+from strom.server.private import PrivateApi, PrivatePayloadError, decode_forward_response
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+FORWARD_TIMEOUT_S = 15.0
+CATCH_UP_TIMEOUT_S = 5.0
+RETRY_S = 0.1
+
+Handle = Callable[["Broker", Request], Awaitable[Any]]
+ErrorResponse = Callable[[Request, ErrorCode, str], Any]
+
+
+async def at_controller(
+    broker: Broker, request: Request, handle: Handle, error_response: ErrorResponse
+) -> Any:
+    """`handle(broker, request)` on the active controller; its response body."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FORWARD_TIMEOUT_S
+    frame = encode_request(
+        request.api_key, request.api_version, request.correlation_id, request.body
+    )[4:]
+    while True:
+        try:
+            if broker.channel.local_controller_active:
+                return await handle(broker, request)
+            payload = await broker.channel.raw_request(
+                PrivateApi.FORWARD, 0, frame, timeout_s=FORWARD_TIMEOUT_S
+            )
+            offset, response_frame = decode_forward_response(payload)
+            if not await broker.metadata.wait_for(offset, CATCH_UP_TIMEOUT_S):
+                log.info(
+                    "[node %d] metadata still behind offset %d after %s",
+                    broker.node_id,
+                    offset,
+                    request.api_key.name,
+                )
+            _, body = decode_response(request.api_key, request.api_version, response_frame)
+            return body
+        except (NotController, PrivatePayloadError) as exc:
+            if loop.time() >= deadline:
+                return error_response(
+                    request,
+                    ErrorCode.not_controller,
+                    f"no active controller answered within {FORWARD_TIMEOUT_S:.0f} s ({exc})",
+                )
+        await asyncio.sleep(RETRY_S)
+
+
+async def on_this_controller(
+    broker: Broker, request: Request, handle: Handle, error_response: ErrorResponse
+) -> Any:
+    """A forwarded request: run it here, or say this node is not the controller."""
+    try:
+        if not broker.channel.local_controller_active:
+            raise NotController(broker.channel.leader_id)
+        return await handle(broker, request)
+    except NotController as exc:
+        return error_response(request, ErrorCode.not_controller, str(exc))

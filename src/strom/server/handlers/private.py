@@ -1,0 +1,76 @@
+"""strom's node-to-node APIs on the controller listener (see server/private.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.protocol.codec import RequestError, decode_request, encode_response
+from strom.server.private import (
+    MetadataFetchResponse,
+    PrivateApi,
+    PrivatePayloadError,
+    decode_fetch_request,
+    encode_fetch_response,
+    encode_forward_response,
+)
+from strom.server.raft_driver import RaftSession
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+_FETCH_MAX_BYTES = 1 << 20
+# CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
+# DescribeQuorum
+FORWARDABLE = frozenset({19, 20, 37, 33, 44, 55})
+
+
+class PrivateSession:
+    """One inbound controller-listener connection's view of the private APIs."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._raft = RaftSession()
+
+    async def handle(self, api_key: int, api_version: int, payload: bytes) -> bytes | None:
+        broker = self._broker
+        if api_key in (PrivateApi.RAFT_HELLO, PrivateApi.RAFT):
+            if broker.raft is None:
+                raise PrivatePayloadError(f"node {broker.node_id} is not a controller")
+            broker.raft.receive(api_key, payload, self._raft)
+            return None
+        if api_key == PrivateApi.METADATA_FETCH:
+            return await self._metadata_fetch(payload)
+        if api_key == PrivateApi.FORWARD:
+            return await self._forward(payload)
+        raise PrivatePayloadError(f"unknown private API {api_key}")
+
+    async def _metadata_fetch(self, payload: bytes) -> bytes:
+        broker = self._broker
+        request = decode_fetch_request(payload)
+        state = broker.metadata
+        if state.applied_index < request.from_index and request.max_wait_ms > 0:
+            await state.wait_for(request.from_index, request.max_wait_ms / 1000)
+        snapshot, entries = state.entries_from(request.from_index, _FETCH_MAX_BYTES)
+        raft = broker.raft
+        leader = raft.leader_id if raft is not None else None
+        return encode_fetch_response(
+            MetadataFetchResponse(
+                leader_id=-1 if leader is None else leader,
+                term=raft.node.term if raft is not None else 0,
+                commit_index=state.applied_index,
+                snapshot=snapshot,
+                entries=tuple(entries),
+            )
+        )
+
+    async def _forward(self, payload: bytes) -> bytes:
+        broker = self._broker
+        try:
+            request = decode_request(payload, client_host="forwarded")
+        except RequestError as exc:
+            raise PrivatePayloadError(f"bad forwarded request: {exc}") from None
+        if request.api_key not in FORWARDABLE:
+            raise PrivatePayloadError(f"{request.api_key.name} cannot be forwarded")
+        body = await broker.dispatch_controller(request)
+        frame = encode_response(request.correlation_id, body)[4:]
+        return encode_forward_response(broker.metadata.applied_index, frame)

@@ -1,0 +1,182 @@
+"""BrokerRegistration and BrokerHeartbeat (controller listener) and DescribeQuorum."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.metadata.brokers import allocate_producer_ids
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response
+from strom.server.clock import now_ms
+from strom.server.controller import NotController
+from strom.server.handlers.forward import at_controller, on_this_controller
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+async def handle_broker_registration(broker: Broker, request: Request) -> Any:
+    body = request.body
+    controller = broker.controller
+    error, epoch = ErrorCode.not_controller, -1
+    if controller is not None and controller.active and body.listeners:
+        listener = body.listeners[0]
+        try:
+            error, _message, epoch = await controller.register_broker(
+                broker_id=int(body.broker_id),
+                cluster_id=body.cluster_id,
+                incarnation_id=body.incarnation_id,
+                host=listener.host,
+                port=int(listener.port),
+                rack=body.rack,
+            )
+        except NotController:
+            error, epoch = ErrorCode.not_controller, -1
+    elif controller is not None and controller.active:
+        error = ErrorCode.invalid_request
+    return build_response(
+        ApiKey.BROKER_REGISTRATION,
+        request.api_version,
+        {"throttle_time": 0, "error_code": error, "broker_epoch": epoch},
+    )
+
+
+async def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
+    body = request.body
+    controller = broker.controller
+    data: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.not_controller,
+        "is_caught_up": False,
+        "is_fenced": True,
+        "should_shut_down": False,
+    }
+    if controller is not None and controller.active:
+        try:
+            result = await controller.broker_heartbeat(
+                broker_id=int(body.broker_id),
+                broker_epoch=int(body.broker_epoch),
+                current_metadata_offset=int(body.current_metadata_offset),
+                want_fence=bool(body.want_fence),
+                want_shutdown=bool(body.want_shut_down),
+            )
+        except NotController:
+            pass
+        else:
+            data.update(
+                error_code=result.error_code,
+                is_caught_up=result.is_caught_up,
+                is_fenced=result.is_fenced,
+                should_shut_down=result.should_shutdown,
+            )
+    return build_response(ApiKey.BROKER_HEARTBEAT, request.api_version, data)
+
+
+# --- DescribeQuorum -------------------------------------------------------------------
+
+
+async def handle_describe_quorum(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _describe_here, _describe_error)
+
+
+async def controller_describe_quorum(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _describe_here, _describe_error)
+
+
+def _describe_error(request: Request, code: ErrorCode, message: str) -> Any:
+    return build_response(
+        ApiKey.DESCRIBE_QUORUM,
+        request.api_version,
+        {"error_code": code, "error_message": message, "topics": [], "nodes": []},
+    )
+
+
+async def _describe_here(broker: Broker, request: Request) -> Any:
+    raft = broker.raft
+    if raft is None or not raft.is_leader:
+        raise NotController(broker.channel.leader_id)
+    node = raft.node
+    current = now_ms()
+    progress = node.replica_progress()
+    voters = []
+    for voter_id in node.voters:
+        state = progress.get(voter_id)
+        match = state.match_index if state is not None else 0
+        contact = state.last_contact_ms if state is not None else -1
+        voters.append(
+            {
+                "replica_id": voter_id,
+                "replica_directory_id": None,
+                # Kafka reports log end offsets (one past the last entry); so does strom.
+                "log_end_offset": match + 1 if state is not None else -1,
+                "last_fetch_timestamp": contact,
+                "last_caught_up_timestamp": contact if match >= node.commit_index else -1,
+            }
+        )
+    partition = {
+        "partition_index": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "leader_id": broker.node_id,
+        "leader_epoch": node.term,
+        "high_watermark": node.commit_index + 1,
+        "current_voters": voters,
+        "observers": [],
+    }
+    nodes = []
+    for voter in raft.voters:
+        nodes.append(
+            {
+                "node_id": voter.node_id,
+                "listeners": [
+                    {
+                        "name": broker.config.controller_listener_names[0]
+                        if broker.config.controller_listener_names
+                        else "CONTROLLER",
+                        "host": voter.host,
+                        "port": voter.port,
+                    }
+                ],
+            }
+        )
+    del current
+    return build_response(
+        ApiKey.DESCRIBE_QUORUM,
+        request.api_version,
+        {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
+            "nodes": nodes,
+        },
+    )
+
+
+async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Any:
+    body = request.body
+    controller = broker.controller
+    data: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.not_controller,
+        "producer_id_start": -1,
+        "producer_id_len": 0,
+    }
+    if controller is not None and controller.active:
+        broker_id, epoch = int(body.broker_id), int(body.broker_epoch)
+        try:
+            result = await controller.decide(
+                lambda image: allocate_producer_ids(image, broker_id, epoch)
+            )
+        except NotController:
+            pass
+        else:
+            data.update(
+                error_code=result.error_code,
+                producer_id_start=result.first_id,
+                producer_id_len=result.count,
+            )
+    return build_response(ApiKey.ALLOCATE_PRODUCER_IDS, request.api_version, data)

@@ -1,0 +1,90 @@
+"""A broker-only node's copy of the metadata: committed entries pulled from the controllers.
+
+    following (long-polling METADATA_FETCH at one controller) -> (that controller fails
+    or answers slowly) -> the next controller ...
+
+Any controller can answer, because it serves only what it has committed and applied;
+the answer also names the active controller, which is how this broker finds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from strom.client import ClientError, KafkaConnection
+from strom.server.private import (
+    MetadataFetchRequest,
+    PrivateApi,
+    PrivatePayloadError,
+    decode_fetch_response,
+    encode_fetch_request,
+)
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT_MS = 500
+RETRY_S = 0.2
+
+
+class MetadataFetcher:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.leader_id: int | None = None
+
+    def _endpoints(self) -> list[tuple[int | None, str, int]]:
+        config = self._broker.config
+        endpoints: list[tuple[int | None, str, int]] = [
+            (voter.node_id, voter.host, voter.port) for voter in config.controller_quorum_voters
+        ]
+        endpoints += [(None, e.host, e.port) for e in config.controller_quorum_bootstrap_servers]
+        return endpoints
+
+    async def run(self) -> None:
+        endpoints = self._endpoints()
+        turn = itertools.cycle(range(len(endpoints)))
+        while True:
+            choice = next(turn)
+            preferred = [i for i, e in enumerate(endpoints) if e[0] == self.leader_id]
+            if preferred:
+                choice = preferred[0]
+            _node, host, port = endpoints[choice]
+            try:
+                connection = await KafkaConnection.connect(
+                    host, port, client_id=f"strom-metadata-{self._broker.node_id}", timeout_s=2.0
+                )
+            except (ClientError, OSError):
+                self.leader_id = None
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                await self._follow(connection)
+            except (ClientError, OSError, PrivatePayloadError) as exc:
+                log.debug(
+                    "[node %d] metadata fetch from %s:%d: %s", self._broker.node_id, host, port, exc
+                )
+                self.leader_id = None
+                await asyncio.sleep(RETRY_S)
+            finally:
+                connection.close()
+
+    async def _follow(self, connection: KafkaConnection) -> None:
+        state = self._broker.metadata
+        while True:
+            request = MetadataFetchRequest(
+                self._broker.node_id, state.applied_index + 1, MAX_WAIT_MS
+            )
+            payload = await connection.raw_request(
+                PrivateApi.METADATA_FETCH, 0, encode_fetch_request(request), timeout_s=5.0
+            )
+            response = decode_fetch_response(payload)
+            self.leader_id = None if response.leader_id < 0 else response.leader_id
+            if response.snapshot is not None:
+                state.restore(response.snapshot)
+            if response.entries:
+                state.apply(response.entries)

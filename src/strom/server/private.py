@@ -1,0 +1,167 @@
+"""strom's private APIs between its own nodes, carried on the controller listener.
+
+Kafka clients never send these. They use the Kafka frame (an int32 size prefix) with a
+short header of their own, and an API key far above Kafka's:
+
+    request:  int16 api_key, int16 api_version, int32 correlation_id, payload
+    response: int32 correlation_id, payload          (none for one-way APIs)
+
+    RAFT_HELLO      one-way   first frame of a Raft stream: JSON {"node_id", "cluster_id"}
+    RAFT            one-way   one Raft message, encoded by strom.raft.wire
+    METADATA_FETCH  request   a broker-only node pulls committed metadata entries
+    FORWARD         request   a broker hands a client's admin request to the controller
+
+FORWARD wraps a whole Kafka request frame (header and body, as a client sent it) and
+answers with the metadata offset the controller had committed when it answered, then the
+Kafka response frame; the forwarding broker waits until its own image has reached that
+offset, so a client that created a topic through any broker sees it there at once.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from strom.raft.messages import Entry, Snapshot
+
+
+class PrivateApi(IntEnum):
+    RAFT_HELLO = 32000
+    RAFT = 32001
+    METADATA_FETCH = 32002
+    FORWARD = 32003
+
+
+ONE_WAY = frozenset({PrivateApi.RAFT_HELLO, PrivateApi.RAFT})
+FIRST_PRIVATE_KEY = min(PrivateApi)
+
+
+class PrivatePayloadError(ValueError):
+    """A private payload that does not decode; the connection that sent it is closed."""
+
+
+def encode_hello(node_id: int, cluster_id: str | None) -> bytes:
+    return json.dumps({"node_id": node_id, "cluster_id": cluster_id}).encode()
+
+
+def decode_hello(payload: bytes) -> tuple[int, str | None]:
+    try:
+        body = json.loads(payload)
+        node_id = body["node_id"]
+        cluster_id = body["cluster_id"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PrivatePayloadError(f"bad Raft hello: {exc}") from None
+    if not isinstance(node_id, int) or not (cluster_id is None or isinstance(cluster_id, str)):
+        raise PrivatePayloadError("bad Raft hello: wrong field types")
+    return node_id, cluster_id
+
+
+# --- METADATA_FETCH -----------------------------------------------------------------
+
+_FETCH_REQUEST = struct.Struct(">iqi")  # node_id, from_index, max_wait_ms
+_FETCH_HEADER = struct.Struct(">iqqqB")  # leader_id, term, commit_index, log_start, has_snap
+_SNAPSHOT_HEADER = struct.Struct(">qqi")  # index, term, size
+_ENTRY_HEADER = struct.Struct(">qqi")  # index, term, size
+_COUNT = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFetchRequest:
+    node_id: int
+    from_index: int  # the first index the fetcher does not have
+    max_wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFetchResponse:
+    """Committed entries from `from_index`, or a snapshot first when those were compacted.
+
+    leader_id is the active controller as the answering node knows it (-1: unknown).
+    """
+
+    leader_id: int
+    term: int
+    commit_index: int
+    snapshot: Snapshot | None
+    entries: tuple[Entry, ...]
+
+
+def encode_fetch_request(request: MetadataFetchRequest) -> bytes:
+    return _FETCH_REQUEST.pack(request.node_id, request.from_index, request.max_wait_ms)
+
+
+def decode_fetch_request(payload: bytes) -> MetadataFetchRequest:
+    if len(payload) != _FETCH_REQUEST.size:
+        raise PrivatePayloadError(f"metadata fetch request of {len(payload)} bytes")
+    node_id, from_index, max_wait_ms = _FETCH_REQUEST.unpack(payload)
+    if from_index < 1 or max_wait_ms < 0:
+        raise PrivatePayloadError("metadata fetch request out of range")
+    return MetadataFetchRequest(node_id, from_index, max_wait_ms)
+
+
+def encode_fetch_response(response: MetadataFetchResponse) -> bytes:
+    parts = [
+        _FETCH_HEADER.pack(
+            response.leader_id,
+            response.term,
+            response.commit_index,
+            0,
+            response.snapshot is not None,
+        )
+    ]
+    if response.snapshot is not None:
+        snapshot = response.snapshot
+        parts.append(_SNAPSHOT_HEADER.pack(snapshot.index, snapshot.term, len(snapshot.data)))
+        parts.append(snapshot.data)
+    parts.append(_COUNT.pack(len(response.entries)))
+    for entry in response.entries:
+        parts.append(_ENTRY_HEADER.pack(entry.index, entry.term, len(entry.data)))
+        parts.append(entry.data)
+    return b"".join(parts)
+
+
+def decode_fetch_response(payload: bytes) -> MetadataFetchResponse:
+    view = memoryview(payload)
+    try:
+        leader_id, term, commit_index, _start, has_snapshot = _FETCH_HEADER.unpack_from(view, 0)
+        position = _FETCH_HEADER.size
+        snapshot = None
+        if has_snapshot:
+            index, snap_term, size = _SNAPSHOT_HEADER.unpack_from(view, position)
+            position += _SNAPSHOT_HEADER.size
+            if size < 0 or position + size > len(view):
+                raise PrivatePayloadError("metadata snapshot runs past the payload")
+            snapshot = Snapshot(index, snap_term, bytes(view[position : position + size]))
+            position += size
+        (count,) = _COUNT.unpack_from(view, position)
+        position += _COUNT.size
+        entries = []
+        for _ in range(count):
+            index, entry_term, size = _ENTRY_HEADER.unpack_from(view, position)
+            position += _ENTRY_HEADER.size
+            if size < 0 or position + size > len(view):
+                raise PrivatePayloadError("metadata entry runs past the payload")
+            entries.append(Entry(index, entry_term, bytes(view[position : position + size])))
+            position += size
+    except struct.error as exc:
+        raise PrivatePayloadError(f"truncated metadata fetch response: {exc}") from None
+    return MetadataFetchResponse(leader_id, term, commit_index, snapshot, tuple(entries))
+
+
+# --- FORWARD ------------------------------------------------------------------------
+
+_OFFSET = struct.Struct(">q")
+
+
+def encode_forward_response(metadata_offset: int, response_frame: bytes) -> bytes:
+    """`response_frame` without its size prefix."""
+    return _OFFSET.pack(metadata_offset) + response_frame
+
+
+def decode_forward_response(payload: bytes) -> tuple[int, bytes]:
+    if len(payload) < _OFFSET.size:
+        raise PrivatePayloadError("forward response shorter than its header")
+    (offset,) = _OFFSET.unpack_from(payload, 0)
+    return offset, payload[_OFFSET.size :]
