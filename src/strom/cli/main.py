@@ -13,8 +13,11 @@ from typing import Annotated
 
 import typer
 
+from strom.cli.cluster import cluster_app
 from strom.cli.common import reporting_errors, usage_error
+from strom.cli.config_cmd import config_app
 from strom.cli.consume import consume
+from strom.cli.dev import dev
 from strom.cli.group import group_app
 from strom.cli.produce import produce
 from strom.cli.topic import topic_app
@@ -31,8 +34,11 @@ app = typer.Typer(
 )
 app.add_typer(topic_app)
 app.add_typer(group_app)
+app.add_typer(cluster_app)
+app.add_typer(config_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
+app.command("dev")(dev)
 
 
 class LogLevel(StrEnum):

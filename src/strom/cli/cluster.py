@@ -1,0 +1,340 @@
+"""`strom cluster status`: the cluster's id and name, the controller quorum and the brokers.
+
+DescribeCluster v2 (with fenced brokers) and DescribeQuorum go through strom's own client
+(see wire.py): confluent-kafka asks for neither. The cluster name is strom's `cluster.name`,
+read with DescribeConfigs on the BROKER resource of the broker answering; a broker that
+has no such key (Kafka) shows "-". The tables are built from the responses by pure
+functions, tested without a broker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import typer
+
+from strom.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    BootstrapOption,
+    CommandError,
+    TimeoutOption,
+    echo_error,
+    print_table,
+    reporting_errors,
+)
+from strom.cli.wire import WireSession, error_name, format_address, is_error, run_session
+
+cluster_app = typer.Typer(
+    name="cluster",
+    help="Show a cluster's controller quorum and brokers.",
+    no_args_is_help=True,
+)
+
+DESCRIBE_CONFIGS = 32
+DESCRIBE_QUORUM = 55
+DESCRIBE_CLUSTER = 60
+BROKER_RESOURCE = 4
+METADATA_TOPIC = "__cluster_metadata"
+_BROKERS_ENDPOINT = 1
+
+
+class MemberRole(StrEnum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OBSERVER = "observer"
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumMember:
+    node_id: int
+    role: MemberRole
+    address: str | None
+    log_end_offset: int | None
+    lag: int | None
+    """How far the member's log end is behind the leader's high watermark."""
+    last_contact_ago_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    leader_id: int | None
+    leader_epoch: int
+    high_watermark: int
+    members: tuple[QuorumMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    node_id: int
+    address: str
+    rack: str | None
+    fenced: bool | None
+    """None when the broker's DescribeCluster is older than v2 and does not say."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    cluster_id: str
+    cluster_name: str | None
+    controller_id: int | None
+    brokers: tuple[BrokerState, ...]
+    quorum: Quorum | None
+    quorum_error: str | None
+    """Why the quorum is not shown (DescribeQuorum failed)."""
+
+
+class QuorumError(Exception):
+    """DescribeQuorum answered with an error code."""
+
+
+def _message(name: str, code: Any, text: str | None) -> str:
+    return f"{name}: {error_name(code)}" + (f": {text}" if text else "")
+
+
+def brokers_from(response: Any, *, fenced_known: bool) -> tuple[BrokerState, ...]:
+    """The brokers of a DescribeCluster response, by node id."""
+    brokers = [
+        BrokerState(
+            node_id=int(b.broker_id),
+            address=format_address(b.host, int(b.port)),
+            rack=b.rack,
+            fenced=bool(getattr(b, "is_fenced", False)) if fenced_known else None,
+        )
+        for b in response.brokers
+    ]
+    return tuple(sorted(brokers, key=lambda b: b.node_id))
+
+
+def quorum_from(response: Any, now_ms: int) -> Quorum:
+    """The metadata log's quorum from a DescribeQuorum response; QuorumError on an error."""
+    if is_error(response.error_code):
+        raise QuorumError(_message("DescribeQuorum", response.error_code, response.error_message))
+    partitions = [p for t in response.topics for p in t.partitions]
+    if not partitions:
+        raise QuorumError("DescribeQuorum: the answer has no metadata log partition")
+    partition = partitions[0]
+    if is_error(partition.error_code):
+        raise QuorumError(
+            _message(
+                "DescribeQuorum",
+                partition.error_code,
+                getattr(partition, "error_message", None),
+            )
+        )
+    addresses = {
+        int(node.node_id): format_address(node.listeners[0].host, int(node.listeners[0].port))
+        for node in getattr(response, "nodes", ())
+        if node.listeners
+    }
+    leader_id = int(partition.leader_id)
+    high_watermark = int(partition.high_watermark)
+
+    def member(replica: Any, role: MemberRole) -> QuorumMember:
+        node_id = int(replica.replica_id)
+        if role is MemberRole.FOLLOWER and node_id == leader_id:
+            role = MemberRole.LEADER
+        log_end = int(replica.log_end_offset)
+        contact = int(getattr(replica, "last_fetch_timestamp", -1))
+        return QuorumMember(
+            node_id=node_id,
+            role=role,
+            address=addresses.get(node_id),
+            log_end_offset=log_end if log_end >= 0 else None,
+            lag=max(0, high_watermark - log_end) if log_end >= 0 else None,
+            last_contact_ago_ms=max(0, now_ms - contact) if contact >= 0 else None,
+        )
+
+    members = [member(r, MemberRole.FOLLOWER) for r in partition.current_voters]
+    members += [member(r, MemberRole.OBSERVER) for r in partition.observers]
+    return Quorum(
+        leader_id=leader_id if leader_id >= 0 else None,
+        leader_epoch=int(partition.leader_epoch),
+        high_watermark=high_watermark,
+        members=tuple(sorted(members, key=lambda m: (m.role is MemberRole.OBSERVER, m.node_id))),
+    )
+
+
+def format_ago(ms: int | None) -> str:
+    """312 -> "312 ms ago", 4200 -> "4.2 s ago", 125000 -> "2 min ago"; None -> "-"."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms} ms ago"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s ago"
+    if ms < 3_600_000:
+        return f"{ms // 60_000} min ago"
+    return f"{ms // 3_600_000} h ago"
+
+
+def _or_dash(value: object | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def summary_lines(status: ClusterStatus) -> list[str]:
+    controller = "none" if status.controller_id is None else f"node {status.controller_id}"
+    return [
+        f"Cluster id:    {status.cluster_id or '-'}",
+        f"Cluster name:  {status.cluster_name or '-'}",
+        f"Controller:    {controller}",
+    ]
+
+
+def quorum_heading(quorum: Quorum) -> str:
+    voters = sum(1 for m in quorum.members if m.role is not MemberRole.OBSERVER)
+    leader = "no leader" if quorum.leader_id is None else f"leader node {quorum.leader_id}"
+    return (
+        f"Controller quorum: {voters} voter{'s' if voters != 1 else ''}, {leader}, "
+        f"leader epoch {quorum.leader_epoch}, high watermark {quorum.high_watermark}"
+    )
+
+
+QUORUM_HEADERS = ("NODE", "ROLE", "CONTROLLER ADDRESS", "LOG END OFFSET", "LAG", "LAST CONTACT")
+BROKER_HEADERS = ("NODE", "ADDRESS", "RACK", "STATE")
+
+
+def quorum_rows(quorum: Quorum) -> list[tuple[str, ...]]:
+    return [
+        (
+            str(m.node_id),
+            m.role.value,
+            _or_dash(m.address),
+            _or_dash(m.log_end_offset),
+            _or_dash(m.lag),
+            format_ago(m.last_contact_ago_ms),
+        )
+        for m in quorum.members
+    ]
+
+
+def broker_state(broker: BrokerState) -> str:
+    if broker.fenced is None:
+        return "unfenced"  # an older DescribeCluster lists unfenced brokers only
+    return "fenced" if broker.fenced else "live"
+
+
+def broker_rows(brokers: Sequence[BrokerState]) -> list[tuple[str, ...]]:
+    return [(str(b.node_id), b.address, b.rack or "-", broker_state(b)) for b in brokers]
+
+
+def brokers_heading(brokers: Sequence[BrokerState]) -> str:
+    fenced = sum(1 for b in brokers if b.fenced)
+    return f"Brokers: {len(brokers) - fenced} live, {fenced} fenced"
+
+
+def print_status(status: ClusterStatus) -> None:
+    print("\n".join(summary_lines(status)))
+    if status.quorum is not None:
+        print(f"\n{quorum_heading(status.quorum)}\n")
+        print_table(QUORUM_HEADERS, quorum_rows(status.quorum))
+    print(f"\n{brokers_heading(status.brokers)}\n")
+    if status.brokers:
+        print_table(BROKER_HEADERS, broker_rows(status.brokers))
+    else:
+        print("(none registered)")
+
+
+# --- talking to the cluster -----------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def fetch_status(session: WireSession) -> ClusterStatus:
+    version, cluster = await session.call(
+        DESCRIBE_CLUSTER,
+        "DescribeCluster",
+        {
+            "include_cluster_authorized_operations": False,
+            "endpoint_type": _BROKERS_ENDPOINT,
+            "include_fenced_brokers": True,
+        },
+        max_version=2,
+    )
+    if is_error(cluster.error_code):
+        raise CommandError(_message("DescribeCluster", cluster.error_code, cluster.error_message))
+    brokers = brokers_from(cluster, fenced_known=version >= 2)
+    quorum: Quorum | None = None
+    quorum_error: str | None = None
+    try:
+        _, answer = await session.call(
+            DESCRIBE_QUORUM,
+            "DescribeQuorum",
+            {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]},
+            max_version=2,
+        )
+        quorum = quorum_from(answer, _now_ms())
+    except QuorumError as exc:
+        quorum_error = str(exc)
+    except CommandError as exc:
+        quorum_error = exc.message
+    controller = int(cluster.controller_id)
+    return ClusterStatus(
+        cluster_id=str(cluster.cluster_id),
+        cluster_name=await fetch_cluster_name(session, brokers),
+        controller_id=controller if controller >= 0 else None,
+        brokers=brokers,
+        quorum=quorum,
+        quorum_error=quorum_error,
+    )
+
+
+def answering_broker_id(session: WireSession, brokers: Sequence[BrokerState]) -> int | None:
+    """The id of the broker the session talks to, if its address is one the cluster lists."""
+    if session.address is None:
+        return None
+    address = format_address(*session.address)
+    return next((b.node_id for b in brokers if b.address == address), None)
+
+
+async def fetch_cluster_name(session: WireSession, brokers: Sequence[BrokerState]) -> str | None:
+    """strom's cluster.name from the answering broker's configs; None if it has none."""
+    node_id = answering_broker_id(session, brokers)
+    try:
+        _, answer = await session.call(
+            DESCRIBE_CONFIGS,
+            "DescribeConfigs",
+            {
+                "resources": [
+                    {
+                        "resource_type": BROKER_RESOURCE,
+                        "resource_name": "" if node_id is None else str(node_id),
+                        "configuration_keys": ["cluster.name"],
+                    }
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+            max_version=4,
+        )
+    except CommandError:
+        return None
+    for result in answer.results:
+        if is_error(result.error_code):
+            return None
+        for entry in result.configs:
+            if entry.name == "cluster.name" and entry.value:
+                return str(entry.value)
+    return None
+
+
+@cluster_app.command("status")
+def status(
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Show the cluster id and name, the active controller, the controller quorum (each
+    voter's log end offset, lag behind the high watermark and last contact) and the
+    brokers, live or fenced."""
+    with reporting_errors():
+        found = run_session(bootstrap, timeout, fetch_status)
+        print_status(found)
+        if found.quorum_error is not None:
+            echo_error(f"cannot show the controller quorum: {found.quorum_error}")
+            raise typer.Exit(1)

@@ -1,0 +1,185 @@
+"""`strom dev`: run a local N-node cluster (separate `strom serve` processes) until Ctrl-C.
+
+The plan (ports, paths, configs) is dev_plan.py; the processes are dev_cluster.py.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from strom.cli.common import CommandError, echo_error, echo_status, print_table, usage_error
+from strom.cli.dev_cluster import (
+    LocalCluster,
+    NodeFailure,
+    exit_reason,
+    port_in_use,
+)
+from strom.cli.dev_plan import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_HOST,
+    DEFAULT_NODE_COUNT,
+    MAX_NODES,
+    NodePlan,
+    PlanError,
+    check_plan,
+    parse_settings,
+    plan_local_cluster,
+    plan_rows,
+)
+
+_WATCH_S = 0.25
+
+
+def plan_from_options(
+    nodes: int, data_dir: Path, host: str, base_port: int, settings: list[str] | None
+) -> list[NodePlan]:
+    """The checked plan for the command's options; a usage error for anything wrong."""
+    try:
+        plans = plan_local_cluster(
+            nodes,
+            data_dir.absolute(),
+            host=host,
+            base_port=base_port,
+            settings=parse_settings(settings or []),
+        )
+        check_plan(plans)
+    except PlanError as exc:
+        raise usage_error(str(exc)) from None
+    return plans
+
+
+def busy_ports(plans: list[NodePlan]) -> list[str]:
+    busy = []
+    for plan in plans:
+        for port in (plan.client_port, plan.controller_port):
+            if port_in_use(plan.host, port):
+                busy.append(f"{plan.host}:{port}")
+    return busy
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGINT arrived."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def dev(
+    nodes: Annotated[
+        int,
+        typer.Option("--nodes", "-n", min=1, max=MAX_NODES, help="How many nodes to run."),
+    ] = DEFAULT_NODE_COUNT,
+    data_dir: Annotated[
+        Path,
+        typer.Option(
+            "--data-dir",
+            metavar="DIR",
+            help="Where each node's data, config and log go (node-1/, node-1.properties, "
+            "node-1.log, ...). The same directory starts the same cluster again.",
+        ),
+    ] = Path("strom-dev"),
+    host: Annotated[
+        str, typer.Option("--host", help="Address every node listens on.")
+    ] = DEFAULT_HOST,
+    base_port: Annotated[
+        int,
+        typer.Option(
+            "--base-port",
+            min=1,
+            max=65535,
+            help="Client port of node 1; node i listens on BASE+i-1 for clients and "
+            "BASE+100+i-1 for the controller quorum.",
+        ),
+    ] = DEFAULT_BASE_PORT,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", "-s", metavar="KEY=VALUE", help="A config key for every node (repeatable)."
+        ),
+    ] = None,
+) -> None:
+    """Run a local cluster of N combined broker+controller nodes until Ctrl-C."""
+    try:
+        code = _run(plan_from_options(nodes, data_dir, host, base_port, settings))
+    except CommandError as error:
+        echo_error(error.message)
+        code = int(error.exit_code)
+    raise typer.Exit(code)
+
+
+def _run(plans: list[NodePlan]) -> int:
+    busy = busy_ports(plans)
+    if busy:
+        raise usage_error(
+            f"address{'es' if len(busy) > 1 else ''} already in use: {', '.join(busy)} "
+            "(another strom dev or broker?); pick others with --base-port"
+        )
+    cluster = LocalCluster(plans)
+    previous = {
+        signum: signal.signal(signum, _raise_stop) for signum in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        where = plans[0].config_path.parent
+        again = any(plan.data_dir.is_dir() and any(plan.data_dir.iterdir()) for plan in plans)
+        echo_status(
+            f"starting {len(plans)} nodes in {where}"
+            + (" with the data of the last run ..." if again else " ...")
+        )
+        cluster.start()
+        print(f"bootstrap servers: {cluster.bootstrap}\n", flush=True)
+        print_table(
+            ("NODE", "CLIENT ADDRESS", "CONTROLLER ADDRESS", "LOG"), plan_rows(plans, Path.cwd())
+        )
+        echo_status(
+            f"\nFor the strom command: export STROM_BOOTSTRAP={cluster.bootstrap}\n"
+            "Ctrl-C stops every node."
+        )
+        return _watch(cluster)
+    except NodeFailure as failure:
+        echo_error(str(failure))
+        return 1
+    except _Stop:
+        return 0
+    finally:
+        try:
+            running = [i for i, node in cluster.nodes.items() if node.is_running]
+            if running:
+                echo_status("stopping every node ... (Ctrl-C again kills them)")
+                killed = cluster.stop(running)
+                _report_stopped(cluster, running, killed)
+        except _Stop:
+            echo_status("killing every node")
+        finally:
+            for signum in previous:
+                signal.signal(signum, signal.SIG_IGN)
+            cluster.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _watch(cluster: LocalCluster) -> int:
+    """Until a signal: pass on what the nodes print; a node that ends stops the others."""
+    while True:
+        for line in cluster.pump(_WATCH_S):
+            print(line, flush=True)
+        for node_id in cluster.exited():
+            node = cluster.node(node_id)
+            echo_error(str(node.failure(exit_reason(node))))
+            return 1
+
+
+def _report_stopped(cluster: LocalCluster, stopped: list[int], killed: list[int]) -> None:
+    for node_id in killed:
+        echo_status(f"node {node_id} did not stop within {cluster.stop_timeout_s:g} s: killed")
+    failed = [i for i in stopped if i not in killed and cluster.node(i).returncode != 0]
+    for node_id in failed:
+        node = cluster.node(node_id)
+        echo_status(f"node {node_id} {exit_reason(node)}; its log: {node.plan.log_path}")
+    if not killed and not failed:
+        echo_status("stopped")

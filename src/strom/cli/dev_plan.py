@@ -1,0 +1,215 @@
+"""The plan of a local development cluster: ports, paths and each node's config. No I/O.
+
+Every node is a combined broker+controller configured as a Kafka KRaft cluster is:
+`process.roles=broker,controller`, a PLAINTEXT listener for clients and a CONTROLLER
+listener for the quorum, and the same `controller.quorum.voters` on every node. Client
+ports are `base_port .. base_port+N-1`, controller ports `base_port+100 ..` unless given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from strom.cli.wire import format_address
+
+if TYPE_CHECKING:
+    from strom.config import BrokerConfig
+
+DEFAULT_NODE_COUNT = 3
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_BASE_PORT = 9092
+CONTROLLER_PORT_OFFSET = 100
+MAX_NODES = 64
+
+
+class PlanError(ValueError):
+    """The cluster asked for cannot be planned (bad count, ports or settings)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One node of a local cluster: where it listens, where it keeps its files, its config."""
+
+    node_id: int
+    host: str
+    client_port: int
+    controller_port: int
+    data_dir: Path
+    """The node's log.dirs."""
+    config_path: Path
+    log_path: Path
+    """Where the node's stderr (its log) goes."""
+    properties: tuple[tuple[str, str], ...]
+    """The node's config as (key, value), in the order written."""
+
+    @property
+    def client_address(self) -> str:
+        return format_address(self.host, self.client_port)
+
+    @property
+    def controller_address(self) -> str:
+        return format_address(self.host, self.controller_port)
+
+    @property
+    def config(self) -> dict[str, str]:
+        return dict(self.properties)
+
+
+def bootstrap_servers(plans: Sequence[NodePlan]) -> str:
+    """`host:port,host:port,...`: every node's client address, for bootstrap.servers."""
+    return ",".join(plan.client_address for plan in plans)
+
+
+def plan_local_cluster(
+    node_count: int,
+    data_dir: Path,
+    *,
+    host: str = DEFAULT_HOST,
+    base_port: int = DEFAULT_BASE_PORT,
+    client_ports: Sequence[int] | None = None,
+    controller_ports: Sequence[int] | None = None,
+    settings: Sequence[tuple[str, str]] = (),
+) -> list[NodePlan]:
+    """The plan of `node_count` combined nodes with ids 1..N, their files in `data_dir`:
+    `node-i/` (data), `node-i.properties` (config) and `node-i.log` (log).
+
+    Ports come from `base_port` unless `client_ports` / `controller_ports` list them (the
+    test harness passes free ones). `settings` are extra keys for every node and win over
+    the planned ones. Raises PlanError; the configs are not checked here (`check_plan`).
+    """
+    if not 1 <= node_count <= MAX_NODES:
+        raise PlanError(f"--nodes must be from 1 to {MAX_NODES}, got {node_count}")
+    host = host.strip()
+    if not host or host in ("0.0.0.0", "::"):
+        raise PlanError(f"--host must be an address clients can connect to, got {host!r}")
+    if client_ports is None:
+        client_ports = [base_port + i for i in range(node_count)]
+    if controller_ports is None:
+        controller_ports = [base_port + CONTROLLER_PORT_OFFSET + i for i in range(node_count)]
+    _check_ports(node_count, client_ports, controller_ports)
+    voters = ",".join(
+        f"{node_id}@{format_address(host, port)}"
+        for node_id, port in enumerate(controller_ports, start=1)
+    )
+    replication_factor = str(min(3, node_count))
+    plans = []
+    for index in range(node_count):
+        node_id = index + 1
+        client = format_address(host, client_ports[index])
+        controller = format_address(host, controller_ports[index])
+        node_dir = data_dir / f"node-{node_id}"
+        planned = {
+            "process.roles": "broker,controller",
+            "node.id": str(node_id),
+            "listeners": f"PLAINTEXT://{client},CONTROLLER://{controller}",
+            "advertised.listeners": f"PLAINTEXT://{client}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.voters": voters,
+            "log.dirs": str(node_dir),
+            "default.replication.factor": replication_factor,
+            "offsets.topic.replication.factor": replication_factor,
+            "min.insync.replicas": "1",
+        }
+        for key, value in settings:
+            planned.pop(key, None)  # a --set key goes last, where a reader looks for it
+            planned[key] = value
+        plans.append(
+            NodePlan(
+                node_id=node_id,
+                host=host,
+                client_port=client_ports[index],
+                controller_port=controller_ports[index],
+                data_dir=node_dir,
+                config_path=data_dir / f"node-{node_id}.properties",
+                log_path=data_dir / f"node-{node_id}.log",
+                properties=tuple(planned.items()),
+            )
+        )
+    return plans
+
+
+def _check_ports(
+    node_count: int, client_ports: Sequence[int], controller_ports: Sequence[int]
+) -> None:
+    if len(client_ports) != node_count or len(controller_ports) != node_count:
+        raise PlanError(
+            f"{node_count} nodes need {node_count} client and controller ports, got "
+            f"{len(client_ports)} and {len(controller_ports)}"
+        )
+    seen: set[int] = set()
+    for port in [*client_ports, *controller_ports]:
+        if not 1 <= port <= 65535:
+            raise PlanError(f"port {port} is outside 1..65535 (see --base-port)")
+        if port in seen:
+            raise PlanError(f"port {port} would be used twice (see --base-port and --nodes)")
+        seen.add(port)
+
+
+def render_config(plan: NodePlan, *, header: str | None = None) -> str:
+    """The node's config as a `server.properties` file, one `key=value` per line."""
+    lines = [f"# {line}" if line else "#" for line in (header or "").splitlines()]
+    lines += [f"{key}={_escape(value)}" for key, value in plan.properties]
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    """A value as .properties syntax reads it back: backslashes and a leading blank escaped."""
+    escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    if escaped[:1] in (" ", "\t", "\f"):
+        escaped = "\\" + escaped
+    return escaped
+
+
+def check_plan(plans: Sequence[NodePlan]) -> list[BrokerConfig]:
+    """Each node's config as `strom serve` will load it; PlanError naming the node and the
+    key on the first one strom would refuse."""
+    from strom.config import ConfigError, load_config
+
+    configs = []
+    for plan in plans:
+        try:
+            configs.append(load_config(file_text=render_config(plan)))
+        except ConfigError as exc:
+            raise PlanError(f"node {plan.node_id}'s config is invalid: {exc}") from None
+    return configs
+
+
+def parse_settings(texts: Sequence[str]) -> list[tuple[str, str]]:
+    """`--set KEY=VALUE` options as (key, value); PlanError on one without a key."""
+    result = []
+    for text in texts:
+        key, separator, value = text.partition("=")
+        key = key.strip()
+        if not separator or not key:
+            raise PlanError(f"--set expects KEY=VALUE, got {text!r}")
+        result.append((key, value))
+    return result
+
+
+def plan_rows(plans: Sequence[NodePlan], cwd: Path | None = None) -> list[tuple[str, ...]]:
+    """(node, client address, controller address, log file) per node."""
+    return [
+        (str(p.node_id), p.client_address, p.controller_address, _shown_path(p.log_path, cwd))
+        for p in plans
+    ]
+
+
+def _shown_path(path: Path, cwd: Path | None) -> str:
+    if cwd is not None:
+        try:
+            return str(path.relative_to(cwd))
+        except ValueError:
+            pass
+    return str(path)
+
+
+def config_header(node_id: int, node_count: int) -> str:
+    return (
+        f"Node {node_id} of a {node_count}-node local strom cluster, written by `strom dev`.\n"
+        "Written again on every `strom dev` start: edit the options given to it instead."
+    )
