@@ -27,8 +27,10 @@ from confluent_kafka.admin import (
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from cluster import TestCluster, running_cluster
+from cluster import TestCluster, free_ports, running_cluster
 
+from strom.cli.dev_cluster import LocalCluster
+from strom.cli.dev_plan import NodePlan
 from strom.client import KafkaConnection
 from strom.protocol.apis import ApiKey
 
@@ -285,3 +287,68 @@ def test_dynamic_configs_take_effect_and_survive_a_restart(cluster: TestCluster)
         "the configs after a full restart",
     )
     assert seen["retention.ms"] == ("7200000", dynamic_default)
+
+
+def test_controller_only_and_broker_only_nodes(tmp_path: Path) -> None:
+    """One node that only controls and two that only serve clients: the brokers pull the
+    metadata from the controller, forward admin requests to it, and serve clients."""
+    client_ports = free_ports(3)
+    controller_port = client_ports.pop()
+    voters = f"1@127.0.0.1:{controller_port}"
+    plans = [
+        NodePlan(
+            node_id=1,
+            host="127.0.0.1",
+            client_port=controller_port,
+            controller_port=controller_port,
+            data_dir=tmp_path / "node-1",
+            config_path=tmp_path / "node-1.properties",
+            log_path=tmp_path / "node-1.log",
+            properties=(
+                ("process.roles", "controller"),
+                ("node.id", "1"),
+                ("listeners", f"CONTROLLER://127.0.0.1:{controller_port}"),
+                ("controller.listener.names", "CONTROLLER"),
+                ("controller.quorum.voters", voters),
+                ("log.dirs", str(tmp_path / "node-1")),
+            ),
+        )
+    ]
+    for node_id, port in zip((2, 3), client_ports, strict=True):
+        plans.append(
+            NodePlan(
+                node_id=node_id,
+                host="127.0.0.1",
+                client_port=port,
+                controller_port=controller_port,
+                data_dir=tmp_path / f"node-{node_id}",
+                config_path=tmp_path / f"node-{node_id}.properties",
+                log_path=tmp_path / f"node-{node_id}.log",
+                properties=(
+                    ("process.roles", "broker"),
+                    ("node.id", str(node_id)),
+                    ("listeners", f"PLAINTEXT://127.0.0.1:{port}"),
+                    ("advertised.listeners", f"PLAINTEXT://127.0.0.1:{port}"),
+                    ("controller.listener.names", "CONTROLLER"),
+                    ("controller.quorum.voters", voters),
+                    ("log.dirs", str(tmp_path / f"node-{node_id}")),
+                    ("default.replication.factor", "2"),
+                ),
+            )
+        )
+    with LocalCluster(plans) as nodes:
+        nodes.start()
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in client_ports)
+        client = AdminClient({"bootstrap.servers": bootstrap})
+        client.create_topics([NewTopic("split", 4, 2)])["split"].result(30)
+        metadata = client.list_topics("split", timeout=10)
+        assert sorted(metadata.brokers) == [2, 3]  # the controller serves no clients
+        assert metadata.controller_id in (2, 3)  # a broker that forwards to it
+        partitions = metadata.topics["split"].partitions.values()
+        assert {p.leader for p in partitions} == {2, 3}
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        for i in range(100):
+            producer.produce("split", key=str(i).encode(), value=b"v")
+        assert producer.flush(30) == 0
+        quorum = describe_quorum(f"127.0.0.1:{client_ports[0]}")
+        assert quorum.topics[0].partitions[0].leader_id == 1

@@ -44,9 +44,18 @@ def _brokers(broker: Broker, *, include_fenced: bool = False) -> list[dict[str, 
 
 
 def controller_id(broker: Broker) -> int:
-    """The active controller as this node knows it, -1 while there is none."""
+    """The id clients are given as the controller: the active controller when it is also
+    a live broker (combined nodes), so users see who decides. A controller-only node is
+    not reachable on a client listener, so then this broker is named instead, as Kafka
+    does in KRaft mode: it forwards admin requests to the active controller. -1 while
+    there is no active controller."""
     leader = broker.channel.leader_id
-    return -1 if leader is None else leader
+    if leader is None:
+        return -1
+    registered = broker.image.brokers.get(leader)
+    if registered is None or registered.fenced:
+        return broker.node_id
+    return leader
 
 
 def _topic_entry(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
