@@ -40,6 +40,7 @@ from strom.server.metadata_state import MetadataState
 from strom.server.partitions import METADATA_LOG_DIR, Partition, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
 from strom.server.raft_driver import RaftDriver
+from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class Broker:
         self.fetcher: MetadataFetcher | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.channel = ControllerChannel(self)
-        self.partitions = PartitionManager(config)
+        self.partitions = PartitionManager(config, on_opened=self._on_partitions_opened)
         self.flusher = Flusher(on_flushed=Partition.wake_fetchers)
         self.groups = GroupService(self)
         self.producer_ids = ProducerIdBlocks(self)
@@ -81,7 +82,7 @@ class Broker:
         self._client_servers: list[asyncio.Server] = []
         self._connections: set[Connection] = set()
         self._connection_tasks: set[asyncio.Task[None]] = set()
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = TaskSet(f"[node {config.node_id}] background")
         self.bound: list[tuple[Listener, int]] = []
         self.stopping = False
 
@@ -124,12 +125,12 @@ class Broker:
             self.raft.start()
         else:
             self.fetcher = MetadataFetcher(self)
-            self._spawn(self.fetcher.run(), "metadata-fetcher")
+            self._background.spawn(self.fetcher.run(), "metadata-fetcher")
         if not self.is_broker:
             await self._wait_or_fail(self._cluster_formed(), "the quorum to form the cluster")
             return
         self.lifecycle = BrokerLifecycle(self)
-        self._spawn(self.lifecycle.run(), "broker-lifecycle")
+        self._background.spawn(self.lifecycle.run(), "broker-lifecycle")
         await self._wait_or_fail(self.lifecycle.unfenced.wait(), "the controller to unfence it")
         self._open_partitions()
         for server in self._client_servers:
@@ -177,13 +178,15 @@ class Broker:
         self.partitions.delete_stray_logs(image)
         self.partitions.sync(image, now_ms=now_ms())
         self.serving = True
-        self._spawn(self.flusher.run(), "flusher")
-        self._spawn(self._retention_loop(), "retention")
-        self._spawn(run_cleaner(self), "log-cleaner")  # returns at once unless log.cleaner.enable
-        self._spawn(self._interval_flush_loop(), "interval-flush")
+        self._background.spawn(self.flusher.run(), "flusher")
+        self._background.spawn(self._retention_loop(), "retention")
+        self._background.spawn(
+            run_cleaner(self), "log-cleaner"
+        )  # returns at once unless log.cleaner.enable
+        self._background.spawn(self._interval_flush_loop(), "interval-flush")
         self.groups.follow(image)
-        self._spawn(self.groups.run_timers(), "group-timers")
-        self._spawn(self.groups.run_expiry(), "offset-expiry")
+        self._background.spawn(self.groups.run_timers(), "group-timers")
+        self._background.spawn(self.groups.run_expiry(), "offset-expiry")
 
     async def _bind(self) -> None:
         config = self.config
@@ -243,9 +246,7 @@ class Broker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        for task in self._background:
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await self._background.stop()
         if self.raft is not None:
             await self.raft.stop()
         if self.controller is not None:
@@ -258,21 +259,6 @@ class Broker:
         for partition in self.partitions:
             partition.log.flush()
         self.partitions.close()
-
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._background_done)
-
-    def _background_done(self, task: asyncio.Task[None]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error(
-                "[node %d] background task %s failed",
-                self.node_id,
-                task.get_name(),
-                exc_info=task.exception(),
-            )
 
     def fail(self, reason: str) -> None:
         """Stop the node: something it cannot recover from (logged once)."""
@@ -361,6 +347,10 @@ class Broker:
         if self.serving:
             self.partitions.sync(image, now_ms=now_ms())
             self.groups.follow(image)
+
+    def _on_partitions_opened(self) -> None:
+        if self.serving:
+            self.groups.follow(self.metadata.image)
 
     def _apply_dynamic_configs(self, image: MetadataImage) -> None:
         """Dynamic broker configs take effect here, without a restart."""

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from random import Random
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -31,6 +31,7 @@ from strom.metadata.image import MetadataImage
 from strom.metadata.records import ClusterRecord, MetadataRecord, encode_entry
 from strom.server.clock import now_ms
 from strom.server.raft_driver import NotLeader
+from strom.server.tasks import TaskSet
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -61,7 +62,7 @@ class ControllerService:
         self._pending: dict[int, tuple[int, asyncio.Future[None]]] = {}  # index -> (term, f)
         self._last_heartbeat_ms: dict[int, int] = {}
         self._heard_this_term: set[int] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet(f"[node {self.node_id}] controller", expected=(NotController,))
         self.activated_ms = 0
 
     @property
@@ -88,39 +89,21 @@ class ControllerService:
         self._last_heartbeat_ms = dict.fromkeys(self._speculative.brokers, current)
         self._heard_this_term = set()
         log.info("[node %d] active controller for term %d", self.node_id, term)
-        self._spawn(self._bootstrap(), "controller-bootstrap")
-        self._spawn(self._liveness_loop(), "controller-liveness")
-        self._spawn(self._preferred_leader_loop(), "controller-preferred-leaders")
+        self._tasks.spawn(self._bootstrap(), "controller-bootstrap")
+        self._tasks.spawn(self._liveness_loop(), "controller-liveness")
+        self._tasks.spawn(self._preferred_leader_loop(), "controller-preferred-leaders")
 
     def deactivate(self) -> None:
         if self.term is None:
             return
         log.info("[node %d] no longer the active controller (term %d)", self.node_id, self.term)
         self.term = None
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         leader = self._broker.raft.leader_id if self._broker.raft is not None else None
         for _term, future in self._pending.values():
             if not future.done():
                 future.set_exception(NotController(leader))
         self._pending.clear()
-
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            if isinstance(task.exception(), NotController):
-                return
-            log.error(
-                "[node %d] controller task %s failed",
-                self.node_id,
-                task.get_name(),
-                exc_info=task.exception(),
-            )
 
     # --- commits ----------------------------------------------------------------------
 

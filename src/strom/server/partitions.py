@@ -12,7 +12,7 @@ import logging
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,10 +24,13 @@ from strom.log.partition_log import PartitionLog
 from strom.log.recovery import log_recovery
 from strom.metadata.image import MetadataImage
 from strom.protocol.records import TimestampType
+from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
 METADATA_LOG_DIR = "__cluster_metadata-0"  # controllers: the Raft log of the metadata
+INLINE_OPENS = 64  # more new partitions than this open in a worker thread
+OPEN_CHUNK = 200
 
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -103,12 +106,21 @@ class Partition:
 class PartitionManager:
     """Follows the image: sync(image) -> open/close/delete logs; get(topic, p) -> Partition."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, on_opened: Callable[[], None] | None = None
+    ) -> None:
+        """`on_opened` is called after partitions opened in the background appear."""
         self._config = config
         self._log_dir = config.log_dir
         self._by_name: dict[tuple[str, int], Partition] = {}
         self._by_id: dict[tuple[uuid.UUID, int], Partition] = {}
         self._topic_configs: dict[str, Mapping[str, str]] = {}
+        self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+        self._wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
+        self._leaders: dict[tuple[str, int], tuple[int, int]] = {}
+        self._opening: set[tuple[str, int]] = set()
+        self._tasks = TaskSet(f"[node {config.node_id}] partitions")
+        self._on_opened = on_opened
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._by_name.values()))
@@ -116,6 +128,16 @@ class PartitionManager:
     def reconfigure(self, config: BrokerConfig) -> None:
         """New broker-level defaults (dynamic configs); the next sync applies them."""
         self._config = config
+        self._log_configs.clear()
+
+    def _log_config(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The log config for a topic's overrides, computed once per distinct set: sync
+        runs on every metadata change, over every topic."""
+        key = tuple(sorted(overrides.items()))
+        found = self._log_configs.get(key)
+        if found is None:
+            found = self._log_configs[key] = log_config_for(self._config, overrides)
+        return found
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self._by_name.get((topic, partition))
@@ -140,15 +162,22 @@ class PartitionManager:
         return found, ErrorCode.none
 
     def sync(self, image: MetadataImage, *, now_ms: int) -> None:
+        """Open, reconfigure, lead or follow, and delete partitions to match `image`.
+
+        A few new partitions open at once; many (a topic with thousands of partitions)
+        open in a worker thread, a chunk at a time, so the event loop (Raft heartbeats
+        among it) keeps running: each appears once its files exist.
+        """
         wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
         leaders: dict[tuple[str, int], tuple[int, int]] = {}
         for topic in image.topics_by_name.values():
             overrides = image.topic_configs(topic.name)
-            log_config = log_config_for(self._config, overrides)
+            log_config = self._log_config(overrides)
             for index, partition in topic.partitions.items():
                 if self._config.node_id in partition.replicas:
                     wanted[(topic.name, index)] = (topic.topic_id, log_config)
                     leaders[(topic.name, index)] = (partition.leader, partition.leader_epoch)
+        self._wanted, self._leaders = wanted, leaders
         for key, existing in list(self._by_name.items()):
             target = wanted.get(key)
             if target is None or target[0] != existing.topic_id:
@@ -156,23 +185,73 @@ class PartitionManager:
             elif target[1] != existing.config:
                 existing.config = target[1]
                 existing.log.reconfigure(target[1])
-        for (name, index), (topic_id, log_config) in wanted.items():
-            opened = self._by_name.get((name, index))
-            if opened is None:
-                opened = self._open(name, index, topic_id, log_config, now_ms=now_ms)
-            leader_id, leader_epoch = leaders[(name, index)]
-            if (opened.leader_id, opened.leader_epoch) != (leader_id, leader_epoch):
-                became = leader_id == self._config.node_id and not opened.is_leader
-                opened.leader_id, opened.leader_epoch = leader_id, leader_epoch
-                if became:
-                    log.info(
-                        "[node %d] leader of %s-%d (leader epoch %d)",
-                        self._config.node_id,
-                        name,
-                        index,
-                        leader_epoch,
-                    )
-                opened.wake_fetchers()
+        new = [
+            (key, target)
+            for key, target in wanted.items()
+            if key not in self._by_name and key not in self._opening
+        ]
+        if len(new) > INLINE_OPENS:
+            self._opening.update(key for key, _ in new)
+            self._tasks.spawn(self._open_in_background(new, now_ms), "open-partitions")
+            new = []
+        for (name, index), (topic_id, log_config) in new:
+            self._register(self._open_files(name, index, topic_id, log_config, now_ms))
+        for key in wanted:
+            opened = self._by_name.get(key)
+            if opened is not None:
+                self._follow_leader(opened)
+
+    async def _open_in_background(
+        self, items: list[tuple[tuple[str, int], tuple[uuid.UUID, LogConfig]]], now_ms: int
+    ) -> None:
+        try:
+            for start in range(0, len(items), OPEN_CHUNK):
+                chunk = items[start : start + OPEN_CHUNK]
+                opened = await asyncio.to_thread(self._open_chunk, chunk, now_ms)
+                for partition in opened:
+                    key = (partition.topic, partition.index)
+                    self._opening.discard(key)
+                    target = self._wanted.get(key)
+                    if target is None or target[0] != partition.topic_id:
+                        partition.log.delete()  # deleted while it was being opened
+                        continue
+                    self._register(partition)
+                    self._follow_leader(partition)
+                log.info(
+                    "[node %d] opened %d of %d new partitions",
+                    self._config.node_id,
+                    min(start + OPEN_CHUNK, len(items)),
+                    len(items),
+                )
+                if self._on_opened is not None:
+                    self._on_opened()
+        finally:
+            self._opening.difference_update(key for key, _ in items)
+
+    def _open_chunk(
+        self, chunk: list[tuple[tuple[str, int], tuple[uuid.UUID, LogConfig]]], now_ms: int
+    ) -> list[Partition]:
+        return [
+            self._open_files(name, index, topic_id, log_config, now_ms)
+            for (name, index), (topic_id, log_config) in chunk
+        ]
+
+    def _follow_leader(self, opened: Partition) -> None:
+        key = (opened.topic, opened.index)
+        leader_id, leader_epoch = self._leaders.get(key, (-1, 0))
+        if (opened.leader_id, opened.leader_epoch) == (leader_id, leader_epoch):
+            return
+        became = leader_id == self._config.node_id and not opened.is_leader
+        opened.leader_id, opened.leader_epoch = leader_id, leader_epoch
+        if became:
+            log.info(
+                "[node %d] leader of %s-%d (leader epoch %d)",
+                self._config.node_id,
+                opened.topic,
+                opened.index,
+                leader_epoch,
+            )
+        opened.wake_fetchers()
 
     def delete_stray_logs(self, image: MetadataImage) -> None:
         """Remove partition directories that no topic of the image owns (deleted while down)."""
@@ -193,21 +272,23 @@ class PartitionManager:
                 log.warning("deleting stray log %s: its topic no longer exists", path)
                 shutil.rmtree(path, ignore_errors=True)
 
-    def _open(
-        self, name: str, index: int, topic_id: uuid.UUID, log_config: LogConfig, *, now_ms: int
+    def _open_files(
+        self, name: str, index: int, topic_id: uuid.UUID, log_config: LogConfig, now_ms: int
     ) -> Partition:
+        """Open (or create) a partition's files; safe in a worker thread."""
         directory = self._log_dir / f"{name}-{index}"
         partition_log = PartitionLog.open(directory, log_config, now_ms=now_ms)
         log_recovery(
             log, f"[node {self._config.node_id}] {name}-{index}", partition_log.recovery_report
         )
         _write_topic_id(directory, topic_id)
-        partition = Partition(
+        return Partition(
             name, topic_id, index, partition_log, log_config, node_id=self._config.node_id
         )
-        self._by_name[(name, index)] = partition
-        self._by_id[(topic_id, index)] = partition
-        return partition
+
+    def _register(self, partition: Partition) -> None:
+        self._by_name[(partition.topic, partition.index)] = partition
+        self._by_id[(partition.topic_id, partition.index)] = partition
 
     def _remove(self, partition: Partition) -> None:
         log.info("deleting partition %s-%d", partition.topic, partition.index)
@@ -217,6 +298,7 @@ class PartitionManager:
         partition.log.delete()
 
     def close(self) -> None:
+        self._tasks.cancel()
         for partition in self._by_name.values():
             partition.wake_fetchers()
             partition.log.close(clean=True)

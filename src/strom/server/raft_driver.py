@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from random import Random
-from typing import Any, Protocol
+from typing import Protocol
 
 from strom.client import ClientError, KafkaConnection
 from strom.config.listeners import QuorumVoter
@@ -37,6 +37,7 @@ from strom.server.private import (
     decode_hello,
     encode_hello,
 )
+from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class RaftDriver:
         self._snapshot_every_bytes = snapshot_every_bytes
         self._on_change = on_change
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet(f"[node {node_id}] Raft", on_failure=self._failed)
         self._queues: dict[int, asyncio.Queue[Message]] = {}
         self._bytes_since_snapshot = 0
         self._stopping = False
@@ -121,12 +122,12 @@ class RaftDriver:
         )
 
     def start(self) -> None:
-        self._spawn(self._run(), "raft")
-        self._spawn(self._tick(), "raft-ticks")
+        self._tasks.spawn(self._run(), "raft")
+        self._tasks.spawn(self._tick(), "raft-ticks")
         for peer in self._voters:
             if peer != self.node_id:
                 self._queues[peer] = asyncio.Queue(_PEER_QUEUE_LIMIT)
-                self._spawn(self._send_to(peer), f"raft-peer-{peer}")
+                self._tasks.spawn(self._send_to(peer), f"raft-peer-{peer}")
 
     async def stop(self) -> None:
         """Hand leadership to another voter (briefly waiting for it), then stop."""
@@ -145,26 +146,12 @@ class RaftDriver:
                 self.node.leader_id,
             )
         self._stopping = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.stop()
         self.storage.close()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.failure = task.exception()
-            log.error(
-                "[node %d] Raft task %s failed",
-                self.node_id,
-                task.get_name(),
-                exc_info=task.exception(),
-            )
+    def _failed(self, error: BaseException) -> None:
+        self.failure = error
+        self._on_change()  # the node stops: it cannot go on without its Raft loop
 
     # --- state ------------------------------------------------------------------------
 
