@@ -1,6 +1,6 @@
 """Cluster speed: controller failover, metadata commits per second, creating many topics.
 
-    .venv/bin/python bench/cluster.py [--nodes 3] [--failovers 5] [--commits 3000]
+    .venv/bin/python bench/cluster_metadata.py [--nodes 3] [--failovers 5] [--commits 3000]
         [--in-flight 64] [--topics 1000] [--json FILE]
 
 failover: the active controller is killed with SIGKILL; the figure is the time until a
@@ -35,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 from cluster import TestCluster
+
 from strom.client import ClientError, KafkaConnection
 from strom.protocol.apis import ApiKey
 
