@@ -127,6 +127,10 @@ class ControllerService:
             raise NotController(raft.leader_id if raft is not None else None)
         records, result = fn(self._speculative)
         if not records:
+            # The answer may rest on records proposed and not yet committed (a topic
+            # another request is creating): it is given only once they are.
+            if self._pending:
+                await asyncio.shield(self._pending[max(self._pending)][1])
             return result
         try:
             index = raft.propose(encode_entry(records))
