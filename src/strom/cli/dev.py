@@ -164,14 +164,25 @@ def _run(plans: list[NodePlan]) -> int:
 
 
 def _watch(cluster: LocalCluster) -> int:
-    """Until a signal: pass on what the nodes print; a node that ends stops the others."""
+    """Until a signal: pass on what the nodes print. A node that ends is reported once
+    and the others keep running (killing one is how failover is tried); when every node
+    has ended, so does `strom dev`."""
+    reported: set[int] = set()
     while True:
         for line in cluster.pump(_WATCH_S):
             print(line, flush=True)
-        for node_id in cluster.exited():
+        exited = cluster.exited()
+        for node_id in sorted(set(exited) - reported):
+            reported.add(node_id)
             node = cluster.node(node_id)
             echo_error(str(node.failure(exit_reason(node))))
+            echo_status(
+                f"the other nodes keep running; start node {node_id} again with: "
+                f"strom serve --config {node.plan.config_path}"
+            )
+        if len(exited) == len(cluster.nodes):
             return 1
+        reported &= set(exited)  # a node started again by hand is watched anew
 
 
 def _report_stopped(cluster: LocalCluster, stopped: list[int], killed: list[int]) -> None:
