@@ -287,6 +287,13 @@ class ControllerService:
                 await self.restore_preferred_leaders()
         return result
 
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> broker_decisions.ProducerIdsResult:
+        return await self.decide(
+            lambda image: broker_decisions.allocate_producer_ids(image, broker_id, broker_epoch)
+        )
+
     def _fenced(self, broker_id: int) -> bool:
         registered = self._speculative.brokers.get(broker_id)
         return registered is None or registered.fenced

@@ -11,7 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from strom.client import ClientError, KafkaConnection
-from strom.server.controller import NotController
+from strom.server.controller import ControllerService, NotController
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -37,6 +37,13 @@ class ControllerChannel:
     def local_controller_active(self) -> bool:
         controller = self._broker.controller
         return controller is not None and controller.active
+
+    def local_controller(self) -> ControllerService:
+        """This node's controller when it is the active one; NotController otherwise."""
+        controller = self._broker.controller
+        if controller is None or not controller.active:
+            raise NotController(self.leader_id)
+        return controller
 
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
         for voter in self._broker.config.controller_quorum_voters:

@@ -61,7 +61,7 @@ def decode_hello(payload: bytes) -> tuple[int, str | None]:
 # --- METADATA_FETCH -----------------------------------------------------------------
 
 _FETCH_REQUEST = struct.Struct(">iqi")  # node_id, from_index, max_wait_ms
-_FETCH_HEADER = struct.Struct(">iqqqB")  # leader_id, term, commit_index, log_start, has_snap
+_FETCH_HEADER = struct.Struct(">iqqB")  # leader_id, term, commit_index, has_snapshot
 _SNAPSHOT_HEADER = struct.Struct(">qqi")  # index, term, size
 _ENTRY_HEADER = struct.Struct(">qqi")  # index, term, size
 _COUNT = struct.Struct(">i")
@@ -107,7 +107,6 @@ def encode_fetch_response(response: MetadataFetchResponse) -> bytes:
             response.leader_id,
             response.term,
             response.commit_index,
-            0,
             response.snapshot is not None,
         )
     ]
@@ -125,7 +124,7 @@ def encode_fetch_response(response: MetadataFetchResponse) -> bytes:
 def decode_fetch_response(payload: bytes) -> MetadataFetchResponse:
     view = memoryview(payload)
     try:
-        leader_id, term, commit_index, _start, has_snapshot = _FETCH_HEADER.unpack_from(view, 0)
+        leader_id, term, commit_index, has_snapshot = _FETCH_HEADER.unpack_from(view, 0)
         position = _FETCH_HEADER.size
         snapshot = None
         if has_snapshot:

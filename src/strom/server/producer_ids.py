@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from strom.metadata import brokers as broker_decisions
 from strom.protocol.apis import ApiKey
 from strom.server.controller import NotController
 
@@ -76,10 +75,8 @@ class ProducerIdBlocks:
     async def _ask(self, epoch: int) -> tuple[int, int]:
         broker = self._broker
         if broker.channel.local_controller_active:
-            assert broker.controller is not None
-            result = await broker.controller.decide(
-                lambda image: broker_decisions.allocate_producer_ids(image, broker.node_id, epoch)
-            )
+            controller = broker.channel.local_controller()
+            result = await controller.allocate_producer_ids(broker.node_id, epoch)
             error, first, count = result.error_code, result.first_id, result.count
         else:
             response = await broker.channel.request(

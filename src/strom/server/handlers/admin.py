@@ -14,7 +14,6 @@ from strom.metadata import controller
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build, build_response, request_class
-from strom.server.controller import ControllerService, NotController
 from strom.server.handlers.configs import topic_config_entries
 from strom.server.handlers.forward import at_controller, on_this_controller
 
@@ -35,12 +34,6 @@ def _check_configs(configs: Any) -> None:
 
 def live_brokers(image: MetadataImage) -> list[int]:
     return sorted(b.broker_id for b in image.brokers.values() if not b.fenced)
-
-
-def _active(broker: Broker) -> ControllerService:
-    if broker.controller is None or not broker.controller.active:
-        raise NotController(broker.channel.leader_id)
-    return broker.controller
 
 
 async def create_topics(
@@ -94,7 +87,7 @@ async def _create_here(
     broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
 ) -> list[controller.TopicResult]:
     config = broker.config
-    results = await _active(broker).decide(
+    results = await broker.channel.local_controller().decide(
         lambda image: controller.create_topics(
             image,
             topics,
@@ -238,7 +231,7 @@ async def _delete_topics_here(broker: Broker, request: Request) -> Any:
             for name in names
         ]
     else:
-        results = await _active(broker).decide(
+        results = await broker.channel.local_controller().decide(
             lambda image: controller.delete_topics(image, names, ids)
         )
         for result in results:
@@ -276,7 +269,7 @@ async def _create_partitions_here(broker: Broker, request: Request) -> Any:
         )
         for t in body.topics
     ]
-    results = await _active(broker).decide(
+    results = await broker.channel.local_controller().decide(
         lambda image: controller.create_partitions(
             image,
             increases,

@@ -20,7 +20,6 @@ from strom.metadata.configs import (
 from strom.metadata.records import ConfigResourceType
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
-from strom.server.controller import NotController
 from strom.server.handlers.forward import at_controller, on_this_controller
 
 if TYPE_CHECKING:
@@ -170,10 +169,7 @@ async def _alter_here(broker: Broker, request: Request) -> Any:
         if incremental and int(entry.config_operation) not in set(AlterConfigOp)
     ]
     changes = _changes(request, incremental=incremental and not bad_ops)
-    controller = broker.controller
-    if controller is None or not controller.active:
-        raise NotController(broker.channel.leader_id)
-    results = await controller.decide(
+    results = await broker.channel.local_controller().decide(
         lambda image: alter_configs(
             image,
             changes,

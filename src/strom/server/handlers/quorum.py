@@ -6,10 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.metadata.brokers import allocate_producer_ids
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
-from strom.server.clock import now_ms
 from strom.server.controller import NotController
 from strom.server.handlers.forward import at_controller, on_this_controller
 
@@ -100,7 +98,6 @@ async def _describe_here(broker: Broker, request: Request) -> Any:
     if raft is None or not raft.is_leader:
         raise NotController(broker.channel.leader_id)
     node = raft.node
-    current = now_ms()
     progress = node.replica_progress()
     voters = []
     for voter_id in node.voters:
@@ -143,7 +140,6 @@ async def _describe_here(broker: Broker, request: Request) -> Any:
                 ],
             }
         )
-    del current
     return build_response(
         ApiKey.DESCRIBE_QUORUM,
         request.api_version,
@@ -166,10 +162,9 @@ async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Any:
         "producer_id_len": 0,
     }
     if controller is not None and controller.active:
-        broker_id, epoch = int(body.broker_id), int(body.broker_epoch)
         try:
-            result = await controller.decide(
-                lambda image: allocate_producer_ids(image, broker_id, epoch)
+            result = await controller.allocate_producer_ids(
+                int(body.broker_id), int(body.broker_epoch)
             )
         except NotController:
             pass
