@@ -1,6 +1,13 @@
-"""The partition log: segments, indexes, producer state, recovery and retention."""
+"""The partition log: segments, indexes, producer state, leader epochs, recovery and
+retention."""
 
 from strom.log.config import LogConfig
+from strom.log.leader_epochs import LeaderEpochCache
+from strom.log.offset_checkpoint import (
+    CheckpointError,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
 from strom.log.partition_log import PartitionLog
 from strom.log.producer_state import BatchMetadata, ProducerEntry
 from strom.log.recovery import RecoveryReport, SegmentTruncation
@@ -9,7 +16,9 @@ from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadRes
 __all__ = [
     "AppendResult",
     "BatchMetadata",
+    "CheckpointError",
     "FlushPlan",
+    "LeaderEpochCache",
     "LogConfig",
     "OffsetOutOfRange",
     "PartitionLog",
@@ -18,4 +27,6 @@ __all__ = [
     "RecoveryReport",
     "SegmentInfo",
     "SegmentTruncation",
+    "read_offset_checkpoint",
+    "write_offset_checkpoint",
 ]

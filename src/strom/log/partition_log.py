@@ -31,6 +31,7 @@ from strom.log.files import (
     write_file_atomically,
     write_recovery_point,
 )
+from strom.log.leader_epochs import LeaderEpochCache, open_leader_epochs
 from strom.log.producer_state import ProducerEntry, ProducerStateManager
 from strom.log.record_filter import check_keys
 from strom.log.recovery import (
@@ -61,18 +62,20 @@ DEFAULT_MAP_BUDGET_BYTES = 128 * 1024 * 1024
 class PartitionLog:
     """Segments, indexes and producer state of one partition directory."""
 
-    # Transitions: open() -> (append | read | roll | flush_plan/mark_flushed |
-    #   truncate_to | delete_old_segments | cleaning_plan -> swap_cleaned or
-    #   abandon_cleaning)* -> closed, by close(clean) or delete().
+    # Transitions: open() -> (append | read | roll | flush_plan/mark_flushed | truncate_to
+    #   | truncate_fully_and_start_at | assign_epoch_start | delete_old_segments |
+    #   cleaning_plan -> swap_cleaned or abandon_cleaning)* -> closed, by close or delete.
     # A closed log refuses every call. The active segment is always the last one.
     # Every change to sealed segments is told to ``_cleaner``, so a cleaning pass
-    # planned before it is discarded rather than swapped in.
+    # planned before it is discarded rather than swapped in. A new leader epoch is
+    # recorded in ``_leader_epochs`` before its first batch is written.
     __slots__ = (
         "_bases",
         "_cleaner",
         "_closed",
         "_config",
         "_durability",
+        "_leader_epochs",
         "_producers",
         "_report",
         "_segments",
@@ -94,6 +97,7 @@ class PartitionLog:
         )
         self._report: RecoveryReport | None = None
         self._cleaner = CleanerState(directory)
+        self._leader_epochs = LeaderEpochCache(directory)
 
     # ------------------------------------------------------------------ open
 
@@ -134,6 +138,7 @@ class PartitionLog:
             if stored_point != active.base_offset:
                 write_recovery_point(directory, active.base_offset)
             log._load_producer_state(report)
+            log._leader_epochs = open_leader_epochs(directory, segments)
         except BaseException:
             log.close(clean=False)
             raise
@@ -207,6 +212,24 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """Read it freely; change it only through this log's methods."""
+        return self._leader_epochs
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset); see ``LeaderEpochCache``."""
+        self._check_open()
+        return self._leader_epochs.end_offset_for(leader_epoch, self.log_end_offset)
+
+    def assign_epoch_start(self, leader_epoch: int, offset: int) -> None:
+        """A new leader records that ``leader_epoch`` starts at ``offset``, which must be
+        the log end. No-op unless the epoch is newer than the latest recorded."""
+        self._check_open()
+        if offset != self.log_end_offset:
+            raise ValueError(f"epoch start {offset} is not the log end {self.log_end_offset}")
+        self._leader_epochs.assign(leader_epoch, offset)
+
     def producer_state_for(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
@@ -229,9 +252,11 @@ class PartitionLog:
 
         Offsets are assigned from the log end offset (``assign_offsets=False`` keeps the
         batches as they are - a follower copying its leader - and requires their offsets
-        to continue the log). Idempotent producer checks (``producer_check``) run for all
-        batches before anything is written; a RecordsError leaves the log unchanged
-        (RECORD_LIST_TOO_LARGE when the append alone exceeds segment.bytes).
+        to increase from the log end; a compacted leader's may skip some). Idempotent
+        producer checks (``producer_check``) run for all batches before anything is
+        written; a RecordsError leaves the log unchanged (RECORD_LIST_TOO_LARGE when the
+        append alone exceeds segment.bytes). A new leader epoch (``leader_epoch``, or each
+        kept batch's own) is recorded before writing.
         """
         self._check_open()
         if not batches:
@@ -255,11 +280,14 @@ class PartitionLog:
         total_bytes = 0
         next_offset = first_offset
         for header in headers:
-            if not assign_offsets and header.base_offset != next_offset:
-                raise ValueError(
-                    f"batch at offset {header.base_offset} does not continue the log at "
-                    f"{next_offset}"
-                )
+            if not assign_offsets:
+                # A compacted leader's log may skip offsets, never go back.
+                if header.base_offset < next_offset:
+                    raise ValueError(
+                        f"batch at offset {header.base_offset} does not continue the log "
+                        f"at {next_offset}"
+                    )
+                next_offset = header.base_offset
             total_bytes += header.batch_length + 12
             next_offset += header.last_offset_delta + 1
         if total_bytes > self._config.segment_bytes:
@@ -287,9 +315,16 @@ class PartitionLog:
             else:
                 pieces.append(view)
             size = header.batch_length + 12
+            if not assign_offsets:
+                base = header.base_offset
             infos.append((position, base, now_ms if log_append else header.max_timestamp, size))
             position += size
             base += header.last_offset_delta + 1
+        if assign_offsets:
+            self._leader_epochs.assign(leader_epoch, first_offset)
+        else:
+            for header in headers:
+                self._leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
         active = self._segments[-1]
         active.append(pieces, infos, next_offset=next_offset, now_ms=now_ms)
         messages = 0
@@ -441,25 +476,25 @@ class PartitionLog:
                 len(self._segments) > 1
                 and now_ms - self._segments[0].largest_timestamp > config.retention_ms
             ):
-                deleted.append(self._delete_first_segment())
+                deleted.append(self._delete_segment(0))
         if config.retention_bytes >= 0:
             excess = self.size_bytes - config.retention_bytes
             while len(self._segments) > 1 and excess - self._segments[0].size_bytes >= 0:
                 excess -= self._segments[0].size_bytes
-                deleted.append(self._delete_first_segment())
+                deleted.append(self._delete_segment(0))
         if deleted:
             self._cleaner.segments_changed()
             prune_snapshots(self.directory, self.log_start_offset)
+            self._leader_epochs.truncate_from_start(self.log_start_offset)
             self._durability.advance_recovery_point(self._segments[-1].base_offset)
         return deleted
 
-    def _delete_first_segment(self) -> int:
-        segment = self._segments.pop(0)
-        self._bases.pop(0)
-        base = segment.base_offset
+    def _delete_segment(self, i: int) -> int:
+        segment = self._segments.pop(i)
+        self._bases.pop(i)
         segment.delete()
-        self._durability.on_segment_removed(base)
-        return base
+        self._durability.on_segment_removed(segment.base_offset)
+        return segment.base_offset
 
     # ------------------------------------------------------------------ truncation
 
@@ -468,7 +503,8 @@ class PartitionLog:
 
         A batch containing ``offset`` is dropped whole, so the new end can be lower than
         ``offset``. Truncating below the log start empties the log and restarts it at
-        ``offset``. Producer state is rebuilt; ReadResults from before become invalid.
+        ``offset``. Producer state is rebuilt, leader epochs starting at or after the new
+        end are dropped; ReadResults from before become invalid.
         """
         self._check_open()
         if offset >= self.log_end_offset:
@@ -478,30 +514,39 @@ class PartitionLog:
         else:
             i = bisect_right(self._bases, offset) - 1
             while len(self._segments) > i + 1:
-                self._delete_last_segment()
+                self._delete_segment(-1)
             segment = self._segments[i]
             found = segment.find_batch(offset)
             if found is not None:  # (offset may lie in a gap left by compaction)
                 position, header = found
                 segment.truncate_to(position, min(header.base_offset, offset))
             segment.rolling_base_ms = None if segment.is_empty else segment.rolling_base_ms
+        return self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop all data, leader epochs and producer state: the log restarts empty at
+        ``offset``, which may be above its end. ReadResults from before become invalid."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot start a log at offset {offset}")
+        self._leader_epochs.clear()  # first: a crash before the data is gone rebuilds it
+        self._restart_at(offset)
+        self._producers.clear()  # its empty snapshot at offset prunes the older ones
+        write_snapshot(self.directory, self._producers, offset, sync=True, log_start_offset=offset)
+        self._after_truncation()
+
+    def _after_truncation(self) -> int:
         sync_directory(self.directory)
         end = self.log_end_offset
+        self._leader_epochs.truncate_from_end(end)
         self._cleaner.truncated(end)
         self._durability.on_truncated(self._segments[-1].base_offset, end)
         self._load_producer_state(None)
         return end
 
-    def _delete_last_segment(self) -> None:
-        segment = self._segments.pop()
-        self._bases.pop()
-        base = segment.base_offset
-        segment.delete()
-        self._durability.on_segment_removed(base)
-
     def _restart_at(self, offset: int) -> None:
         while self._segments:
-            self._delete_last_segment()
+            self._delete_segment(-1)
         segment = Segment.create(
             self.directory,
             offset,

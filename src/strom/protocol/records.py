@@ -60,6 +60,7 @@ __all__ = [
     "encode_batch",
     "iter_batches",
     "parse_batch_header",
+    "replica_batches",
     "stamp_batch",
     "validate_batches",
 ]
@@ -298,6 +299,35 @@ def validate_batches(
             )
         out.append((view[pos:batch_end], header))
         pos = batch_end
+    return out
+
+
+def replica_batches(data: Buffer) -> list[tuple[memoryview, BatchHeader]]:
+    """Split a Fetch response's records (a follower's copy of its leader's log) into
+    whole batches, without copying. Checks framing, magic, CRC32C and that offsets only
+    grow (they may skip, and need not start at 0), but walks no records. A trailing
+    partial batch is dropped; anything else wrong raises RecordsError."""
+    view = memoryview(data).cast("B")
+    out: list[tuple[memoryview, BatchHeader]] = []
+    pos = next_offset = 0
+    while len(view) - pos >= LOG_OVERHEAD:
+        size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True) + LOG_OVERHEAD
+        if size < BATCH_HEADER_SIZE:
+            raise _corrupt(f"batch length {size - LOG_OVERHEAD} at position {pos} is too small")
+        if pos + size > len(view):
+            break  # Fetch responses may end with a partial batch
+        header = BatchHeader(*_HEADER.unpack_from(view, pos))
+        if header.magic != CURRENT_MAGIC:
+            raise RecordsError(
+                ErrorCode.unsupported_for_message_format,
+                f"record batch magic {header.magic} at position {pos} is not supported",
+            )
+        if crc32c.crc32c(view[pos + _CRC_START : pos + size]) != header.crc:
+            raise _corrupt(f"CRC mismatch in batch at position {pos}")
+        if header.base_offset < next_offset or header.last_offset_delta < 0:
+            raise _corrupt(f"batch at position {pos} has offsets out of order")
+        out.append((view[pos : pos + size], header))
+        next_offset, pos = header.next_offset, pos + size
     return out
 
 
