@@ -90,6 +90,11 @@ class BrokerConfig:
     unclean_leader_election_enable: bool
     auto_leader_rebalance_enable: bool
     replica_lag_time_max_ms: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_backoff_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     socket_request_max_bytes: int
     connections_max_idle_ms: int
     offsets_topic_num_partitions: int
@@ -343,6 +348,13 @@ def build_config(
         unclean_leader_election_enable=v.boolean("unclean.leader.election.enable"),
         auto_leader_rebalance_enable=v.boolean("auto.leader.rebalance.enable"),
         replica_lag_time_max_ms=v.integer("replica.lag.time.max.ms"),
+        replica_fetch_max_bytes=v.integer("replica.fetch.max.bytes"),
+        replica_fetch_response_max_bytes=v.integer("replica.fetch.response.max.bytes"),
+        replica_fetch_wait_max_ms=v.integer("replica.fetch.wait.max.ms"),
+        replica_fetch_backoff_ms=v.integer("replica.fetch.backoff.ms"),
+        replica_high_watermark_checkpoint_interval_ms=v.integer(
+            "replica.high.watermark.checkpoint.interval.ms"
+        ),
         socket_request_max_bytes=v.integer("socket.request.max.bytes"),
         connections_max_idle_ms=v.integer("connections.max.idle.ms"),
         offsets_topic_num_partitions=v.integer("offsets.topic.num.partitions"),

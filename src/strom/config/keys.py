@@ -396,6 +396,41 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "A follower that has not caught up for this long leaves the ISR.",
         AtLeast(1),
     ),
+    ConfigKey(
+        "replica.fetch.max.bytes",
+        INT,
+        "1048576",
+        "Bytes a follower asks for per partition in one fetch (at least one batch comes).",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "replica.fetch.response.max.bytes",
+        INT,
+        "10485760",
+        "Bytes a follower asks for in one fetch, over all its partitions.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "replica.fetch.wait.max.ms",
+        INT,
+        "500",
+        "How long a follower's fetch waits at the leader for new records.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "replica.fetch.backoff.ms",
+        INT,
+        "1000",
+        "How long a follower waits before fetching again after an error.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "replica.high.watermark.checkpoint.interval.ms",
+        LONG,
+        "5000",
+        "How often the high watermarks are written to replication-offset-checkpoint.",
+        AtLeast(1),
+    ),
     # --- requests and connections
     ConfigKey(
         "socket.request.max.bytes",
@@ -495,10 +530,6 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "max.connections.per.ip", INT, str(2**31 - 1), "Kafka's per-address connection limit."
     ),
     _ignored("fetch.max.bytes", INT, "57671680", "Kafka's limit on a fetch response."),
-    _ignored(
-        "replica.fetch.max.bytes", INT, "1048576", "Kafka's per-partition replica fetch size."
-    ),
-    _ignored("replica.fetch.wait.max.ms", INT, "500", "Kafka's replica fetch wait."),
     _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
     _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
     _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
@@ -543,7 +574,6 @@ NOT_YET_IN_EFFECT = frozenset(
         "log.message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms",
         "compression.type",
-        "replica.lag.time.max.ms",
     }
 )
 

@@ -174,7 +174,7 @@ def broker_heartbeat(
     want_shutdown: bool,
     *,
     unclean: UncleanPolicy,
-    rejoin_isr: bool = True,
+    rejoin_isr: bool = False,
 ) -> tuple[list[MetadataRecord], HeartbeatResult]:
     """A broker's heartbeat. It is caught up once it has applied the metadata log up to
     its own registration (current_metadata_offset >= its epoch); a fenced broker that is

@@ -59,10 +59,33 @@ class BrokerImage:
 class PartitionImage:
     partition: int
     replicas: tuple[int, ...]
+    """Every replica, those a pending reassignment adds or removes included."""
     isr: tuple[int, ...]
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        """Whether a reassignment is pending (see reassignments.py)."""
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def changed(self, record: PartitionChangeRecord) -> PartitionImage:
+        """This partition after `record` (which must name it)."""
+        return PartitionImage(
+            self.partition,
+            self.replicas if record.replicas is None else record.replicas,
+            record.isr,
+            record.leader,
+            record.leader_epoch,
+            record.partition_epoch,
+            self.adding_replicas if record.adding_replicas is None else record.adding_replicas,
+            self.removing_replicas
+            if record.removing_replicas is None
+            else record.removing_replicas,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +245,8 @@ class _Replay:
                     record.leader,
                     record.leader_epoch,
                     record.partition_epoch,
+                    record.adding_replicas,
+                    record.removing_replicas,
                 )
             case PartitionChangeRecord():
                 self._partition_change(record)
@@ -267,14 +292,7 @@ class _Replay:
         if partitions is None or old is None:
             log.warning("metadata: %s names an unknown partition; ignored", record)
             return
-        partitions[record.partition] = PartitionImage(
-            record.partition,
-            old.replicas if record.replicas is None else record.replicas,
-            record.isr,
-            record.leader,
-            record.leader_epoch,
-            record.partition_epoch,
-        )
+        partitions[record.partition] = old.changed(record)
 
     def finish(self) -> MetadataImage:
         image = self.image

@@ -12,7 +12,10 @@ MetadataDecodeError, never a half-built record.
 Compatibility: a RegisterBrokerRecord written before brokers were fenced has no `fenced`
 field; it decodes as unfenced (`fenced=False`), because the single-node store that wrote
 it had no heartbeats that could ever unfence it. New registrations are fenced until the
-broker has caught up with the metadata log (KRaft's rule).
+broker has caught up with the metadata log (KRaft's rule). Partition records written
+before reassignments existed have no `adding_replicas`/`removing_replicas`: a
+PartitionRecord decodes with none pending, a PartitionChangeRecord as leaving them as
+they are (their defaults).
 """
 
 from __future__ import annotations
@@ -91,11 +94,16 @@ class PartitionRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    """Replicas a pending reassignment is adding (see reassignments.py); () if none."""
+    removing_replicas: tuple[int, ...] = ()
+    """Replicas a pending reassignment is removing; () if none."""
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
-    """The new full leader, ISR and epochs of a partition; `replicas` None = unchanged."""
+    """The new full leader, ISR and epochs of a partition; `replicas`, `adding_replicas`
+    and `removing_replicas` None = unchanged."""
 
     topic_id: uuid.UUID
     partition: int
@@ -104,6 +112,8 @@ class PartitionChangeRecord:
     leader_epoch: int
     partition_epoch: int
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

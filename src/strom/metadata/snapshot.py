@@ -66,6 +66,8 @@ def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
                     p.leader,
                     p.leader_epoch,
                     p.partition_epoch,
+                    p.adding_replicas,
+                    p.removing_replicas,
                 )
             )
     for resource_type, resource_name in sorted(image.configs):

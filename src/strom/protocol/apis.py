@@ -31,13 +31,17 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
@@ -72,9 +76,12 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.CREATE_TOPICS: VersionRange(2, 7),
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
@@ -88,6 +95,8 @@ CONTROLLER_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.BROKER_REGISTRATION: VersionRange(0, 4),
     ApiKey.BROKER_HEARTBEAT: VersionRange(0, 1),
     ApiKey.ALLOCATE_PRODUCER_IDS: VersionRange(0, 0),
+    # Kafka 4.0 serves AlterPartition 2-3 (v3 adds each ISR member's broker epoch).
+    ApiKey.ALTER_PARTITION: VersionRange(2, 3),
 }
 
 SERVED_APIS: dict[ApiKey, VersionRange] = {**SUPPORTED_APIS, **CONTROLLER_APIS}

@@ -34,12 +34,14 @@ from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
 from strom.server.handlers import CONTROLLER_HANDLERS, HANDLERS
 from strom.server.handlers.private import PrivateSession
+from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
 from strom.server.partitions import METADATA_LOG_DIR, Partition, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
 from strom.server.raft_driver import RaftDriver
+from strom.server.replica_fetcher import ReplicaFetchers
 from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -71,8 +73,12 @@ class Broker:
         self.fetcher: MetadataFetcher | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.channel = ControllerChannel(self)
-        self.partitions = PartitionManager(config, on_opened=self._on_partitions_opened)
-        self.flusher = Flusher(on_flushed=Partition.wake_fetchers)
+        self.fetchers = ReplicaFetchers(self)
+        self.isr = IsrManager(self)
+        self.partitions = PartitionManager(
+            config, on_opened=self._on_partitions_opened, on_role=self.fetchers.on_role
+        )
+        self.flusher = Flusher(on_flushed=Partition.on_flushed)
         self.groups = GroupService(self)
         self.producer_ids = ProducerIdBlocks(self)
         self.serving = False  # partitions opened; client listeners may serve
@@ -184,6 +190,8 @@ class Broker:
             run_cleaner(self), "log-cleaner"
         )  # returns at once unless log.cleaner.enable
         self._background.spawn(self._interval_flush_loop(), "interval-flush")
+        self._background.spawn(self._checkpoint_loop(), "hw-checkpoint")
+        self.isr.start()
         self.groups.follow(image)
         self._background.spawn(self.groups.run_timers(), "group-timers")
         self._background.spawn(self.groups.run_expiry(), "offset-expiry")
@@ -238,6 +246,8 @@ class Broker:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         for partition in self.partitions:
             partition.wake_fetchers()
+        await self.fetchers.stop()
+        await self.isr.stop()
         self.groups.close()
         for connection in list(self._connections):
             connection.drain()
@@ -402,6 +412,16 @@ class Broker:
                         len(deleted),
                         partition.log.log_start_offset,
                     )
+
+    async def _checkpoint_loop(self) -> None:
+        """Write every partition's high watermark to replication-offset-checkpoint."""
+        while True:
+            await asyncio.sleep(self.config.replica_high_watermark_checkpoint_interval_ms / 1000)
+            offsets = self.partitions.checkpoint_snapshot()
+            try:
+                await asyncio.to_thread(self.partitions.write_checkpoint, offsets)
+            except OSError as exc:
+                log.warning("[node %d] high watermark checkpoint: %s", self.node_id, exc)
 
     async def _interval_flush_loop(self) -> None:
         interval_s = min(self.config.log_flush_scheduler_interval_ms, 60_000) / 1000

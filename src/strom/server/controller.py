@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from random import Random
 from typing import TYPE_CHECKING, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import brokers as broker_decisions
+from strom.metadata import isr, reassignments
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ClusterRecord, MetadataRecord, encode_entry
 from strom.server.clock import now_ms
@@ -292,6 +293,67 @@ class ControllerService:
     ) -> broker_decisions.ProducerIdsResult:
         return await self.decide(
             lambda image: broker_decisions.allocate_producer_ids(image, broker_id, broker_epoch)
+        )
+
+    # --- ISR changes and reassignments ------------------------------------------------
+
+    async def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[isr.IsrChange]
+    ) -> isr.AlterPartitionResult:
+        """An AlterPartition from a partition leader (metadata/isr.py). Live brokers are
+        the unfenced ones of the speculative image."""
+        result = await self.decide(
+            lambda image: isr.alter_partitions(
+                image,
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                changes=changes,
+                is_live=image.is_live,
+            )
+        )
+        for done in result.partitions:
+            if done.changed:
+                topic = self._speculative.topics_by_id.get(done.topic_id)
+                log.info(
+                    "[node %d] %s-%d: ISR changed by leader %d to %s (partition epoch %d)%s",
+                    self.node_id,
+                    topic.name if topic is not None else done.topic_id,
+                    done.partition,
+                    broker_id,
+                    list(done.isr),
+                    done.partition_epoch,
+                    ", completing its reassignment" if done.completed_reassignment else "",
+                )
+        return result
+
+    async def alter_reassignments(
+        self, targets: Sequence[reassignments.PartitionTarget]
+    ) -> list[reassignments.ReassignmentResult]:
+        """AlterPartitionReassignments (metadata/reassignments.py), one decision."""
+        results = await self.decide(
+            lambda image: reassignments.alter_reassignments(
+                image, targets, is_live=image.is_live, unclean=self.unclean
+            )
+        )
+        for target, result in zip(targets, results, strict=True):
+            if result.error_code == ErrorCode.none:
+                log.info(
+                    "[node %d] %s-%d: %s",
+                    self.node_id,
+                    target.topic,
+                    target.partition,
+                    "reassignment cancelled"
+                    if target.replicas is None
+                    else f"reassigning to {list(target.replicas)}",
+                )
+        return results
+
+    async def list_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None
+    ) -> list[reassignments.OngoingReassignment]:
+        """ListPartitionReassignments, answered once what it read is committed."""
+        return await self.decide(
+            lambda image: ([], reassignments.list_reassignments(image, topics))
         )
 
     def _fenced(self, broker_id: int) -> bool:

@@ -9,8 +9,10 @@ The coordinator of a group is the leader of partition `partition_for(group)` of
 `__consumer_offsets`. The topic is created on
 first use (FindCoordinator or any group request), compacted, with
 `offsets.topic.num.partitions` partitions. Records the core returns are appended to the
-group's partition and fsynced (group-committed by the flusher) before any reply that
-depends on them is sent, and commits take effect in memory only then.
+group's partition and committed (held by every in-sync replica, fsynced with the
+default `flush.messages=1`) before any reply that depends on them is sent, and commits
+take effect in memory only then; a write not committed within `COMMIT_TIMEOUT_S`
+fails the request (Kafka's offsets.commit.timeout.ms).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from strom.protocol.records import (
 )
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.partitions import NotLeader
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LOAD_READ_BYTES = 1 << 20
+COMMIT_TIMEOUT_S = 5.0
 
 
 class CoordinatorUnavailable(Exception):
@@ -299,19 +303,22 @@ class GroupService:
                 base_timestamp_ms=current,
             )
             view = memoryview(batch)
+            if partition.leader is None:
+                raise PartitionGone(OFFSETS_TOPIC, index)
             result = partition.log.append(
                 [(view, parse_batch_header(view))],
                 now_ms=current,
-                leader_epoch=0,
+                leader_epoch=partition.leader_epoch,
                 producer_check=False,
             )
-            if partition.fsync_before_ack:
-                waits.append(self._broker.flusher.flushed(partition, result.last_offset + 1))
-            else:
-                partition.wake_fetchers()
-                if partition.log.needs_flush(current):
-                    self._broker.flusher.request(partition)
-        await asyncio.gather(*waits)
+            partition.on_appended()
+            if partition.fsync_before_ack or partition.log.needs_flush(current):
+                self._broker.flusher.request(partition)
+            waits.append(partition.committed(result.last_offset + 1, COMMIT_TIMEOUT_S))
+        try:
+            await asyncio.gather(*waits)
+        except (NotLeader, TimeoutError) as exc:
+            raise PartitionGone(OFFSETS_TOPIC, -1) from exc
         applied = now_ms()
         for key, value in records:
             if not isinstance(key, GroupMetadataKey):

@@ -20,10 +20,16 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig, effective_topic_config
 from strom.log.config import LogConfig
+from strom.log.offset_checkpoint import (
+    CheckpointError,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
 from strom.log.partition_log import PartitionLog
 from strom.log.recovery import log_recovery
-from strom.metadata.image import MetadataImage
+from strom.metadata.image import MetadataImage, PartitionImage
 from strom.protocol.records import TimestampType
+from strom.replication.leader import LeaderState
 from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,7 @@ OPEN_CHUNK = 200
 
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
 PARTITION_METADATA_FILE = "partition.metadata"
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 
 def log_config_for(config: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
@@ -63,13 +70,20 @@ def log_config_for(config: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
     )
 
 
+class NotLeader(Exception):
+    """The partition's leadership moved while a produce waited for its records."""
+
+
 @dataclass(slots=True, eq=False)
 class Partition:
-    """One partition replica on this broker.
+    """One partition replica on this broker: leading it or following its leader.
 
-    With `flush.messages=1` (the default) records become visible to consumers, and the
-    high watermark passes them, only once they are fsynced: nothing a consumer read can
-    be lost by a crash. Otherwise the high watermark is the log end.
+    The high watermark is the offset below which every in-sync replica holds the
+    records; consumers read below it only. As leader it is computed from the followers'
+    fetches (see replication.leader); as follower it is the leader's, as last fetched.
+    With `flush.messages=1` (the default) a replica counts its records only once they
+    are fsynced, so nothing a consumer read or acks=all acknowledged is lost by a crash
+    of fewer than all in-sync replicas, machine crashes included.
     """
 
     topic: str
@@ -80,21 +94,34 @@ class Partition:
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
     leader_id: int = -1
     leader_epoch: int = 0
+    partition_epoch: int = 0
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
     node_id: int = -1
+    min_insync_replicas: int = 1
+    high_watermark: int = 0
+    leader: LeaderState | None = None
+    """The followers' progress, while this broker leads the partition."""
+    hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
 
     @property
     def is_leader(self) -> bool:
-        return self.leader_id == self.node_id
+        return self.leader is not None
 
     @property
     def fsync_before_ack(self) -> bool:
         return self.config.flush_messages <= 1
 
     @property
-    def high_watermark(self) -> int:
+    def durable_end(self) -> int:
+        """The end of what this replica may count as held: fsynced, where that is asked."""
         if self.fsync_before_ack:
             return min(self.log.flushed_offset, self.log.log_end_offset)
         return self.log.log_end_offset
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
 
     def wake_fetchers(self) -> None:
         for waiter in self.waiters:
@@ -102,14 +129,114 @@ class Partition:
                 waiter.set_result(None)
         self.waiters.clear()
 
+    # --- roles ------------------------------------------------------------------------------
+
+    def become_leader(self, now_ms: int) -> None:
+        """Lead at `leader_epoch`: the epoch starts at the log end, the followers' progress
+        starts unknown, and the high watermark moves as they fetch."""
+        end = self.log.log_end_offset
+        self.log.assign_epoch_start(self.leader_epoch, end)
+        self.high_watermark = min(self.high_watermark, end)
+        self.leader = LeaderState(
+            node_id=self.node_id,
+            replicas=self.replicas,
+            isr=self.isr,
+            leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            epoch_start_offset=end,
+            now_ms=now_ms,
+        )
+        self.advance_high_watermark()
+
+    def stop_leading(self) -> None:
+        """Follow (or go offline): produces still waiting fail; they were not committed
+        here and the client will retry at the new leader."""
+        self.leader = None
+        waiting, self.hw_waiters = self.hw_waiters, []
+        for _, future in waiting:
+            if not future.done():
+                future.set_exception(NotLeader(f"{self.topic}-{self.index} changed leader"))
+        self.wake_fetchers()
+
+    # --- the high watermark ------------------------------------------------------------------
+
+    def advance_high_watermark(self) -> bool:
+        """As leader, move the high watermark to what the ISR holds; True if it moved."""
+        if self.leader is None:
+            return False
+        candidate = self.leader.high_watermark(self.durable_end, self.min_insync_replicas)
+        if candidate is None or candidate <= self.high_watermark:
+            return False
+        self.high_watermark = candidate
+        self._release_hw_waiters()
+        self.wake_fetchers()
+        return True
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """As follower: the leader's high watermark, capped by what this log holds."""
+        self.high_watermark = max(0, min(leader_high_watermark, self.log.log_end_offset))
+
+    def on_flushed(self) -> None:
+        if not self.advance_high_watermark():
+            self.wake_fetchers()
+
+    def on_appended(self) -> None:
+        """After a leader append: followers' long polls wake; without fsync-before-ack
+        the records count at once."""
+        if not self.fsync_before_ack:
+            self.advance_high_watermark()
+        self.wake_fetchers()
+
+    async def committed(self, offset: int, timeout_s: float) -> None:
+        """Return once the high watermark reaches `offset`; NotLeader if leadership moves,
+        TimeoutError after `timeout_s`."""
+        if self.high_watermark >= offset:
+            return
+        if self.leader is None:
+            raise NotLeader(f"{self.topic}-{self.index} is not led here")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.hw_waiters.append((offset, future))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        finally:
+            if not future.done():
+                future.cancel()
+                self.hw_waiters = [(o, f) for o, f in self.hw_waiters if f is not future]
+
+    def _release_hw_waiters(self) -> None:
+        if not self.hw_waiters:
+            return
+        waiting = []
+        for offset, future in self.hw_waiters:
+            if future.done():
+                continue
+            if offset <= self.high_watermark:
+                future.set_result(None)
+            else:
+                waiting.append((offset, future))
+        self.hw_waiters = waiting
+
+    def fail_waiters(self, exc: BaseException) -> None:
+        waiting, self.hw_waiters = self.hw_waiters, []
+        for _, future in waiting:
+            if not future.done():
+                future.set_exception(exc)
+        self.wake_fetchers()
+
 
 class PartitionManager:
     """Follows the image: sync(image) -> open/close/delete logs; get(topic, p) -> Partition."""
 
     def __init__(
-        self, config: BrokerConfig, *, on_opened: Callable[[], None] | None = None
+        self,
+        config: BrokerConfig,
+        *,
+        on_opened: Callable[[], None] | None = None,
+        on_role: Callable[[Partition], None] | None = None,
     ) -> None:
-        """`on_opened` is called after partitions opened in the background appear."""
+        """`on_opened` is called after partitions opened in the background appear;
+        `on_role(partition)` after a partition's leader (or leader epoch) changed, to
+        follow the new leader or stop following."""
         self._config = config
         self._log_dir = config.log_dir
         self._by_name: dict[tuple[str, int], Partition] = {}
@@ -117,10 +244,12 @@ class PartitionManager:
         self._topic_configs: dict[str, Mapping[str, str]] = {}
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
-        self._leaders: dict[tuple[str, int], tuple[int, int]] = {}
+        self._states: dict[tuple[str, int], tuple[PartitionImage, int]] = {}
+        self._checkpointed: dict[tuple[str, int], int] | None = None
         self._opening: set[tuple[str, int]] = set()
         self._tasks = TaskSet(f"[node {config.node_id}] partitions")
         self._on_opened = on_opened
+        self._on_role = on_role
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._by_name.values()))
@@ -169,15 +298,16 @@ class PartitionManager:
         among it) keeps running: each appears once its files exist.
         """
         wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
-        leaders: dict[tuple[str, int], tuple[int, int]] = {}
+        states: dict[tuple[str, int], tuple[PartitionImage, int]] = {}
         for topic in image.topics_by_name.values():
             overrides = image.topic_configs(topic.name)
             log_config = self._log_config(overrides)
+            min_isr = self._min_insync_replicas(overrides)
             for index, partition in topic.partitions.items():
                 if self._config.node_id in partition.replicas:
                     wanted[(topic.name, index)] = (topic.topic_id, log_config)
-                    leaders[(topic.name, index)] = (partition.leader, partition.leader_epoch)
-        self._wanted, self._leaders = wanted, leaders
+                    states[(topic.name, index)] = (partition, min_isr)
+        self._wanted, self._states = wanted, states
         for key, existing in list(self._by_name.items()):
             target = wanted.get(key)
             if target is None or target[0] != existing.topic_id:
@@ -199,7 +329,7 @@ class PartitionManager:
         for key in wanted:
             opened = self._by_name.get(key)
             if opened is not None:
-                self._follow_leader(opened)
+                self._follow_leader(opened, now_ms)
 
     async def _open_in_background(
         self, items: list[tuple[tuple[str, int], tuple[uuid.UUID, LogConfig]]], now_ms: int
@@ -216,7 +346,7 @@ class PartitionManager:
                         partition.log.delete()  # deleted while it was being opened
                         continue
                     self._register(partition)
-                    self._follow_leader(partition)
+                    self._follow_leader(partition, now_ms)
                 log.info(
                     "[node %d] opened %d of %d new partitions",
                     self._config.node_id,
@@ -236,22 +366,79 @@ class PartitionManager:
             for (name, index), (topic_id, log_config) in chunk
         ]
 
-    def _follow_leader(self, opened: Partition) -> None:
-        key = (opened.topic, opened.index)
-        leader_id, leader_epoch = self._leaders.get(key, (-1, 0))
-        if (opened.leader_id, opened.leader_epoch) == (leader_id, leader_epoch):
+    def _min_insync_replicas(self, overrides: Mapping[str, str]) -> int:
+        value = overrides.get("min.insync.replicas")
+        return int(value) if value is not None else self._config.min_insync_replicas
+
+    def _follow_leader(self, opened: Partition, now_ms: int) -> None:
+        """Bring a partition's role, replicas and ISR in line with the image."""
+        found = self._states.get(opened.key)
+        if found is None:
             return
-        became = leader_id == self._config.node_id and not opened.is_leader
-        opened.leader_id, opened.leader_epoch = leader_id, leader_epoch
-        if became:
+        state, min_isr = found
+        opened.min_insync_replicas = min_isr
+        leader_changed = (state.leader, state.leader_epoch) != (
+            opened.leader_id,
+            opened.leader_epoch,
+        )
+        if not leader_changed and state.partition_epoch < opened.partition_epoch:
+            return  # an AlterPartition answer told this leader more than the image has yet
+        opened.replicas, opened.isr = state.replicas, state.isr
+        opened.partition_epoch = state.partition_epoch
+        if not leader_changed:
+            if opened.leader is not None:
+                opened.leader.update(
+                    replicas=state.replicas,
+                    isr=state.isr,
+                    partition_epoch=state.partition_epoch,
+                    now_ms=now_ms,
+                )
+                opened.advance_high_watermark()
+            return
+        opened.leader_id, opened.leader_epoch = state.leader, state.leader_epoch
+        if state.leader == self._config.node_id:
             log.info(
-                "[node %d] leader of %s-%d (leader epoch %d)",
+                "[node %d] leader of %s-%d (leader epoch %d, ISR %s)",
                 self._config.node_id,
                 opened.topic,
                 opened.index,
-                leader_epoch,
+                state.leader_epoch,
+                list(state.isr),
             )
+            opened.become_leader(now_ms)
+        elif opened.leader is not None:
+            opened.stop_leading()
+        if self._on_role is not None:
+            self._on_role(opened)
         opened.wake_fetchers()
+
+    # --- high watermark checkpoint ------------------------------------------------------------
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self._log_dir / HW_CHECKPOINT_FILE
+
+    def write_checkpoint(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+        """Write the high watermarks (`offsets`, default: every partition's now); a
+        blocking fsync, so the broker calls it in a worker thread, or at shutdown."""
+        if offsets is None:
+            offsets = self.checkpoint_snapshot()
+        if offsets == self._checkpointed:
+            return
+        write_offset_checkpoint(self.checkpoint_path, offsets)
+        self._checkpointed = offsets
+
+    def checkpoint_snapshot(self) -> dict[tuple[str, int], int]:
+        return {key: p.high_watermark for key, p in self._by_name.items()}
+
+    def _checkpointed_high_watermark(self, key: tuple[str, int]) -> int:
+        if self._checkpointed is None:
+            try:
+                self._checkpointed = read_offset_checkpoint(self.checkpoint_path)
+            except CheckpointError as exc:
+                log.warning("[node %d] %s; starting from 0", self._config.node_id, exc)
+                self._checkpointed = {}
+        return self._checkpointed.get(key, 0)
 
     def delete_stray_logs(self, image: MetadataImage) -> None:
         """Remove partition directories that no topic of the image owns (deleted while down)."""
@@ -282,9 +469,11 @@ class PartitionManager:
             log, f"[node {self._config.node_id}] {name}-{index}", partition_log.recovery_report
         )
         _write_topic_id(directory, topic_id)
-        return Partition(
+        partition = Partition(
             name, topic_id, index, partition_log, log_config, node_id=self._config.node_id
         )
+        partition.follow_high_watermark(self._checkpointed_high_watermark((name, index)))
+        return partition
 
     def _register(self, partition: Partition) -> None:
         self._by_name[(partition.topic, partition.index)] = partition
@@ -294,13 +483,20 @@ class PartitionManager:
         log.info("deleting partition %s-%d", partition.topic, partition.index)
         self._by_name.pop((partition.topic, partition.index), None)
         self._by_id.pop((partition.topic_id, partition.index), None)
-        partition.wake_fetchers()
+        partition.stop_leading()
+        if self._on_role is not None:
+            partition.leader_id = -1
+            self._on_role(partition)
         partition.log.delete()
 
     def close(self) -> None:
         self._tasks.cancel()
+        try:
+            self.write_checkpoint()
+        except OSError as exc:
+            log.warning("[node %d] high watermark checkpoint: %s", self._config.node_id, exc)
         for partition in self._by_name.values():
-            partition.wake_fetchers()
+            partition.stop_leading()
             partition.log.close(clean=True)
         self._by_name.clear()
         self._by_id.clear()

@@ -13,10 +13,29 @@ from cluster_harness import (
     partition,
     state,
 )
+from kio.schema.errors import ErrorCode
 
-from strom.metadata import brokers
+from strom.metadata import brokers, isr
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import PartitionChangeRecord
+
+
+def rejoin(image: MetadataImage, topic: str, index: int, broker_id: int) -> MetadataImage:
+    """The partition's leader adds `broker_id` back to its ISR (AlterPartition)."""
+    p = partition(image, topic, index)
+    records, result = isr.alter_partition(
+        image,
+        broker_id=p.leader,
+        broker_epoch=image.brokers[p.leader].epoch,
+        topic_id=image.topics_by_name[topic].topic_id,
+        partition=index,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        new_isr=(*p.isr, broker_id),
+        is_live=image.is_live,
+    )
+    assert result.error_code == ErrorCode.none, result
+    return commit(image, records)
 
 
 def three_brokers_one_topic() -> MetadataImage:
@@ -97,15 +116,22 @@ def test_a_returning_broker_takes_an_offline_partition_when_unclean_is_allowed()
     assert state(image, "t") == (2, (2,))
 
 
-def test_interim_rule_a_returning_broker_rejoins_the_isr_of_led_partitions() -> None:
+def test_a_returning_broker_stays_out_of_the_isrs_until_leaders_add_it() -> None:
     image = three_brokers_one_topic()
     image = fence(image, 3)
-    image, _ = heartbeat(image, 3)
+    image, result = heartbeat(image, 3)
+    assert not result.is_fenced
+    assert [state(image, "t", p) for p in range(3)] == [(1, (1, 2)), (2, (2, 1)), (1, (1, 2))]
+    assert brokers.unfence_broker(image, 3, unclean=never) == []  # already unfenced
+
+
+def test_rejoin_isr_keeps_the_interim_rule_from_before_replication() -> None:
+    image = three_brokers_one_topic()
+    image = fence(image, 3)
+    image = commit(image, brokers.unfence_broker(image, 3, unclean=never, rejoin_isr=True))
     assert state(image, "t", 0) == (1, (1, 2, 3))
     assert state(image, "t", 1) == (2, (2, 3, 1))  # replica order
     assert state(image, "t", 2) == (1, (3, 1, 2))  # leader unchanged until preference
-    image = commit(image, brokers.unfence_broker(image, 3, unclean=never))  # unfenced: no-op
-    assert brokers.unfence_broker(image, 3, unclean=never) == []
 
 
 def test_preferred_leaders_are_restored_when_in_sync_and_live() -> None:
@@ -114,12 +140,14 @@ def test_preferred_leaders_are_restored_when_in_sync_and_live() -> None:
     assert state(image, "t", 2) == (1, (1, 2))
     assert brokers.preferred_leader_elections(image) == []  # 3 is fenced
     image, _ = heartbeat(image, 3)
+    assert brokers.preferred_leader_elections(image) == []  # 3 is not in sync yet
+    image = rejoin(image, "t", 2, 3)  # its leader adds it back once it has caught up
     before = partition(image, "t", 2)
     records = brokers.preferred_leader_elections(image)
     assert len(records) == 1
     image = commit(image, records)
     after = partition(image, "t", 2)
-    assert (after.leader, after.isr) == (3, (3, 1, 2))
+    assert (after.leader, after.isr) == (3, (1, 2, 3))  # the ISR as the leader sent it
     assert after.leader_epoch == before.leader_epoch + 1
     assert brokers.preferred_leader_elections(image) == []
 

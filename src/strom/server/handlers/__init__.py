@@ -17,6 +17,7 @@ from strom.server.handlers import (
     offsets,
     produce,
     quorum,
+    reassignments,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INIT_PRODUCER_ID: produce.handle_init_producer_id,
     ApiKey.FETCH: fetch.handle_fetch,
     ApiKey.LIST_OFFSETS: fetch.handle_list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: fetch.handle_offset_for_leader_epoch,
     ApiKey.METADATA: cluster.handle_metadata,
     ApiKey.FIND_COORDINATOR: coordinator.handle_find_coordinator,
     ApiKey.API_VERSIONS: cluster.handle_api_versions,
@@ -50,6 +52,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
     ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
 }
 
 # The controller listener: the APIs that run at the active controller are answered there
@@ -64,4 +68,7 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: admin.controller_create_partitions,
     ApiKey.ALTER_CONFIGS: configs.controller_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.controller_incremental_alter_configs,
+    ApiKey.ALTER_PARTITION: quorum.handle_alter_partition,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.controller_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.controller_list_partition_reassignments,
 }

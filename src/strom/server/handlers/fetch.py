@@ -1,9 +1,17 @@
-"""Fetch (with long polling) and ListOffsets.
+"""Fetch (with long polling), ListOffsets and OffsetForLeaderEpoch.
 
-Consumers see records only below the high watermark (see Partition.high_watermark).
-A fetch that finds fewer than `min_bytes` waits, up to `max_wait_ms`, until any of its
-partitions gets new visible records. Fetch sessions (KIP-227) are not kept: strom
-answers with session id 0, which clients treat as "send full fetch requests".
+Consumers see records only below the high watermark (see Partition.high_watermark);
+followers (a Fetch with a replica id) read up to the log end, and their fetch offset
+tells the leader how far they are (replication.leader), which may move the high
+watermark and the ISR. A fetch that finds fewer than `min_bytes` waits, up to
+`max_wait_ms`, until any of its partitions gets new records it may read.
+
+Leader epochs fence stale clients and replicas (KIP-320): a `current_leader_epoch` older
+than the leader's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (this broker
+has not seen that election yet); a `last_fetched_epoch` that does not end where the
+fetch starts gets a `diverging_epoch` back, so the fetcher truncates. Fetch sessions
+(KIP-227) are not kept: strom answers with session id 0, which clients treat as "send
+full fetch requests".
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from strom.log.partition_log import OffsetOutOfRange
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
+from strom.server.clock import now_ms
 from strom.server.partitions import Partition
 
 if TYPE_CHECKING:
@@ -30,15 +39,47 @@ _LATEST_TIERED = -5
 
 
 class _Wanted:
-    __slots__ = ("entry", "fetch_offset", "max_bytes", "partition")
+    __slots__ = ("entry", "fetch_offset", "max_bytes", "partition", "replica")
 
     def __init__(
-        self, entry: dict[str, Any], partition: Partition | None, fetch_offset: int, max_bytes: int
+        self,
+        entry: dict[str, Any],
+        partition: Partition | None,
+        fetch_offset: int,
+        max_bytes: int,
+        replica: bool,
     ) -> None:
         self.entry = entry
         self.partition = partition
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
+        self.replica = replica
+
+
+def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:
+    """KIP-320: does the client's idea of the leader epoch match this leader's?"""
+    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return ErrorCode.none
+    if current_leader_epoch < partition.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
+
+
+def replica_id_of(body: Any, version: int) -> int:
+    """The fetching follower's broker id; -1 for a consumer."""
+    if version >= 15:
+        return int(body.replica_state.replica_id)
+    return int(getattr(body, "replica_id", -1))
+
+
+def _diverging(partition: Partition, fetch_offset: int, last_fetched_epoch: int) -> Any:
+    """(epoch, end offset) where the fetcher's log left this one, or None."""
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = partition.log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return {"epoch": epoch, "end_offset": end_offset}
+    return None
 
 
 def _empty_entry(index: int) -> dict[str, Any]:
@@ -69,6 +110,8 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
                 "responses": [],
             },
         )
+    replica_id = replica_id_of(body, version)
+    current_ms = now_ms()
     wanted: list[_Wanted] = []
     responses: list[dict[str, Any]] = []
     for fetch_topic in body.topics:
@@ -87,6 +130,26 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
                 if name is not None
                 else (None, ErrorCode.unknown_topic_id)
             )
+            fetch_offset = int(fetch_partition.fetch_offset)
+            if partition is not None:
+                error = check_leader_epoch(
+                    partition, int(getattr(fetch_partition, "current_leader_epoch", -1))
+                )
+                if error == ErrorCode.none and version >= 12:
+                    diverging = _diverging(
+                        partition, fetch_offset, int(fetch_partition.last_fetched_epoch)
+                    )
+                    if diverging is not None:
+                        entry["diverging_epoch"] = diverging
+                        entry["high_watermark"] = partition.high_watermark
+                        entry["log_start_offset"] = partition.log.log_start_offset
+                        error, partition = ErrorCode.none, None
+                elif error != ErrorCode.none:
+                    partition = None
+                if partition is not None and replica_id >= 0:
+                    error = _follower_fetch(broker, partition, replica_id, fetch_offset, current_ms)
+                    if error != ErrorCode.none:
+                        partition = None
             if partition is None:
                 entry["error_code"] = (
                     ErrorCode.unknown_topic_id
@@ -99,8 +162,9 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
                 _Wanted(
                     entry,
                     partition,
-                    int(fetch_partition.fetch_offset),
+                    fetch_offset,
                     int(fetch_partition.partition_max_bytes),
+                    replica_id >= 0,
                 )
             )
     max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
@@ -120,6 +184,22 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
     )
 
 
+def _follower_fetch(
+    broker: Broker, partition: Partition, replica_id: int, fetch_offset: int, current_ms: int
+) -> ErrorCode:
+    """Record a follower's progress (its fetch offset: what it holds) at the leader."""
+    leader = partition.leader
+    assert leader is not None
+    log_end = partition.log.log_end_offset
+    if fetch_offset > log_end or fetch_offset < partition.log.log_start_offset:
+        return ErrorCode.offset_out_of_range
+    if not leader.on_fetch(replica_id, fetch_offset, log_end, current_ms):
+        return ErrorCode.not_leader_or_follower  # not a replica of this partition
+    partition.advance_high_watermark()
+    broker.isr.check(partition)
+    return ErrorCode.none
+
+
 def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
     total = 0
     errors = False
@@ -130,25 +210,24 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
             errors = True
             continue
         high_watermark = partition.high_watermark
+        log_end = partition.log.log_end_offset
+        visible = log_end if item.replica else high_watermark
         entry["high_watermark"] = high_watermark
         entry["last_stable_offset"] = high_watermark
         entry["log_start_offset"] = partition.log.log_start_offset
         entry["records"] = b""
-        if item.fetch_offset == high_watermark:
+        if item.fetch_offset == visible:
             continue
         budget = min(item.max_bytes, max_bytes - total)
         if budget <= 0 and total > 0:
             continue
         try:
-            if (
-                item.fetch_offset > high_watermark
-                and item.fetch_offset <= partition.log.log_end_offset
-            ):
+            if item.fetch_offset > visible and item.fetch_offset <= log_end:
                 continue  # written but not yet visible
             result = partition.log.read(
                 item.fetch_offset,
                 max(budget, 0),
-                max_offset=high_watermark,
+                max_offset=visible,
                 min_one_batch=total == 0,
             )
         except OffsetOutOfRange:
@@ -193,7 +272,11 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
             partition, error = broker.partitions.led(
                 list_topic.name, list_partition.partition_index, broker.image
             )
-            if partition is None:
+            if partition is not None:
+                error = check_leader_epoch(
+                    partition, int(getattr(list_partition, "current_leader_epoch", -1))
+                )
+            if partition is None or error != ErrorCode.none:
                 entry["error_code"] = error
                 continue
             timestamp = int(list_partition.timestamp)
@@ -217,4 +300,36 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 entry["error_code"] = ErrorCode.invalid_request
     return build_response(
         ApiKey.LIST_OFFSETS, request.api_version, {"throttle_time": 0, "topics": topics}
+    )
+
+
+async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> Any:
+    """Where each asked-about leader epoch ends in the leader's log (KIP-101, KIP-279):
+    followers truncate to it, consumers (KIP-320) check their position against it."""
+    topics: list[dict[str, Any]] = []
+    for asked_topic in request.body.topics:
+        results: list[dict[str, Any]] = []
+        topics.append({"topic": asked_topic.topic, "partitions": results})
+        for asked in asked_topic.partitions:
+            result: dict[str, Any] = {
+                "error_code": ErrorCode.none,
+                "partition": asked.partition,
+                "leader_epoch": -1,
+                "end_offset": -1,
+            }
+            results.append(result)
+            partition, error = broker.partitions.led(
+                asked_topic.topic, asked.partition, broker.image
+            )
+            if partition is not None:
+                error = check_leader_epoch(partition, int(asked.current_leader_epoch))
+            if partition is None or error != ErrorCode.none:
+                result["error_code"] = error
+                continue
+            epoch, end_offset = partition.log.end_offset_for_epoch(int(asked.leader_epoch))
+            result["leader_epoch"], result["end_offset"] = epoch, end_offset
+    return build_response(
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        request.api_version,
+        {"throttle_time": 0, "topics": topics},
     )

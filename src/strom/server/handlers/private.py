@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 _FETCH_MAX_BYTES = 1 << 20
 # CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-# DescribeQuorum
-FORWARDABLE = frozenset({19, 20, 37, 33, 44, 55})
+# AlterPartitionReassignments, ListPartitionReassignments, DescribeQuorum
+FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 55})
 
 
 class PrivateSession:

@@ -1,10 +1,18 @@
 """Produce and InitProducerId.
 
-A produce appends each partition's batches on the event loop, in request order, then
-waits (acks 1 and all) until the flusher has fsynced them when the topic's
-`flush.messages` is 1 — the default. With a single replica, acks=1 and acks=all are the
-same promise; acks=all is refused with NOT_ENOUGH_REPLICAS when the ISR is smaller than
-`min.insync.replicas`.
+A produce appends each partition's batches on the leader's log, in request order, then
+waits:
+
+- acks=1: until the leader has fsynced them, when the topic's `flush.messages` is 1 (the
+  default; otherwise it answers at once);
+- acks=all: until the high watermark passes them, that is until every in-sync replica
+  holds them (fsynced, with `flush.messages=1`), or the request's timeout expires
+  (REQUEST_TIMED_OUT: the records may or may not be committed later). A produce to a
+  partition whose ISR is smaller than `min.insync.replicas` is refused before appending
+  (NOT_ENOUGH_REPLICAS); one whose ISR shrank below it while waiting gets
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND. Leadership lost while waiting gives
+  NOT_LEADER_OR_FOLLOWER: the client refreshes its metadata and retries at the new
+  leader (an idempotent producer without duplicates).
 """
 
 from __future__ import annotations
@@ -18,10 +26,11 @@ from kio.schema.errors import ErrorCode
 
 from strom.group.placement import OFFSETS_TOPIC
 from strom.protocol.apis import ApiKey
-from strom.protocol.codec import Request, build_response
+from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.records import RecordsError, validate_batches
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.partitions import NotLeader, Partition
 from strom.server.producer_ids import ProducerIdsUnavailable
 
 if TYPE_CHECKING:
@@ -32,16 +41,13 @@ log = logging.getLogger(__name__)
 _PRODUCER_EPOCH_MAX = 32767
 
 
-def _min_insync_replicas(broker: Broker, topic: str) -> int:
-    value = broker.image.topic_configs(topic).get("min.insync.replicas")
-    return int(value) if value is not None else broker.config.min_insync_replicas
-
-
 async def handle_produce(broker: Broker, request: Request) -> Any | None:
     body = request.body
     acks = int(body.acks)
     current_ms = now_ms()
+    timeout_s = max(0, ms(body.timeout)) / 1000
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
+    committed: list[tuple[dict[str, Any], Partition, int]] = []
     topics: list[dict[str, Any]] = []
     for topic_data in body.topic_data:
         partitions: list[dict[str, Any]] = []
@@ -75,9 +81,8 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                 entry["error_message"] = "strom does not support transactions yet"
                 continue
             if acks == -1:
-                topic_image = broker.image.topics_by_name[topic_data.name]
-                isr = topic_image.partitions[data.index].isr
-                required = _min_insync_replicas(broker, topic_data.name)
+                isr = partition.isr
+                required = partition.min_insync_replicas
                 if len(isr) < required:
                     entry["error_code"] = ErrorCode.not_enough_replicas
                     entry["error_message"] = (
@@ -108,17 +113,23 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
             entry["base_offset"] = result.base_offset
             entry["log_append_time"] = result.log_append_time_ms
             entry["log_start_offset"] = result.log_start_offset
+            partition.on_appended()
             if partition.fsync_before_ack:
-                if acks == 0:
-                    broker.flusher.request(partition)
-                else:
+                if acks == 1:
                     waits.append((entry, broker.flusher.flushed(partition, result.last_offset + 1)))
-            else:
-                partition.wake_fetchers()
-                if partition.log.needs_flush(current_ms):
+                else:
                     broker.flusher.request(partition)
+            elif partition.log.needs_flush(current_ms):
+                broker.flusher.request(partition)
+            if acks == -1:
+                committed.append((entry, partition, result.last_offset + 1))
     if acks == 0:
         return None
+    if committed:
+        waits.extend(
+            (entry, _await_committed(entry, partition, offset, timeout_s))
+            for entry, partition, offset in committed
+        )
     if waits:
         outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
         for (entry, _), outcome in zip(waits, outcomes, strict=True):
@@ -130,6 +141,29 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
     return build_response(
         ApiKey.PRODUCE, request.api_version, {"responses": topics, "throttle_time": 0}
     )
+
+
+async def _await_committed(
+    entry: dict[str, Any], partition: Partition, offset: int, timeout_s: float
+) -> None:
+    """acks=all: wait for the high watermark to pass `offset`; errors go into `entry`."""
+    try:
+        await partition.committed(offset, timeout_s)
+    except NotLeader as exc:
+        entry["error_code"] = ErrorCode.not_leader_or_follower
+        entry["error_message"] = str(exc)
+    except TimeoutError:
+        if len(partition.isr) < partition.min_insync_replicas:
+            entry["error_code"] = ErrorCode.not_enough_replicas_after_append
+            entry["error_message"] = (
+                f"the ISR shrank to {len(partition.isr)}, below min.insync.replicas "
+                f"{partition.min_insync_replicas}, after the append"
+            )
+        else:
+            entry["error_code"] = ErrorCode.request_timed_out
+            entry["error_message"] = (
+                f"not replicated to the ISR {list(partition.isr)} within {timeout_s:g} s"
+            )
 
 
 async def handle_init_producer_id(broker: Broker, request: Request) -> Any:

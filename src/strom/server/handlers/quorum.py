@@ -1,11 +1,14 @@
-"""BrokerRegistration and BrokerHeartbeat (controller listener) and DescribeQuorum."""
+"""BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition (controller
+listener) and DescribeQuorum."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.metadata.isr import IsrChange, IsrMember
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.controller import NotController
@@ -175,3 +178,60 @@ async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Any:
                 producer_id_len=result.count,
             )
     return build_response(ApiKey.ALLOCATE_PRODUCER_IDS, request.api_version, data)
+
+
+async def handle_alter_partition(broker: Broker, request: Request) -> Any:
+    """A partition leader's ISR change (metadata/isr.py); NOT_CONTROLLER unless this node
+    is the active controller, so the leader looks for the one that is."""
+    body = request.body
+    controller = broker.controller
+    data: dict[str, Any] = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.not_controller,
+        "topics": [],
+    }
+    if controller is None or not controller.active:
+        return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
+    changes = [
+        IsrChange(
+            topic.topic_id or uuid.UUID(int=0),  # null: an unknown topic id
+            int(p.partition_index),
+            int(p.leader_epoch),
+            int(p.partition_epoch),
+            _isr_members(request.api_version, p),
+        )
+        for topic in body.topics
+        for p in topic.partitions
+    ]
+    try:
+        result = await controller.alter_partition(
+            broker_id=int(body.broker_id), broker_epoch=int(body.broker_epoch), changes=changes
+        )
+    except NotController:
+        return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
+    topics: dict[Any, list[dict[str, Any]]] = {}
+    for done in result.partitions:
+        topics.setdefault(done.topic_id, []).append(
+            {
+                "partition_index": done.partition,
+                "error_code": done.error_code,
+                "leader_id": done.leader,
+                "leader_epoch": done.leader_epoch,
+                "isr": list(done.isr),
+                "leader_recovery_state": 0,
+                "partition_epoch": done.partition_epoch,
+            }
+        )
+    data.update(
+        error_code=result.error_code,
+        topics=[{"topic_id": t, "partitions": parts} for t, parts in topics.items()],
+    )
+    return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
+
+
+def _isr_members(api_version: int, partition: Any) -> tuple[IsrMember, ...]:
+    if api_version >= 3:
+        return tuple(
+            IsrMember(int(m.broker_id), int(m.broker_epoch)) for m in partition.new_isr_with_epochs
+        )
+    return tuple(IsrMember(int(b)) for b in partition.new_isr)

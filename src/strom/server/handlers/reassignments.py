@@ -1,0 +1,127 @@
+"""AlterPartitionReassignments and ListPartitionReassignments: decided by the active
+controller (metadata/reassignments.py), wherever a client sent them (see forward.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.metadata.reassignments import PartitionTarget
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response
+from strom.server.handlers.forward import at_controller, on_this_controller
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+
+# --- AlterPartitionReassignments ------------------------------------------------------
+
+
+async def handle_alter_partition_reassignments(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _alter_here, _alter_error)
+
+
+async def controller_alter_partition_reassignments(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _alter_here, _alter_error)
+
+
+def _alter_response(
+    request: Request,
+    partitions: dict[str, list[dict[str, Any]]],
+    code: ErrorCode = ErrorCode.none,
+    message: str | None = None,
+) -> Any:
+    return build_response(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        request.api_version,
+        {
+            "throttle_time": 0,
+            "error_code": code,
+            "error_message": message,
+            "responses": [{"name": name, "partitions": p} for name, p in partitions.items()],
+        },
+    )
+
+
+def _alter_error(request: Request, code: ErrorCode, message: str) -> Any:
+    partitions: dict[str, list[dict[str, Any]]] = {}
+    for topic in request.body.topics:
+        partitions.setdefault(topic.name, []).extend(
+            {"partition_index": p.partition_index, "error_code": code, "error_message": message}
+            for p in topic.partitions
+        )
+    return _alter_response(request, partitions, code, message)
+
+
+async def _alter_here(broker: Broker, request: Request) -> Any:
+    targets = [
+        PartitionTarget(
+            topic.name,
+            int(p.partition_index),
+            None if p.replicas is None else tuple(int(b) for b in p.replicas),
+        )
+        for topic in request.body.topics
+        for p in topic.partitions
+    ]
+    results = await broker.channel.local_controller().alter_reassignments(targets)
+    partitions: dict[str, list[dict[str, Any]]] = {}
+    for result in results:
+        partitions.setdefault(result.topic, []).append(
+            {
+                "partition_index": result.partition,
+                "error_code": result.error_code,
+                "error_message": result.message,
+            }
+        )
+    return _alter_response(request, partitions)
+
+
+# --- ListPartitionReassignments -------------------------------------------------------
+
+
+async def handle_list_partition_reassignments(broker: Broker, request: Request) -> Any:
+    return await at_controller(broker, request, _list_here, _list_error)
+
+
+async def controller_list_partition_reassignments(broker: Broker, request: Request) -> Any:
+    return await on_this_controller(broker, request, _list_here, _list_error)
+
+
+def _list_response(
+    request: Request,
+    topics: list[dict[str, Any]],
+    code: ErrorCode = ErrorCode.none,
+    message: str | None = None,
+) -> Any:
+    return build_response(
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        request.api_version,
+        {"throttle_time": 0, "error_code": code, "error_message": message, "topics": topics},
+    )
+
+
+def _list_error(request: Request, code: ErrorCode, message: str) -> Any:
+    return _list_response(request, [], code, message)
+
+
+async def _list_here(broker: Broker, request: Request) -> Any:
+    asked = request.body.topics
+    wanted: dict[str, list[int]] | None = None
+    if asked is not None:
+        wanted = {}
+        for topic in asked:
+            wanted.setdefault(topic.name, []).extend(int(i) for i in topic.partition_indexes)
+    ongoing = await broker.channel.local_controller().list_reassignments(wanted)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for found in ongoing:
+        topics.setdefault(found.topic, []).append(
+            {
+                "partition_index": found.partition,
+                "replicas": list(found.replicas),
+                "adding_replicas": list(found.adding_replicas),
+                "removing_replicas": list(found.removing_replicas),
+            }
+        )
+    return _list_response(request, [{"name": name, "partitions": p} for name, p in topics.items()])

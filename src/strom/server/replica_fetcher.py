@@ -1,0 +1,420 @@
+"""Followers: copy each followed partition's log from its leader.
+
+One fetcher task per leader broker serves every partition this broker follows from it,
+so a slow or unreachable leader holds up only its own partitions. A partition starts
+(after every change of leader or leader epoch) by asking the leader, with
+OffsetForLeaderEpoch, where its own latest epoch ends there, and truncates its log to
+the last offset both logs agree on (replication.follower). Then it fetches as a replica
+(Fetch with replica_id = this broker) from its log end:
+
+    truncating --OffsetForLeaderEpoch--> fetching --Fetch--> append, fsync --> fetching ...
+        ^                                    |
+        +---- diverging_epoch, offset out of range, a refused append ----+
+
+A fetch asks for records from the follower's log end, which tells the leader that the
+follower holds everything below it: so where the topic asks for fsync before acks
+(flush.messages=1), the appended records are fsynced before the next fetch goes out.
+The leader's high watermark comes back with every answer and caps the follower's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.client import ClientError, KafkaConnection
+from strom.protocol.apis import ApiKey
+from strom.protocol.records import RecordsError, replica_batches
+from strom.replication.follower import truncation_offset
+from strom.server.clock import now_ms
+from strom.server.partitions import Partition
+from strom.server.tasks import TaskSet
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # topic names, replica_id in the body, last_fetched_epoch
+EPOCH_VERSION = 4
+CONNECT_TIMEOUT_S = 3.0
+REQUEST_TIMEOUT_S = 30.0  # Kafka's replica.socket.timeout.ms
+WAIT_FOR_METADATA_S = 0.2
+_EPOCH_ERRORS = (
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_topic_or_partition,
+)
+
+
+@dataclass(slots=True, eq=False)
+class _Followed:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    retry_at: float = 0.0
+
+    @property
+    def current(self) -> bool:
+        """Still the same role: not deleted, same leader epoch."""
+        partition = self.partition
+        return not partition.log.closed and partition.leader_epoch == self.leader_epoch
+
+
+class ReplicaFetchers:
+    """Routes followed partitions to one fetcher per leader (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._fetchers: dict[int, _LeaderFetcher] = {}
+        self._leader_of: dict[tuple[str, int], int] = {}
+        self._tasks = TaskSet(f"[node {broker.node_id}] replica fetchers")
+
+    def on_role(self, partition: Partition) -> None:
+        """A partition's leader changed: follow the new one, or stop following."""
+        key = partition.key
+        old = self._leader_of.pop(key, None)
+        if old is not None:
+            fetcher = self._fetchers.get(old)
+            if fetcher is not None:
+                fetcher.remove(key)
+        leader = partition.leader_id
+        if leader < 0 or leader == self._broker.node_id or partition.log.closed:
+            return
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None or fetcher.done:
+            fetcher = self._fetchers[leader] = _LeaderFetcher(self._broker, leader)
+            self._tasks.spawn(fetcher.run(), f"replica-fetcher-{leader}")
+        fetcher.add(_Followed(partition, partition.leader_epoch))
+        self._leader_of[key] = leader
+
+    def followed(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the leader this broker fetches it from."""
+        return dict(self._leader_of)
+
+    async def stop(self) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.close()
+        await self._tasks.stop()
+
+
+class _LeaderFetcher:
+    def __init__(self, broker: Broker, leader_id: int) -> None:
+        self._broker = broker
+        self.leader_id = leader_id
+        self._partitions: dict[tuple[str, int], _Followed] = {}
+        self._wake = asyncio.Event()
+        self._connection: KafkaConnection | None = None
+        self.done = False
+
+    def add(self, followed: _Followed) -> None:
+        self._partitions[followed.partition.key] = followed
+        self._wake.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self._partitions.pop(key, None)
+
+    def close(self) -> None:
+        self.done = True
+        self._wake.set()
+        if self._connection is not None:
+            self._connection.close()
+
+    # --- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        broker = self._broker
+        backoff_s = broker.config.replica_fetch_backoff_ms / 1000
+        loop = asyncio.get_running_loop()
+        try:
+            while not self.done:
+                now = loop.time()
+                ready = [f for f in self._partitions.values() if f.retry_at <= now and f.current]
+                if not ready:
+                    self._wake.clear()
+                    waits = [f.retry_at - now for f in self._partitions.values()]
+                    timeout = max(0.01, min(waits)) if waits else None
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout)
+                    continue
+                try:
+                    connection = await self._connect()
+                    truncating = [f for f in ready if f.truncating]
+                    if truncating:
+                        await self._truncate(connection, truncating)
+                    fetching = [f for f in ready if not f.truncating and f.current]
+                    if fetching:
+                        await self._fetch(connection, fetching)
+                except (ClientError, OSError, TimeoutError) as exc:
+                    log.info(
+                        "[node %d] fetching from leader %d: %s; retrying in %.1f s",
+                        broker.node_id,
+                        self.leader_id,
+                        exc,
+                        backoff_s,
+                    )
+                    self._drop_connection()
+                    await asyncio.sleep(backoff_s)
+        finally:
+            self.done = True
+            self._drop_connection()
+
+    async def _connect(self) -> KafkaConnection:
+        if self._connection is not None and not self._connection.is_closed:
+            return self._connection
+        broker_image = self._broker.image.brokers.get(self.leader_id)
+        if broker_image is None:
+            raise ClientError(f"leader {self.leader_id} is not registered")
+        self._connection = await KafkaConnection.connect(
+            broker_image.host,
+            broker_image.port,
+            client_id=f"strom-replica-{self._broker.node_id}",
+            timeout_s=CONNECT_TIMEOUT_S,
+            max_frame_bytes=self._broker.config.replica_fetch_response_max_bytes + (1 << 20),
+        )
+        return self._connection
+
+    def _drop_connection(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _delay(self, followed: _Followed, seconds: float) -> None:
+        followed.retry_at = asyncio.get_running_loop().time() + seconds
+
+    # --- truncation ---------------------------------------------------------------------
+
+    async def _truncate(self, connection: KafkaConnection, items: list[_Followed]) -> None:
+        asking: list[_Followed] = []
+        for followed in items:
+            if followed.partition.log.leader_epochs.latest_epoch < 0:
+                followed.truncating = False  # nothing of its own to compare: fetch
+            else:
+                asking.append(followed)
+        if not asking:
+            return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for followed in asking:
+            partition = followed.partition
+            topics.setdefault(partition.topic, []).append(
+                {
+                    "partition": partition.index,
+                    "current_leader_epoch": followed.leader_epoch,
+                    "leader_epoch": partition.log.leader_epochs.latest_epoch,
+                }
+            )
+        response = await connection.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            EPOCH_VERSION,
+            {
+                "replica_id": self._broker.node_id,
+                "topics": [
+                    {"topic": name, "partitions": partitions} for name, partitions in topics.items()
+                ],
+            },
+            timeout_s=REQUEST_TIMEOUT_S,
+        )
+        by_key = {f.partition.key: f for f in asking}
+        for topic in response.topics:
+            for result in topic.partitions:
+                answered = by_key.get((topic.topic, int(result.partition)))
+                if answered is None or not answered.current:
+                    continue
+                error = ErrorCode(result.error_code)
+                if error != ErrorCode.none:
+                    self._refused(answered, error, "OffsetForLeaderEpoch")
+                    continue
+                self._truncate_to_leader(answered, int(result.leader_epoch), int(result.end_offset))
+                answered.truncating = False
+
+    def _truncate_to_leader(self, followed: _Followed, epoch: int, end_offset: int) -> None:
+        partition = followed.partition
+        partition_log = partition.log
+        end = partition_log.log_end_offset
+        offset = truncation_offset(
+            epoch,
+            end_offset,
+            local_end_offset_for=partition_log.end_offset_for_epoch,
+            log_end_offset=end,
+            high_watermark=partition.high_watermark,
+        )
+        if offset < end:
+            new_end = partition_log.truncate_to(offset)
+            log.info(
+                "[node %d] %s-%d: truncated from %d to %d to match leader %d "
+                "(its epoch %d ends at %d)",
+                self._broker.node_id,
+                partition.topic,
+                partition.index,
+                end,
+                new_end,
+                self.leader_id,
+                epoch,
+                end_offset,
+            )
+            partition.follow_high_watermark(partition.high_watermark)
+
+    def _refused(self, followed: _Followed, error: ErrorCode, what: str) -> None:
+        """The leader does not agree it leads at our epoch: wait for newer metadata."""
+        partition = followed.partition
+        log.debug(
+            "[node %d] %s-%d: %s from leader %d: %s",
+            self._broker.node_id,
+            partition.topic,
+            partition.index,
+            what,
+            self.leader_id,
+            error.name,
+        )
+        self._delay(followed, WAIT_FOR_METADATA_S)
+
+    # --- fetching -----------------------------------------------------------------------
+
+    async def _fetch(self, connection: KafkaConnection, items: list[_Followed]) -> None:
+        config = self._broker.config
+        topics: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[tuple[str, int], tuple[_Followed, int]] = {}
+        for followed in items:
+            partition = followed.partition
+            fetch_offset = partition.log.log_end_offset
+            sent[partition.key] = (followed, fetch_offset)
+            topics.setdefault(partition.topic, []).append(
+                {
+                    "partition": partition.index,
+                    "current_leader_epoch": followed.leader_epoch,
+                    "fetch_offset": fetch_offset,
+                    "last_fetched_epoch": partition.log.leader_epochs.latest_epoch,
+                    "log_start_offset": partition.log.log_start_offset,
+                    "partition_max_bytes": config.replica_fetch_max_bytes,
+                }
+            )
+        wait_ms = config.replica_fetch_wait_max_ms
+        response = await connection.request(
+            ApiKey.FETCH,
+            FETCH_VERSION,
+            {
+                "replica_id": self._broker.node_id,
+                "max_wait": wait_ms,
+                "min_bytes": 1,
+                "max_bytes": config.replica_fetch_response_max_bytes,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {"topic": name, "partitions": partitions} for name, partitions in topics.items()
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            timeout_s=wait_ms / 1000 + REQUEST_TIMEOUT_S,
+        )
+        if ErrorCode(response.error_code) != ErrorCode.none:
+            raise ClientError(f"fetch refused: {ErrorCode(response.error_code).name}")
+        flushing: list[Partition] = []
+        for topic in response.responses:
+            for data in topic.partitions:
+                found = sent.get((topic.topic, int(data.partition_index)))
+                if found is None:
+                    continue
+                followed, fetch_offset = found
+                if not followed.current or followed.partition.log.log_end_offset != fetch_offset:
+                    continue
+                if self._apply(followed, fetch_offset, data):
+                    flushing.append(followed.partition)
+        waits = [
+            self._broker.flusher.flushed(p, p.log.log_end_offset)
+            for p in flushing
+            if p.fsync_before_ack
+        ]
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    def _apply(self, followed: _Followed, fetch_offset: int, data: Any) -> bool:
+        """One partition's answer; True when records were appended."""
+        partition = followed.partition
+        error = ErrorCode(data.error_code)
+        if error == ErrorCode.offset_out_of_range:
+            leader_start = int(data.log_start_offset)
+            if 0 <= fetch_offset < leader_start:
+                partition.log.truncate_fully_and_start_at(leader_start)
+                log.info(
+                    "[node %d] %s-%d: behind leader %d's log start %d; starting there",
+                    self._broker.node_id,
+                    partition.topic,
+                    partition.index,
+                    self.leader_id,
+                    leader_start,
+                )
+            else:
+                followed.truncating = True
+            return False
+        if error != ErrorCode.none:
+            self._refused(followed, error, "Fetch")
+            return False
+        diverging = data.diverging_epoch
+        if int(diverging.epoch) >= 0 or int(diverging.end_offset) >= 0:
+            self._truncate_to_leader(followed, int(diverging.epoch), int(diverging.end_offset))
+            return False
+        appended = False
+        records = data.records
+        if records:
+            try:
+                appended = self._append(partition, fetch_offset, records)
+            except (RecordsError, ValueError) as exc:
+                log.warning(
+                    "[node %d] %s-%d: cannot append what leader %d sent at %d: %s",
+                    self._broker.node_id,
+                    partition.topic,
+                    partition.index,
+                    self.leader_id,
+                    fetch_offset,
+                    exc,
+                )
+                followed.truncating = True
+                self._delay(followed, self._broker.config.replica_fetch_backoff_ms / 1000)
+                return False
+        partition.follow_high_watermark(int(data.high_watermark))
+        return appended
+
+    def _append(self, partition: Partition, fetch_offset: int, records: bytes) -> bool:
+        batches = [
+            (view, header)
+            for view, header in replica_batches(records)
+            if header.base_offset + header.last_offset_delta >= fetch_offset
+        ]
+        if not batches:
+            return False
+        if batches[0][1].base_offset < fetch_offset:
+            raise ValueError(
+                f"a batch starts at {batches[0][1].base_offset}, inside this log's end"
+            )
+        limit = partition.config.segment_bytes
+        chunk: list[Any] = []
+        size = 0
+        current = now_ms()
+        for view, header in batches:
+            batch_size = header.batch_length + 12
+            if chunk and size + batch_size > limit:
+                self._append_chunk(partition, chunk, current)
+                chunk, size = [], 0
+            chunk.append((view, header))
+            size += batch_size
+        self._append_chunk(partition, chunk, current)
+        partition.wake_fetchers()
+        return True
+
+    @staticmethod
+    def _append_chunk(partition: Partition, chunk: list[Any], current_ms: int) -> None:
+        partition.log.append(
+            chunk,
+            now_ms=current_ms,
+            leader_epoch=partition.leader_epoch,
+            producer_check=False,
+            assign_offsets=False,
+        )
