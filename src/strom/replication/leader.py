@@ -92,7 +92,11 @@ class LeaderState:
             if broker_id == self.node_id:
                 continue
             progress = old.get(broker_id) or FollowerProgress(broker_id)
-            if broker_id in isr and broker_id not in self.isr:
+            if broker_id in self.isr and broker_id not in isr:
+                # It left (lagging, or fenced: maybe restarted with less): only a new
+                # fetch says what it holds now.
+                progress = FollowerProgress(broker_id)
+            elif broker_id in isr and broker_id not in self.isr:
                 progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
             elif broker_id in isr and progress.last_caught_up_ms < 0:
                 progress.last_caught_up_ms = now_ms

@@ -43,6 +43,7 @@ T = TypeVar("T")
 
 LIVENESS_CHECK_S = 0.25
 PREFERRED_LEADER_CHECK_S = 30.0
+PREFERRED_LEADER_DELAY_S = 0.2  # after an ISR grows: several changes, one decision
 
 
 class NotController(Exception):
@@ -65,6 +66,7 @@ class ControllerService:
         self._heard_this_term: set[int] = set()
         self._tasks = TaskSet(f"[node {self.node_id}] controller", expected=(NotController,))
         self.activated_ms = 0
+        self._preferred_pending = False
 
     @property
     def active(self) -> bool:
@@ -324,7 +326,25 @@ class ControllerService:
                     done.partition_epoch,
                     ", completing its reassignment" if done.completed_reassignment else "",
                 )
+        if any(done.changed for done in result.partitions):
+            self._soon_preferred_leaders()
         return result
+
+    def _soon_preferred_leaders(self) -> None:
+        """A replica rejoined an ISR: if it is a partition's preferred replica, it leads
+        again now rather than at the next periodic check."""
+        if self._preferred_pending or not self.active:
+            return
+        self._preferred_pending = True
+
+        async def run() -> None:
+            try:
+                await asyncio.sleep(PREFERRED_LEADER_DELAY_S)
+                await self.restore_preferred_leaders()
+            finally:
+                self._preferred_pending = False
+
+        self._tasks.spawn(run(), "preferred-leaders-soon")
 
     async def alter_reassignments(
         self, targets: Sequence[reassignments.PartitionTarget]

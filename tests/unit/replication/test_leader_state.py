@@ -193,3 +193,13 @@ def test_an_undefined_answer_keeps_the_high_watermark() -> None:
         truncation_offset(-1, -1, local_end_offset_for=local, log_end_offset=9, high_watermark=4)
         == 4
     )
+
+
+def test_a_member_that_leaves_the_isr_must_fetch_again_before_it_can_rejoin() -> None:
+    state = leader()
+    state.on_fetch(2, 10, leader_end=10, now_ms=1)
+    state.on_fetch(3, 10, leader_end=10, now_ms=1)
+    state.update(replicas=(1, 2, 3), isr=(1, 2), partition_epoch=8, now_ms=2)  # 3 fenced
+    assert state.caught_up(high_watermark=10) == []
+    state.on_fetch(3, 10, leader_end=10, now_ms=3)
+    assert state.caught_up(high_watermark=10) == [3]
