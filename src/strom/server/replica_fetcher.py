@@ -44,6 +44,7 @@ FETCH_VERSION = 12  # topic names, replica_id in the body, last_fetched_epoch
 EPOCH_VERSION = 4
 CONNECT_TIMEOUT_S = 3.0
 REQUEST_TIMEOUT_S = 30.0  # Kafka's replica.socket.timeout.ms
+FLUSH_TIMEOUT_S = 10.0
 WAIT_FOR_METADATA_S = 0.2
 _EPOCH_ERRORS = (
     ErrorCode.fenced_leader_epoch,
@@ -157,6 +158,16 @@ class _LeaderFetcher:
                         broker.node_id,
                         self.leader_id,
                         exc,
+                        backoff_s,
+                    )
+                    self._drop_connection()
+                    await asyncio.sleep(backoff_s)
+                except Exception:
+                    # A bug must not stop replication from this leader for good.
+                    log.exception(
+                        "[node %d] fetching from leader %d failed; retrying in %.1f s",
+                        broker.node_id,
+                        self.leader_id,
                         backoff_s,
                     )
                     self._drop_connection()
@@ -333,7 +344,17 @@ class _LeaderFetcher:
             if p.fsync_before_ack
         ]
         if waits:
-            await asyncio.gather(*waits, return_exceptions=True)
+            try:
+                await asyncio.wait_for(
+                    asyncio.gather(*waits, return_exceptions=True), FLUSH_TIMEOUT_S
+                )
+            except TimeoutError:
+                log.warning(
+                    "[node %d] fsync of records from leader %d took over %.0f s",
+                    self._broker.node_id,
+                    self.leader_id,
+                    FLUSH_TIMEOUT_S,
+                )
 
     def _apply(self, followed: _Followed, fetch_offset: int, data: Any) -> bool:
         """One partition's answer; True when records were appended."""

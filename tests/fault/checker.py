@@ -1,0 +1,431 @@
+"""Judge a fault run's History: a pure function, no I/O and no clock.
+
+check(history) finds:
+1. LOST_WRITE: an acknowledged write that is not in the final log at the offset it was
+   acknowledged with;
+2. LOST_READ: a record a consumer read (partition, offset, value) that is not in the final
+   log at that offset;
+3. DUPLICATE: a value at more than one place in the final log (the producers are
+   idempotent and every value is written once);
+4. BACKWARDS_READ: a consumer whose reads of one partition are not strictly increasing;
+5. PRODUCER_REORDER: a producer whose acknowledged writes to one partition do not have
+   offsets increasing with its sequence numbers;
+6. UNDER_MIN_ISR_ACK: a write acknowledged although, for the whole time from its send to
+   its acknowledgement, fewer than min.insync.replicas of its partition's replicas were
+   up (never killed or paused over all of it), which acks=all forbids;
+7. PHANTOM: a record read or in the final log that no producer sent to that partition.
+
+Failed and unknown writes may or may not be in the final log (the broker may have stored
+one whose answer was lost); such writes are counted, never reported as anomalies, and so
+are producers' fatal errors (a client that gave up is a failure the application sees,
+not lost data). Every anomaly names the faults around its time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from enum import Enum
+from itertools import pairwise
+
+from .history import (
+    Acked,
+    Failed,
+    FatalError,
+    FinalRecord,
+    History,
+    NodeChanged,
+    Read,
+    Sent,
+)
+
+FAULTS_BEFORE_S = 15.0
+FAULTS_AFTER_S = 5.0
+MAX_FAULTS_SHOWN = 8
+
+
+class AnomalyKind(Enum):
+    LOST_WRITE = "lost acknowledged write"
+    LOST_READ = "read record later lost"
+    DUPLICATE = "duplicate in the final log"
+    BACKWARDS_READ = "consumer read went backwards"
+    PRODUCER_REORDER = "producer's writes reordered"
+    UNDER_MIN_ISR_ACK = "acknowledged below min.insync.replicas"
+    PHANTOM = "record no producer sent"
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    kind: AnomalyKind
+    partition: int
+    offset: int | None
+    value: str | None
+    at_s: float | None
+    """When it showed: the acknowledgement, the read, the send of a duplicate."""
+    detail: str
+    faults: tuple[str, ...] = ()
+    """The faults from FAULTS_BEFORE_S before to FAULTS_AFTER_S after `at_s`."""
+
+    def describe(self) -> str:
+        where = f"p{self.partition}" + ("" if self.offset is None else f"@{self.offset}")
+        what = "" if self.value is None else f" {self.value!r}"
+        when = "" if self.at_s is None else f" at {self.at_s:.2f}s"
+        line = f"{where}{what}{when}: {self.detail}"
+        if self.faults:
+            line += "\n      faults: " + "; ".join(self.faults)
+        return line
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    writes_sent: int
+    writes_ok: int
+    writes_failed: int
+    writes_unknown: int
+    reads: int
+    final_records: int
+    failed_but_present: int
+    unknown_but_present: int
+    producer_fatal_errors: int
+
+    def describe(self) -> str:
+        return (
+            f"writes: {self.writes_sent} sent, {self.writes_ok} ok, "
+            f"{self.writes_failed} failed ({self.failed_but_present} in the log anyway), "
+            f"{self.writes_unknown} unknown ({self.unknown_but_present} in the log); "
+            f"{self.reads} reads; {self.final_records} records in the final log; "
+            f"{self.producer_fatal_errors} fatal producer errors"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    anomalies: tuple[Anomaly, ...]
+    counts: Counts
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    def of_kind(self, kind: AnomalyKind) -> list[Anomaly]:
+        return [anomaly for anomaly in self.anomalies if anomaly.kind is kind]
+
+    def kinds(self) -> Counter[AnomalyKind]:
+        return Counter(anomaly.kind for anomaly in self.anomalies)
+
+    def summary(self, per_kind: int = 5) -> str:
+        kinds = self.kinds()
+        listed = ", ".join(f"{kind.value}: {n}" for kind, n in kinds.items())
+        lines = [f"{len(self.anomalies)} anomalies ({listed or 'none'})", self.counts.describe()]
+        for kind in kinds:
+            found = self.of_kind(kind)
+            lines.append(f"{kind.value} ({len(found)}):")
+            lines += [f"  {anomaly.describe()}" for anomaly in found[:per_kind]]
+            if len(found) > per_kind:
+                lines.append(f"  ... and {len(found) - per_kind} more")
+        return "\n".join(lines)
+
+
+def check(history: History) -> CheckResult:
+    sent = {e.value: e for e in history.events if isinstance(e, Sent)}
+    acked = [e for e in history.events if isinstance(e, Acked)]
+    failed = {e.value: e for e in history.events if isinstance(e, Failed)}
+    reads = [e for e in history.events if isinstance(e, Read)]
+    faults = _Faults([e for e in history.events if isinstance(e, NodeChanged)])
+    final = _FinalLog(history.final_log)
+
+    anomalies: list[Anomaly] = []
+    anomalies += _lost_writes(acked, final, faults)
+    anomalies += _lost_reads(reads, final, faults)
+    anomalies += _duplicates(final, sent, faults)
+    anomalies += _backwards_reads(reads, faults)
+    anomalies += _reordered_writes(acked, sent, faults)
+    anomalies += _under_min_isr_acks(acked, sent, history, faults)
+    anomalies += _phantoms(reads, final, sent, faults)
+
+    acked_values = {e.value for e in acked}
+    unknown = set(sent) - acked_values - set(failed)
+    counts = Counts(
+        writes_sent=len(sent),
+        writes_ok=len(acked_values),
+        writes_failed=len(failed),
+        writes_unknown=len(unknown),
+        reads=len(reads),
+        final_records=final.size,
+        failed_but_present=sum(1 for value in failed if final.places(value)),
+        unknown_but_present=sum(1 for value in unknown if final.places(value)),
+        producer_fatal_errors=sum(1 for e in history.events if isinstance(e, FatalError)),
+    )
+    return CheckResult(tuple(anomalies), counts)
+
+
+# --- the final log and the faults, indexed ------------------------------------------------
+
+
+class _FinalLog:
+    def __init__(self, final_log: dict[int, list[FinalRecord]]) -> None:
+        self.by_offset = {
+            partition: {record.offset: record.value for record in records}
+            for partition, records in final_log.items()
+        }
+        self.records = [
+            (partition, record) for partition, records in final_log.items() for record in records
+        ]
+        self._places: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for partition, record in self.records:
+            self._places[record.value].append((partition, record.offset))
+        self.ends = {
+            partition: (records[-1].offset + 1 if records else 0)
+            for partition, records in final_log.items()
+        }
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+    def at(self, partition: int, offset: int) -> str | None:
+        return self.by_offset.get(partition, {}).get(offset)
+
+    def places(self, value: str) -> list[tuple[int, int]]:
+        return self._places.get(value, [])
+
+    def explain_missing(self, partition: int, offset: int, value: str) -> str:
+        """What the final log has instead of `value` at partition/offset."""
+        there = self.at(partition, offset)
+        if there is not None:
+            holds = f"the final log has {there!r} there"
+        else:
+            holds = (
+                f"the final log of p{partition} ends before it (at {self.ends.get(partition, 0)})"
+            )
+        places = self.places(value)
+        if places:
+            elsewhere = ", ".join(f"p{p}@{o}" for p, o in places)
+            return f"{holds}; the value is at {elsewhere}"
+        return f"{holds}; the value is nowhere in it"
+
+
+class _Faults:
+    """The node changes, for naming the faults near a time and for down windows."""
+
+    def __init__(self, changes: list[NodeChanged]) -> None:
+        self.changes = sorted(changes, key=lambda change: change.at_s)
+        self.down: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        down_since: dict[int, float] = {}
+        for change in self.changes:
+            if change.change.takes_down and change.node not in down_since:
+                down_since[change.node] = change.at_s
+            elif change.change.brings_up and change.node in down_since:
+                self.down[change.node].append((down_since.pop(change.node), change.at_s))
+        for node, since in down_since.items():
+            self.down[node].append((since, math.inf))
+
+    def near(self, at_s: float | None) -> tuple[str, ...]:
+        if at_s is None:
+            return ()
+        close = [
+            c for c in self.changes if at_s - FAULTS_BEFORE_S <= c.at_s <= at_s + FAULTS_AFTER_S
+        ]
+        close.sort(key=lambda c: abs(c.at_s - at_s))
+        shown = sorted(close[:MAX_FAULTS_SHOWN], key=lambda c: c.at_s)
+        return tuple(f"{c.at_s:.2f}s node {c.node} {c.change.value} ({c.why})" for c in shown)
+
+    def up_at_some_time(self, node: int, start_s: float, end_s: float) -> bool:
+        """Whether `node` was up at some moment from start_s to end_s (down windows are
+        [killed or paused, restarted or resumed))."""
+        return not any(
+            since <= start_s and end_s < until for since, until in self.down.get(node, [])
+        )
+
+
+# --- the checks --------------------------------------------------------------------------
+
+
+def _lost_writes(acked: list[Acked], final: _FinalLog, faults: _Faults) -> list[Anomaly]:
+    found = []
+    for ack in acked:
+        if final.at(ack.partition, ack.offset) == ack.value:
+            continue
+        detail = (
+            f"{ack.producer} was told offset {ack.offset}; "
+            f"{final.explain_missing(ack.partition, ack.offset, ack.value)}"
+        )
+        found.append(
+            Anomaly(
+                AnomalyKind.LOST_WRITE,
+                ack.partition,
+                ack.offset,
+                ack.value,
+                ack.at_s,
+                detail,
+                faults.near(ack.at_s),
+            )
+        )
+    return found
+
+
+def _lost_reads(reads: list[Read], final: _FinalLog, faults: _Faults) -> list[Anomaly]:
+    found = []
+    for read in reads:
+        if final.at(read.partition, read.offset) == read.value:
+            continue
+        detail = (
+            f"{read.consumer} read it; "
+            f"{final.explain_missing(read.partition, read.offset, read.value)}"
+        )
+        found.append(
+            Anomaly(
+                AnomalyKind.LOST_READ,
+                read.partition,
+                read.offset,
+                read.value,
+                read.at_s,
+                detail,
+                faults.near(read.at_s),
+            )
+        )
+    return found
+
+
+def _duplicates(final: _FinalLog, sent: dict[str, Sent], faults: _Faults) -> list[Anomaly]:
+    found = []
+    counts = Counter(record.value for _, record in final.records)
+    for value, times in counts.items():
+        if times < 2:
+            continue
+        places = final.places(value)
+        partition, offset = places[0]
+        at_s = sent[value].at_s if value in sent else None
+        where = ", ".join(f"p{p}@{o}" for p, o in places)
+        found.append(
+            Anomaly(
+                AnomalyKind.DUPLICATE,
+                partition,
+                offset,
+                value,
+                at_s,
+                f"{times} times in the final log: {where} (sent once)",
+                faults.near(at_s),
+            )
+        )
+    return found
+
+
+def _backwards_reads(reads: list[Read], faults: _Faults) -> list[Anomaly]:
+    found = []
+    last: dict[tuple[str, int], Read] = {}
+    for read in reads:
+        key = (read.consumer, read.partition)
+        before = last.get(key)
+        last[key] = read
+        if before is None or read.offset > before.offset:
+            continue
+        detail = (
+            f"{read.consumer} read offset {read.offset} after offset {before.offset} "
+            f"({before.value!r} at {before.at_s:.2f}s)"
+        )
+        found.append(
+            Anomaly(
+                AnomalyKind.BACKWARDS_READ,
+                read.partition,
+                read.offset,
+                read.value,
+                read.at_s,
+                detail,
+                faults.near(read.at_s),
+            )
+        )
+    return found
+
+
+def _reordered_writes(acked: list[Acked], sent: dict[str, Sent], faults: _Faults) -> list[Anomaly]:
+    found = []
+    by_producer: dict[tuple[str, int], list[tuple[int, Acked]]] = defaultdict(list)
+    for ack in acked:
+        if ack.value in sent:
+            by_producer[(ack.producer, ack.partition)].append((sent[ack.value].seq, ack))
+    for writes in by_producer.values():
+        writes.sort(key=lambda write: write[0])
+        for (seq_a, a), (seq_b, b) in pairwise(writes):
+            if b.offset > a.offset:
+                continue
+            detail = (
+                f"{b.producer}'s write #{seq_b} got offset {b.offset}, not after its "
+                f"write #{seq_a} {a.value!r} at offset {a.offset}"
+            )
+            found.append(
+                Anomaly(
+                    AnomalyKind.PRODUCER_REORDER,
+                    b.partition,
+                    b.offset,
+                    b.value,
+                    b.at_s,
+                    detail,
+                    faults.near(b.at_s),
+                )
+            )
+    return found
+
+
+def _under_min_isr_acks(
+    acked: list[Acked], sent: dict[str, Sent], history: History, faults: _Faults
+) -> list[Anomaly]:
+    found = []
+    needed = history.setup.min_insync_replicas
+    for ack in acked:
+        send = sent.get(ack.value)
+        replicas = history.setup.replicas.get(ack.partition, ())
+        if send is None or not replicas:
+            continue
+        up = [n for n in replicas if faults.up_at_some_time(n, send.at_s, ack.at_s)]
+        if len(up) >= needed:
+            continue
+        detail = (
+            f"sent at {send.at_s:.2f}s and acknowledged at offset {ack.offset}, while only "
+            f"nodes {up} of the replicas {list(replicas)} were up "
+            f"(min.insync.replicas={needed})"
+        )
+        found.append(
+            Anomaly(
+                AnomalyKind.UNDER_MIN_ISR_ACK,
+                ack.partition,
+                ack.offset,
+                ack.value,
+                ack.at_s,
+                detail,
+                faults.near(ack.at_s),
+            )
+        )
+    return found
+
+
+def _phantoms(
+    reads: list[Read], final: _FinalLog, sent: dict[str, Sent], faults: _Faults
+) -> list[Anomaly]:
+    found = []
+    seen: set[tuple[int, int, str]] = set()
+    places: list[tuple[int, int, str, float | None, str]] = [
+        (r.partition, r.offset, r.value, r.at_s, f"{r.consumer} read it") for r in reads
+    ]
+    places += [(p, r.offset, r.value, None, "in the final log") for p, r in final.records]
+    for partition, offset, value, at_s, how in places:
+        send = sent.get(value)
+        if (send is not None and send.partition == partition) or (
+            (partition, offset, value) in seen
+        ):
+            continue
+        seen.add((partition, offset, value))
+        why = "no producer sent it" if send is None else f"it was sent to p{send.partition}"
+        found.append(
+            Anomaly(
+                AnomalyKind.PHANTOM,
+                partition,
+                offset,
+                value,
+                at_s,
+                f"{how}, but {why}",
+                faults.near(at_s),
+            )
+        )
+    return found

@@ -1,0 +1,353 @@
+"""One fault run from start to verdict, and the files a failing run leaves behind.
+
+run_and_check(scenario, root):
+1. start `scenario.nodes` combined nodes (running_cluster, free ports under root), create
+   the topic (partitions, replication factor, min.insync.replicas) and wait until every
+   partition has a leader;
+2. start the producers and consumers (workload.py), apply the schedule (injector.py);
+3. heal: restart and continue every node, wait until all are ready and recovered, let
+   the producers write `tail_s` longer, stop them and wait for their answers;
+4. wait until recovered again (the followers have the last writes), let the consumers
+   catch up to the high watermarks, stop them, and read every partition from its start
+   to its high watermark with a fresh consumer: the final log;
+5. check the history (checker.py).
+Every process and thread is stopped on the way out, also when something fails.
+
+A failing run is saved as JSON (scenario, schedule, history, anomalies) to the pytest tmp
+dir and to tests/fault/failures/<name>-seed<seed>.json; STROM_FAULT_REPLAY=<that file>
+runs the same scenario again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cluster import TestCluster, running_cluster
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from . import history as history_json
+from . import schedule as schedule_json
+from .checker import CheckResult, check
+from .cluster_view import leaderless, topic_views
+from .history import History, TopicSetup
+from .injector import FaultInjector
+from .schedule import Schedule
+from .workload import (
+    FLUSH_TIMEOUT_S,
+    ConsumerWorker,
+    ProducerWorker,
+    Recorder,
+    final_read,
+    watermarks,
+)
+
+FAILURES_DIR = Path(__file__).parent / "failures"
+CATCH_UP_TIMEOUT_S = 15.0
+FINAL_RECOVERY_TIMEOUT_S = 10.0
+"""The cluster was recovered before the producers' last seconds; this only lets the
+followers catch up on those, and gives up (with a Note) rather than hold up every run."""
+FINAL_READ_TIMEOUT_S = 60.0
+JOIN_TIMEOUT_S = 10.0
+DEFAULT_SETTINGS = (
+    "broker.session.timeout.ms=4000",
+    "broker.heartbeat.interval.ms=500",
+    "replica.lag.time.max.ms=4000",
+    "default.replication.factor=3",
+    "offsets.topic.replication.factor=3",
+    "offsets.topic.num.partitions=3",
+    "group.initial.rebalance.delay.ms=0",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Everything a run depends on, so that a saved one replays the same."""
+
+    name: str
+    schedule: Schedule
+    nodes: int = 3
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    producers: int = 4
+    consumers: int = 2
+    rate_per_producer: float = 40.0
+    """Writes per second of each producer."""
+    tail_s: float = 3.0
+    """How long the producers go on writing once the cluster has healed."""
+    settings: tuple[str, ...] = DEFAULT_SETTINGS
+    """Every node's extra config keys (`key=value`)."""
+    topic: str = "faults"
+
+    def to_json(self) -> dict[str, Any]:
+        data = {spec.name: getattr(self, spec.name) for spec in fields(self)}
+        data["schedule"] = schedule_json.to_json(self.schedule)
+        data["settings"] = list(self.settings)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scenario:
+        values = dict(data)
+        values["schedule"] = schedule_json.from_json(values["schedule"])
+        values["settings"] = tuple(values["settings"])
+        return cls(**values)
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    scenario: Scenario
+    history: History
+    result: CheckResult
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+    def timings(self) -> str:
+        return ", ".join(f"{phase} {seconds:.1f}s" for phase, seconds in self.timings_s.items())
+
+
+class FaultRun:
+    """One run; `history` is there as soon as the workload starts, for saving a run that
+    fails half way."""
+
+    def __init__(self, scenario: Scenario, root: Path) -> None:
+        self.scenario = scenario
+        self.root = root
+        self.history: History | None = None
+        self.timings_s: dict[str, float] = {}
+        self._phase_started = time.monotonic()
+
+    def _phase(self, name: str) -> None:
+        now = time.monotonic()
+        self.timings_s[name] = now - self._phase_started
+        self._phase_started = now
+
+    def execute(self) -> History:
+        s = self.scenario
+        with running_cluster(self.root / "cluster", s.nodes, settings=s.settings) as cluster:
+            setup = self._create_topic(cluster)
+            self._phase("start")
+            history = self.history = History(setup)
+            recorder = Recorder(history)
+            injector = FaultInjector(
+                cluster, s.schedule, recorder, topic=s.topic, partitions=setup.partitions
+            )
+            producers = [
+                ProducerWorker(
+                    f"p{i}",
+                    recorder,
+                    bootstrap=cluster.bootstrap,
+                    topic=s.topic,
+                    partitions=s.partitions,
+                    rate_per_s=s.rate_per_producer,
+                )
+                for i in range(s.producers)
+            ]
+            consumers = [
+                ConsumerWorker(
+                    f"c{i}",
+                    recorder,
+                    bootstrap=cluster.bootstrap,
+                    topic=s.topic,
+                    partitions=s.partitions,
+                )
+                for i in range(s.consumers)
+            ]
+            with _running(producers, consumers):
+                injector.run_schedule()
+                self._phase("schedule")
+                self._heal_and_stop_producers(injector, recorder, producers)
+                self._phase("heal")
+                marks = self._catch_up(cluster, injector, recorder, consumers)
+            workers = (*producers, *consumers)
+            crashed = [f"{w.client_name}: {w.crash!r}" for w in workers if w.crash is not None]
+            crashed += [f"{w.client_name} did not stop" for w in workers if w.is_alive()]
+            if crashed:
+                raise AssertionError(f"client threads failed: {'; '.join(crashed)}")
+            history.final_log = final_read(cluster.bootstrap, s.topic, marks, FINAL_READ_TIMEOUT_S)
+            self._phase("final read")
+        return history
+
+    def _heal_and_stop_producers(
+        self, injector: FaultInjector, recorder: Recorder, producers: list[ProducerWorker]
+    ) -> None:
+        recorder.note("runner", "healing")
+        injector.heal()
+        recorder.note("runner", "healed")
+        injector.idle_until(recorder.now_s() + self.scenario.tail_s)
+        for producer in producers:
+            producer.stop_sending.set()
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S + JOIN_TIMEOUT_S
+        for producer in producers:
+            producer.join(max(0.0, deadline - time.monotonic()))
+        recorder.note("runner", "producers stopped")
+
+    def _catch_up(
+        self,
+        cluster: TestCluster,
+        injector: FaultInjector,
+        recorder: Recorder,
+        consumers: list[ConsumerWorker],
+    ) -> dict[int, tuple[int, int]]:
+        """Wait until the followers have the last writes too (noted if not), let the
+        consumers read up to the high watermarks (for at most CATCH_UP_TIMEOUT_S), stop
+        them; the watermarks to read the final log up to."""
+        s = self.scenario
+        injector.wait_recovered(FINAL_RECOVERY_TIMEOUT_S, "after the producers stopped")
+        marks = cluster.wait_until(
+            lambda: watermarks(cluster.bootstrap, s.topic, s.partitions),
+            30,
+            "the high watermarks",
+        )
+        highs = {p: high for p, (_, high) in marks.items()}
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+        while time.monotonic() < deadline and not all(c.caught_up(highs) for c in consumers):
+            injector.step(0.2)
+        for consumer in consumers:
+            consumer.stop.set()
+        recorder.note("runner", f"final read up to the high watermarks {highs}")
+        return marks
+
+    def _create_topic(self, cluster: TestCluster) -> TopicSetup:
+        s = self.scenario
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        topic = NewTopic(
+            s.topic,
+            s.partitions,
+            s.replication_factor,
+            config={"min.insync.replicas": str(s.min_insync_replicas)},
+        )
+        admin.create_topics([topic])[s.topic].result(30)
+        addresses = {n: cluster.address(n) for n in cluster.node_ids}
+        partitions = list(range(s.partitions))
+
+        def created() -> dict[int, tuple[int, ...]] | None:
+            views = topic_views(addresses, s.topic)
+            if len(views) < len(addresses) or leaderless(views, partitions):
+                return None
+            view = next(iter(views.values()))
+            return {p: view.partitions[p].replicas for p in partitions}
+
+        replicas = cluster.wait_until(created, 30, f"a leader for every partition of {s.topic}")
+        return TopicSetup(s.topic, replicas, s.min_insync_replicas, tuple(cluster.node_ids))
+
+
+@contextmanager
+def _running(producers: list[ProducerWorker], consumers: list[ConsumerWorker]) -> Iterator[None]:
+    """Start the client threads; on the way out tell them all to stop and wait for them
+    (bounded: they are daemon threads, a stuck one cannot keep the process alive)."""
+    for worker in (*producers, *consumers):
+        worker.start()
+    try:
+        yield
+    finally:
+        for producer in producers:
+            producer.stop_sending.set()
+        for consumer in consumers:
+            consumer.stop.set()
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S + JOIN_TIMEOUT_S
+        for worker in (*producers, *consumers):
+            worker.join(max(0.0, deadline - time.monotonic()))
+
+
+def run_and_check(scenario: Scenario, root: Path) -> RunOutcome:
+    """Run the scenario and check its history. A run that breaks down half way (a
+    cluster that does not heal, a client thread that crashes) raises, with the path of
+    its history so far in the error's notes."""
+    run = FaultRun(scenario, root)
+    try:
+        history = run.execute()
+    except BaseException as exc:
+        if run.history is not None:
+            paths = save_failure(scenario, run.history, None, root, error=repr(exc))
+            exc.add_note(failure_message(scenario, paths))
+        raise
+    started = time.monotonic()
+    result = check(history)
+    run.timings_s["check"] = time.monotonic() - started
+    return RunOutcome(scenario, history, result, run.timings_s)
+
+
+# --- failures and replays ----------------------------------------------------------------
+
+
+def failure_name(scenario: Scenario) -> str:
+    return f"{scenario.name}-seed{scenario.schedule.seed}.json"
+
+
+def save_failure(
+    scenario: Scenario,
+    history: History,
+    result: CheckResult | None,
+    tmp_dir: Path,
+    *,
+    error: str | None = None,
+) -> list[Path]:
+    """Write the run (scenario, history, anomalies) to `tmp_dir` and FAILURES_DIR."""
+    data: dict[str, Any] = {
+        "scenario": scenario.to_json(),
+        "error": error,
+        "summary": None if result is None else result.summary(per_kind=20),
+        "anomalies": []
+        if result is None
+        else [
+            {
+                "kind": a.kind.name,
+                "partition": a.partition,
+                "offset": a.offset,
+                "value": a.value,
+                "at_s": a.at_s,
+                "detail": a.detail,
+                "faults": list(a.faults),
+            }
+            for a in result.anomalies
+        ],
+        "history": history_json.to_json(history),
+    }
+    text = json.dumps(data)
+    paths = [tmp_dir / failure_name(scenario), FAILURES_DIR / failure_name(scenario)]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return paths
+
+
+def replay_command(scenario: Scenario, path: Path) -> str:
+    if scenario.name == "soak":
+        return f".venv/bin/python -m tests.fault.soak --replay {path}"
+    return f"STROM_FAULT_REPLAY={path} .venv/bin/pytest tests/fault -k {scenario.name}"
+
+
+def failure_message(scenario: Scenario, paths: list[Path]) -> str:
+    return (
+        f"{scenario.schedule.describe()}\n"
+        f"schedule and history: {paths[-1]} (also {paths[0]})\n"
+        f"replay: {replay_command(scenario, paths[-1])}"
+    )
+
+
+def load_saved(path: Path) -> tuple[Scenario, History]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Scenario.from_json(data["scenario"]), history_json.from_json(data["history"])
+
+
+def seed_from_env(default: int) -> int:
+    return int(os.environ.get("STROM_FAULT_SEED", default))
+
+
+def seconds_from_env(default: float = 60.0) -> float:
+    return float(os.environ.get("STROM_FAULT_SECONDS", default))
+
+
+def replay_from_env() -> Scenario | None:
+    """The scenario saved at $STROM_FAULT_REPLAY, if set."""
+    path = os.environ.get("STROM_FAULT_REPLAY")
+    if not path:
+        return None
+    scenario, _ = load_saved(Path(path))
+    return scenario

@@ -1,0 +1,123 @@
+"""Partition replication under faults: real nodes killed and paused on a seeded schedule
+while idempotent acks=all producers write and consumers read; the history must show no
+lost acknowledged write, no lost read, no duplicate, no backwards read, no reordered
+write and no write acknowledged below min.insync.replicas (tests/fault/checker.py).
+
+.venv/bin/pytest tests/fault                                        # all four, ~3.5 min
+STROM_FAULT_SEED=5 STROM_FAULT_SECONDS=120 .venv/bin/pytest tests/fault -k kill_every
+STROM_FAULT_REPLAY=tests/fault/failures/<file>.json .venv/bin/pytest tests/fault -k <name>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .history import Acked, History, NodeChange, NodeChanged, Note, Sent
+from .runner import (
+    RunOutcome,
+    Scenario,
+    failure_message,
+    replay_from_env,
+    run_and_check,
+    save_failure,
+    seconds_from_env,
+    seed_from_env,
+)
+from .schedule import Schedule, chase_leader, kill_every, majority_down, pause_leader
+
+pytestmark = pytest.mark.slow
+SETTLE_S = 2.0
+"""How long after every node is ready again writes may still fail (leaders moving back)."""
+
+
+def scenario(name: str, schedule: Schedule) -> Scenario:
+    """The test's scenario, or the one STROM_FAULT_REPLAY names (other tests skip)."""
+    replayed = replay_from_env()
+    if replayed is None:
+        return Scenario(name, schedule)
+    if replayed.name != name:
+        pytest.skip(f"STROM_FAULT_REPLAY replays {replayed.name}")
+    return replayed
+
+
+def run(
+    scenario: Scenario,
+    tmp_path: Path,
+    extra_check: Callable[[History], list[str]] | None = None,
+) -> RunOutcome:
+    """Run and check; on anomalies (or problems `extra_check` finds) save the run and fail
+    with the summary and the replay command."""
+    outcome = run_and_check(scenario, tmp_path)
+    problems = extra_check(outcome.history) if extra_check is not None else []
+    remarks = [
+        f"  {e.at_s:.2f}s {e.text}"
+        for e in outcome.history.events
+        if isinstance(e, Note) and e.source == "faults"
+    ]
+    print(
+        f"\n{scenario.name} (seed {scenario.schedule.seed}): "
+        f"{outcome.result.counts.describe()}\n  timings: {outcome.timings()}",
+        *remarks,
+        sep="\n",
+    )
+    if outcome.result.ok and not problems:
+        return outcome
+    paths = save_failure(scenario, outcome.history, outcome.result, tmp_path)
+    text = "\n".join([outcome.result.summary(), *problems])
+    pytest.fail(f"{text}\n\n{failure_message(scenario, paths)}", pytrace=False)
+
+
+def test_kill_every(tmp_path: Path) -> None:
+    """A random node killed with kill -9 and restarted about every 10 s."""
+    schedule = kill_every(seconds_from_env(), seed_from_env(1))
+    run(scenario("test_kill_every", schedule), tmp_path)
+
+
+def test_chase_leader(tmp_path: Path) -> None:
+    """The leader of partition 0 killed five times in a row, each once the last is back."""
+    schedule = chase_leader(times=5, partition=0, seed=seed_from_env(2))
+    run(scenario("test_chase_leader", schedule), tmp_path)
+
+
+def test_pause_leader(tmp_path: Path) -> None:
+    """The leader of partition 0 stopped (SIGSTOP) for 15 s, well past its 4 s session
+    timeout: it is fenced and replaced, the producers move to the new leader, and the old
+    one wakes up believing it still leads."""
+    schedule = pause_leader(times=1, partition=0, seed=seed_from_env(3), pause_s=15.0)
+    run(scenario("test_pause_leader", schedule), tmp_path)
+
+
+def test_majority_down_refuses_acks(tmp_path: Path) -> None:
+    """Both followers of partition 0 killed for 10 s: no acks=all write is acknowledged
+    while only its leader is up (the checker's UNDER_MIN_ISR_ACK), writes were attempted
+    meanwhile, and every write sent once the nodes are back succeeds."""
+
+    def outage_checks(history: History) -> list[str]:
+        changes = [e for e in history.events if isinstance(e, NodeChanged)]
+        kills = [c.at_s for c in changes if c.change is NodeChange.KILLED]
+        restarts = [c.at_s for c in changes if c.change is NodeChange.RESTARTED]
+        readies = [c.at_s for c in changes if c.change is NodeChange.READY]
+        if len(kills) < 2 or not restarts or not readies:
+            return [f"the schedule did not take two nodes down and back: {changes}"]
+        outage = (max(kills[:2]), min(restarts))
+        back_s = max(readies)
+        sent = [e for e in history.events if isinstance(e, Sent)]
+        acked = {e.value for e in history.events if isinstance(e, Acked)}
+        during = [e for e in sent if outage[0] <= e.at_s < outage[1] and e.partition == 0]
+        after = [e for e in sent if e.at_s > back_s + SETTLE_S]
+        refused = [e.value for e in after if e.value not in acked]
+        problems = []
+        if not during:
+            problems.append(f"no write to partition 0 was sent during the outage {outage}")
+        if not after or refused:
+            problems.append(
+                f"{len(refused)} of the {len(after)} writes sent {SETTLE_S:g} s after the "
+                f"nodes were back were not acknowledged: {refused[:10]}"
+            )
+        return problems
+
+    schedule = majority_down(partition=0, seed=seed_from_env(4), down_s=10.0)
+    run(scenario("test_majority_down_refuses_acks", schedule), tmp_path, outage_checks)

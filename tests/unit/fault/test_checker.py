@@ -1,0 +1,300 @@
+"""The fault harness's history checker on hand-made histories: one test per anomaly it
+must find, a clean history, and the outcomes it must allow. No sockets, no sleeps."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[2]))  # tests/, where the fault package is
+
+from fault import history as history_json
+from fault.checker import AnomalyKind, CheckResult, check
+from fault.history import (
+    Acked,
+    Event,
+    Failed,
+    FinalRecord,
+    History,
+    NodeChange,
+    NodeChanged,
+    Read,
+    Sent,
+    TopicSetup,
+)
+
+FAULT_DIR = Path(__file__).parents[2] / "fault"
+SETUP = TopicSetup(
+    topic="t", replicas={0: (1, 2, 3), 1: (2, 3, 1)}, min_insync_replicas=2, nodes=(1, 2, 3)
+)
+
+
+class Builder:
+    """A history written the way the harness records one, on a manual clock."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.now_s = 0.0
+        self.seqs: dict[str, int] = {}
+
+    def tick(self, seconds: float = 0.1) -> float:
+        self.now_s = round(self.now_s + seconds, 4)
+        return self.now_s
+
+    def send(self, producer: str, partition: int) -> str:
+        seq = self.seqs.get(producer, 0)
+        self.seqs[producer] = seq + 1
+        value = f"{producer}-{seq}"
+        self.events.append(Sent(self.tick(), producer, seq, partition, value))
+        return value
+
+    def ack(self, value: str, partition: int, offset: int) -> None:
+        producer = value.split("-")[0]
+        self.events.append(Acked(self.tick(), producer, partition, value, offset))
+
+    def fail(self, value: str, partition: int) -> None:
+        producer = value.split("-")[0]
+        self.events.append(Failed(self.tick(), producer, partition, value, "_MSG_TIMED_OUT"))
+
+    def write(self, producer: str, partition: int, offset: int) -> str:
+        value = self.send(producer, partition)
+        self.ack(value, partition, offset)
+        return value
+
+    def read(self, consumer: str, partition: int, offset: int, value: str) -> None:
+        self.events.append(Read(self.tick(), consumer, partition, offset, value))
+
+    def node(self, node: int, change: NodeChange, why: str = "#0 kill node") -> None:
+        self.events.append(NodeChanged(self.tick(), node, change, 0, why))
+
+    def history(self, final: dict[int, list[str]]) -> History:
+        final_log = {
+            p: [FinalRecord(offset, value) for offset, value in enumerate(values)]
+            for p, values in final.items()
+        }
+        return History(SETUP, list(self.events), final_log)
+
+
+def kinds(result: CheckResult) -> list[AnomalyKind]:
+    return [anomaly.kind for anomaly in result.anomalies]
+
+
+def clean_builder() -> tuple[Builder, dict[int, list[str]]]:
+    """Two producers, two partitions, two consumers reading everything, a kill and a
+    restart in the middle: nothing wrong."""
+    b = Builder()
+    final: dict[int, list[str]] = {0: [], 1: []}
+    for _ in range(3):
+        for producer in ("p0", "p1"):
+            for partition in (0, 1):
+                final[partition].append(b.write(producer, partition, len(final[partition])))
+        if len(final[0]) == 4:
+            b.node(2, NodeChange.KILLED)
+            b.node(2, NodeChange.RESTARTED)
+            b.node(2, NodeChange.READY)
+    for consumer in ("c0", "c1"):
+        for partition, values in final.items():
+            for offset, value in enumerate(values):
+                b.read(consumer, partition, offset, value)
+    return b, final
+
+
+def test_a_clean_history_has_no_anomalies_and_counts_everything() -> None:
+    b, final = clean_builder()
+    result = check(b.history(final))
+    assert result.ok, result.summary()
+    counts = result.counts
+    assert (counts.writes_sent, counts.writes_ok, counts.writes_failed) == (12, 12, 0)
+    assert (counts.writes_unknown, counts.reads, counts.final_records) == (0, 24, 12)
+    assert "0 anomalies" in result.summary()
+
+
+def test_a_lost_acknowledged_write_is_found_with_the_faults_around_it() -> None:
+    b = Builder()
+    kept = b.write("p0", 0, 0)
+    lost = b.write("p0", 0, 1)
+    b.node(1, NodeChange.KILLED, "#0 kill leader of partition 0 (node 1) for 3 s")
+    b.node(1, NodeChange.RESTARTED, "#0 kill leader of partition 0 (node 1) for 3 s")
+    other = b.write("p1", 0, 1)  # the new leader hands out offset 1 again
+    result = check(b.history({0: [kept, other]}))
+
+    assert kinds(result) == [AnomalyKind.LOST_WRITE]
+    anomaly = result.anomalies[0]
+    assert (anomaly.partition, anomaly.offset, anomaly.value) == (0, 1, lost)
+    assert "the final log has 'p1-0' there" in anomaly.detail
+    assert "nowhere" in anomaly.detail
+    assert any("node 1 killed (#0 kill leader of partition 0" in f for f in anomaly.faults)
+    assert "lost acknowledged write (1)" in result.summary()
+
+
+def test_a_write_acknowledged_at_one_offset_and_found_at_another_is_lost_there() -> None:
+    b = Builder()
+    first = b.write("p0", 0, 0)
+    moved = b.write("p0", 0, 1)
+    result = check(b.history({0: [first, "p9-0", moved]}))
+    lost = result.of_kind(AnomalyKind.LOST_WRITE)
+    assert [a.value for a in lost] == [moved]
+    assert "the value is at p0@2" in lost[0].detail
+
+
+def test_a_write_beyond_the_end_of_the_final_log_is_lost() -> None:
+    b = Builder()
+    first = b.write("p0", 1, 0)
+    b.write("p0", 1, 1)
+    result = check(b.history({0: [], 1: [first]}))
+    assert kinds(result) == [AnomalyKind.LOST_WRITE]
+    assert "ends before it (at 1)" in result.anomalies[0].detail
+
+
+def test_a_read_record_that_the_final_log_lost_is_found() -> None:
+    b = Builder()
+    value = b.send("p0", 0)  # never acknowledged: the write itself may fail ...
+    b.read("c0", 0, 0, value)  # ... but a consumer saw it at offset 0
+    b.fail(value, 0)
+    result = check(b.history({0: []}))
+    assert kinds(result) == [AnomalyKind.LOST_READ]
+    assert result.anomalies[0].detail.startswith("c0 read it;")
+    assert result.counts.writes_failed == 1
+
+
+def test_a_duplicate_in_the_final_log_is_found() -> None:
+    b = Builder()
+    first = b.write("p0", 0, 0)
+    second = b.send("p0", 0)  # retried after a lost answer, stored twice
+    b.ack(second, 0, 2)
+    result = check(b.history({0: [first, second, second]}))
+    assert kinds(result) == [AnomalyKind.DUPLICATE]
+    assert "2 times in the final log: p0@1, p0@2" in result.anomalies[0].detail
+
+
+def test_a_consumer_reading_backwards_is_found_once_per_step_back() -> None:
+    b = Builder()
+    values = [b.write("p0", 0, offset) for offset in range(3)]
+    for offset in (0, 1, 2, 0, 1, 2):  # rewound to the start after offset 2
+        b.read("c0", 0, offset, values[offset])
+    b.read("c1", 0, 0, values[0])  # another consumer's reads are its own
+    result = check(b.history({0: values}))
+    assert kinds(result) == [AnomalyKind.BACKWARDS_READ]
+    anomaly = result.anomalies[0]
+    assert anomaly.offset == 0
+    assert "c0 read offset 0 after offset 2" in anomaly.detail
+
+
+def test_a_repeated_read_of_one_offset_is_backwards() -> None:
+    b = Builder()
+    value = b.write("p0", 0, 0)
+    b.read("c0", 0, 0, value)
+    b.read("c0", 0, 0, value)
+    assert kinds(check(b.history({0: [value]}))) == [AnomalyKind.BACKWARDS_READ]
+
+
+def test_a_producer_whose_writes_were_reordered_is_found() -> None:
+    b = Builder()
+    early = b.send("p0", 0)
+    late = b.send("p0", 0)
+    b.ack(late, 0, 0)
+    b.ack(early, 0, 1)
+    result = check(b.history({0: [late, early]}))
+    assert kinds(result) == [AnomalyKind.PRODUCER_REORDER]
+    assert "write #1 got offset 0, not after its write #0" in result.anomalies[0].detail
+
+
+def test_writes_of_different_producers_or_partitions_may_interleave() -> None:
+    b = Builder()
+    a0 = b.send("p0", 0)
+    b0 = b.send("p1", 0)
+    a1 = b.send("p0", 1)
+    b.ack(b0, 0, 0)
+    b.ack(a0, 0, 1)
+    b.ack(a1, 1, 0)
+    assert check(b.history({0: [b0, a0], 1: [a1]})).ok
+
+
+def test_an_ack_while_too_few_replicas_were_up_is_found() -> None:
+    b = Builder()
+    b.node(2, NodeChange.KILLED)
+    b.node(3, NodeChange.KILLED)
+    value = b.write("p0", 0, 0)  # sent and acknowledged with only node 1 up
+    b.node(2, NodeChange.RESTARTED)
+    b.node(3, NodeChange.RESTARTED)
+    result = check(b.history({0: [value]}))
+    assert kinds(result) == [AnomalyKind.UNDER_MIN_ISR_ACK]
+    assert "only nodes [1] of the replicas [1, 2, 3] were up" in result.anomalies[0].detail
+
+
+def test_an_ack_that_waited_for_a_replica_to_come_back_is_allowed() -> None:
+    b = Builder()
+    b.node(2, NodeChange.KILLED)
+    b.node(3, NodeChange.PAUSED)
+    value = b.send("p0", 0)
+    b.node(3, NodeChange.RESUMED)
+    b.ack(value, 0, 0)
+    assert check(b.history({0: [value]})).ok
+
+
+def test_a_record_no_producer_sent_is_a_phantom() -> None:
+    b = Builder()
+    value = b.write("p0", 0, 0)
+    b.read("c0", 0, 1, "garbage")
+    result = check(b.history({0: [value, "garbage"], 1: [value]}))
+    phantoms = result.of_kind(AnomalyKind.PHANTOM)
+    assert [(a.partition, a.offset, a.value) for a in phantoms] == [
+        (0, 1, "garbage"),
+        (1, 0, value),
+    ]
+    assert "no producer sent it" in phantoms[0].detail
+    assert "it was sent to p0" in phantoms[1].detail
+
+
+def test_failed_and_unknown_writes_may_be_present_or_absent() -> None:
+    b = Builder()
+    failed_present = b.send("p0", 0)
+    failed_absent = b.send("p0", 0)
+    unknown_present = b.send("p0", 0)
+    b.send("p0", 0)  # unknown and absent
+    b.fail(failed_present, 0)
+    b.fail(failed_absent, 0)
+    b.read("c0", 0, 0, failed_present)
+    result = check(b.history({0: [failed_present, unknown_present]}))
+    assert result.ok, result.summary()
+    counts = result.counts
+    assert (counts.writes_failed, counts.failed_but_present) == (2, 1)
+    assert (counts.writes_unknown, counts.unknown_but_present) == (2, 1)
+    assert counts.writes_ok == 0
+
+
+def test_the_summary_lists_a_few_of_each_kind_and_counts_the_rest() -> None:
+    b = Builder()
+    for offset in range(8):
+        b.write("p0", 0, offset)
+    summary = check(b.history({0: []})).summary(per_kind=3)
+    assert summary.startswith("8 anomalies (lost acknowledged write: 8)")
+    assert "... and 5 more" in summary
+
+
+def test_a_history_survives_json() -> None:
+    b, final = clean_builder()
+    b.read("c0", 1, 0, final[1][0])  # a backwards read, so there is something to find
+    history = b.history(final)
+    again = history_json.from_json(history_json.to_json(history))
+    assert again == history
+    assert kinds(check(again)) == kinds(check(history)) == [AnomalyKind.BACKWARDS_READ]
+
+
+def test_the_checker_and_the_history_do_no_io() -> None:
+    allowed = {"__future__", "collections", "dataclasses", "enum", "itertools", "math", "typing"}
+    for module in ("checker.py", "history.py"):
+        tree = ast.parse((FAULT_DIR / module).read_text())
+        imported = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        imported |= {
+            node.module.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        }
+        assert imported <= allowed, f"{module} imports {sorted(imported - allowed)}"
