@@ -221,6 +221,22 @@ class _Faults:
         for node, since in down_since.items():
             self.down[node].append((since, math.inf))
 
+    def at(
+        self,
+        kind: AnomalyKind,
+        partition: int,
+        offset: int | None,
+        value: str | None,
+        at_s: float | None,
+        detail: str,
+    ) -> Anomaly:
+        """An anomaly, with the faults near the time it showed."""
+        return Anomaly(kind, partition, offset, value, at_s, detail, self.near(at_s))
+
+    def anomaly(self, kind: AnomalyKind, event: Acked | Read, detail: str) -> Anomaly:
+        """An anomaly shown by one acknowledgement or read."""
+        return self.at(kind, event.partition, event.offset, event.value, event.at_s, detail)
+
     def near(self, at_s: float | None) -> tuple[str, ...]:
         if at_s is None:
             return ()
@@ -251,17 +267,7 @@ def _lost_writes(acked: list[Acked], final: _FinalLog, faults: _Faults) -> list[
             f"{ack.producer} was told offset {ack.offset}; "
             f"{final.explain_missing(ack.partition, ack.offset, ack.value)}"
         )
-        found.append(
-            Anomaly(
-                AnomalyKind.LOST_WRITE,
-                ack.partition,
-                ack.offset,
-                ack.value,
-                ack.at_s,
-                detail,
-                faults.near(ack.at_s),
-            )
-        )
+        found.append(faults.anomaly(AnomalyKind.LOST_WRITE, ack, detail))
     return found
 
 
@@ -274,17 +280,7 @@ def _lost_reads(reads: list[Read], final: _FinalLog, faults: _Faults) -> list[An
             f"{read.consumer} read it; "
             f"{final.explain_missing(read.partition, read.offset, read.value)}"
         )
-        found.append(
-            Anomaly(
-                AnomalyKind.LOST_READ,
-                read.partition,
-                read.offset,
-                read.value,
-                read.at_s,
-                detail,
-                faults.near(read.at_s),
-            )
-        )
+        found.append(faults.anomaly(AnomalyKind.LOST_READ, read, detail))
     return found
 
 
@@ -299,14 +295,13 @@ def _duplicates(final: _FinalLog, sent: dict[str, Sent], faults: _Faults) -> lis
         at_s = sent[value].at_s if value in sent else None
         where = ", ".join(f"p{p}@{o}" for p, o in places)
         found.append(
-            Anomaly(
+            faults.at(
                 AnomalyKind.DUPLICATE,
                 partition,
                 offset,
                 value,
                 at_s,
                 f"{times} times in the final log: {where} (sent once)",
-                faults.near(at_s),
             )
         )
     return found
@@ -325,17 +320,7 @@ def _backwards_reads(reads: list[Read], faults: _Faults) -> list[Anomaly]:
             f"{read.consumer} read offset {read.offset} after offset {before.offset} "
             f"({before.value!r} at {before.at_s:.2f}s)"
         )
-        found.append(
-            Anomaly(
-                AnomalyKind.BACKWARDS_READ,
-                read.partition,
-                read.offset,
-                read.value,
-                read.at_s,
-                detail,
-                faults.near(read.at_s),
-            )
-        )
+        found.append(faults.anomaly(AnomalyKind.BACKWARDS_READ, read, detail))
     return found
 
 
@@ -354,17 +339,7 @@ def _reordered_writes(acked: list[Acked], sent: dict[str, Sent], faults: _Faults
                 f"{b.producer}'s write #{seq_b} got offset {b.offset}, not after its "
                 f"write #{seq_a} {a.value!r} at offset {a.offset}"
             )
-            found.append(
-                Anomaly(
-                    AnomalyKind.PRODUCER_REORDER,
-                    b.partition,
-                    b.offset,
-                    b.value,
-                    b.at_s,
-                    detail,
-                    faults.near(b.at_s),
-                )
-            )
+            found.append(faults.anomaly(AnomalyKind.PRODUCER_REORDER, b, detail))
     return found
 
 
@@ -386,17 +361,7 @@ def _under_min_isr_acks(
             f"nodes {up} of the replicas {list(replicas)} were up "
             f"(min.insync.replicas={needed})"
         )
-        found.append(
-            Anomaly(
-                AnomalyKind.UNDER_MIN_ISR_ACK,
-                ack.partition,
-                ack.offset,
-                ack.value,
-                ack.at_s,
-                detail,
-                faults.near(ack.at_s),
-            )
-        )
+        found.append(faults.anomaly(AnomalyKind.UNDER_MIN_ISR_ACK, ack, detail))
     return found
 
 
@@ -418,14 +383,6 @@ def _phantoms(
         seen.add((partition, offset, value))
         why = "no producer sent it" if send is None else f"it was sent to p{send.partition}"
         found.append(
-            Anomaly(
-                AnomalyKind.PHANTOM,
-                partition,
-                offset,
-                value,
-                at_s,
-                f"{how}, but {why}",
-                faults.near(at_s),
-            )
+            faults.at(AnomalyKind.PHANTOM, partition, offset, value, at_s, f"{how}, but {why}")
         )
     return found

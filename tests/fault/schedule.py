@@ -162,17 +162,9 @@ def chase_leader(
     previous victim is back, recovered and (with preferred leaders) leading again. The
     default `down_s` outlasts the harness's 4 s session timeout, so every kill makes the
     controller elect another leader, and every return moves the leadership back."""
-    faults = tuple(
-        Fault(
-            at_s=first_at_s + i * (down_s + gap_s),
-            action=Action.KILL,
-            target=leader(partition),
-            down_s=down_s,
-            after_recovery=True,
-        )
-        for i in range(times)
+    return _at_the_leader(
+        "chase_leader", Action.KILL, times, partition, seed, down_s, first_at_s, gap_s
     )
-    return Schedule("chase_leader", seed, first_at_s + times * (down_s + gap_s), faults)
 
 
 def pause_leader(
@@ -190,17 +182,34 @@ def pause_leader(
     first, if the node was also the active controller), and producers, whose requests to
     the silent leader time out after 5 s, find the new leader only at their next
     timeout, about 10 s in; the new leader then takes writes for a few seconds."""
+    return _at_the_leader(
+        "pause_leader", Action.PAUSE, times, partition, seed, pause_s, first_at_s, gap_s
+    )
+
+
+def _at_the_leader(
+    name: str,
+    action: Action,
+    times: int,
+    partition: int,
+    seed: int,
+    down_s: float,
+    first_at_s: float,
+    gap_s: float,
+) -> Schedule:
+    """`action` on the current leader of `partition`, `times` times, each once the
+    previous target has recovered."""
     faults = tuple(
         Fault(
-            at_s=first_at_s + i * (pause_s + gap_s),
-            action=Action.PAUSE,
+            at_s=first_at_s + i * (down_s + gap_s),
+            action=action,
             target=leader(partition),
-            down_s=pause_s,
+            down_s=down_s,
             after_recovery=True,
         )
         for i in range(times)
     )
-    return Schedule("pause_leader", seed, first_at_s + times * (pause_s + gap_s), faults)
+    return Schedule(name, seed, first_at_s + times * (down_s + gap_s), faults)
 
 
 def majority_down(

@@ -108,10 +108,6 @@ class LeaderState:
     def follower(self, broker_id: int) -> FollowerProgress | None:
         return self._followers.get(broker_id)
 
-    @property
-    def followers(self) -> tuple[FollowerProgress, ...]:
-        return tuple(self._followers.values())
-
     # --- fetches -------------------------------------------------------------------------
 
     def on_fetch(self, broker_id: int, fetch_offset: int, leader_end: int, now_ms: int) -> bool:

@@ -27,6 +27,7 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
 from strom.server.clock import now_ms
 from strom.server.controller import NotController
+from strom.server.handlers.quorum import handle_alter_partition
 from strom.server.partitions import Partition
 from strom.server.tasks import TaskSet
 
@@ -149,13 +150,11 @@ class IsrManager:
             ],
         }
         body = build_request(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, fields)
-        if broker.channel.local_controller_active:
-            from strom.server.handlers import CONTROLLER_HANDLERS
-
+        if broker.channel.local_controller_active:  # the same handler, without the socket
             request = Request(
                 ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, 0, f"strom-{broker.node_id}", body
             )
-            return await CONTROLLER_HANDLERS[ApiKey.ALTER_PARTITION](broker, request)
+            return await handle_alter_partition(broker, request)
         return await broker.channel.request(
             ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body, timeout_s=REQUEST_TIMEOUT_S
         )

@@ -196,12 +196,7 @@ class Partition:
             raise NotLeader(f"{self.topic}-{self.index} is not led here")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.hw_waiters.append((offset, future))
-        try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        finally:
-            if not future.done():
-                future.cancel()
-                self.hw_waiters = [(o, f) for o, f in self.hw_waiters if f is not future]
+        await asyncio.wait_for(future, timeout_s)  # a timed-out future is dropped at release
 
     def _release_hw_waiters(self) -> None:
         if not self.hw_waiters:
@@ -215,13 +210,6 @@ class Partition:
             else:
                 waiting.append((offset, future))
         self.hw_waiters = waiting
-
-    def fail_waiters(self, exc: BaseException) -> None:
-        waiting, self.hw_waiters = self.hw_waiters, []
-        for _, future in waiting:
-            if not future.done():
-                future.set_exception(exc)
-        self.wake_fetchers()
 
 
 class PartitionManager:
@@ -245,7 +233,8 @@ class PartitionManager:
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
         self._states: dict[tuple[str, int], tuple[PartitionImage, int]] = {}
-        self._checkpointed: dict[tuple[str, int], int] | None = None
+        self._checkpoint_at_open: dict[tuple[str, int], int] | None = None
+        self._checkpoint_written: dict[tuple[str, int], int] = {}
         self._opening: set[tuple[str, int]] = set()
         self._tasks = TaskSet(f"[node {config.node_id}] partitions")
         self._on_opened = on_opened
@@ -275,11 +264,18 @@ class PartitionManager:
         return self._by_id.get((topic_id, partition))
 
     def led(
-        self, topic: str, partition: int, image: MetadataImage
+        self,
+        topic: str,
+        partition: int,
+        image: MetadataImage,
+        current_leader_epoch: int = -1,
     ) -> tuple[Partition | None, ErrorCode]:
         """The partition if this broker leads it, else why not: UNKNOWN_TOPIC_OR_PARTITION
         when it does not exist here, NOT_LEADER_OR_FOLLOWER when another broker leads it
-        (clients refresh their metadata and go there)."""
+        (clients refresh their metadata and go there), and for a client that names the
+        leader epoch it knows (KIP-320), FENCED_LEADER_EPOCH when that is older than this
+        leader's, UNKNOWN_LEADER_EPOCH when newer (this broker has not seen that election
+        yet); -1 skips the check."""
         found = self._by_name.get((topic, partition))
         if found is None:
             topic_image = image.topics_by_name.get(topic)
@@ -288,6 +284,10 @@ class PartitionManager:
             return None, ErrorCode.unknown_topic_or_partition
         if not found.is_leader:
             return None, ErrorCode.not_leader_or_follower
+        if 0 <= current_leader_epoch < found.leader_epoch:
+            return None, ErrorCode.fenced_leader_epoch
+        if current_leader_epoch > found.leader_epoch:
+            return None, ErrorCode.unknown_leader_epoch
         return found, ErrorCode.none
 
     def sync(self, image: MetadataImage, *, now_ms: int) -> None:
@@ -423,22 +423,23 @@ class PartitionManager:
         blocking fsync, so the broker calls it in a worker thread, or at shutdown."""
         if offsets is None:
             offsets = self.checkpoint_snapshot()
-        if offsets == self._checkpointed:
+        if offsets == self._checkpoint_written:
             return
         write_offset_checkpoint(self.checkpoint_path, offsets)
-        self._checkpointed = offsets
+        self._checkpoint_written = offsets
 
     def checkpoint_snapshot(self) -> dict[tuple[str, int], int]:
         return {key: p.high_watermark for key, p in self._by_name.items()}
 
     def _checkpointed_high_watermark(self, key: tuple[str, int]) -> int:
-        if self._checkpointed is None:
+        """The high watermark the file had when this broker started (read once)."""
+        if self._checkpoint_at_open is None:
             try:
-                self._checkpointed = read_offset_checkpoint(self.checkpoint_path)
+                self._checkpoint_at_open = read_offset_checkpoint(self.checkpoint_path)
             except CheckpointError as exc:
                 log.warning("[node %d] %s; starting from 0", self._config.node_id, exc)
-                self._checkpointed = {}
-        return self._checkpointed.get(key, 0)
+                self._checkpoint_at_open = {}
+        return self._checkpoint_at_open.get(key, 0)
 
     def delete_stray_logs(self, image: MetadataImage) -> None:
         """Remove partition directories that no topic of the image owns (deleted while down)."""
@@ -484,8 +485,8 @@ class PartitionManager:
         self._by_name.pop((partition.topic, partition.index), None)
         self._by_id.pop((partition.topic_id, partition.index), None)
         partition.stop_leading()
+        partition.leader_id = -1
         if self._on_role is not None:
-            partition.leader_id = -1
             self._on_role(partition)
         partition.log.delete()
 

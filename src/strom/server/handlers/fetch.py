@@ -6,9 +6,8 @@ tells the leader how far they are (replication.leader), which may move the high
 watermark and the ISR. A fetch that finds fewer than `min_bytes` waits, up to
 `max_wait_ms`, until any of its partitions gets new records it may read.
 
-Leader epochs fence stale clients and replicas (KIP-320): a `current_leader_epoch` older
-than the leader's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (this broker
-has not seen that election yet); a `last_fetched_epoch` that does not end where the
+Leader epochs fence stale clients and replicas (KIP-320): `PartitionManager.led` checks a
+request's `current_leader_epoch`; a `last_fetched_epoch` that does not end where the
 fetch starts gets a `diverging_epoch` back, so the fetcher truncates. Fetch sessions
 (KIP-227) are not kept: strom answers with session id 0, which clients treat as "send
 full fetch requests".
@@ -54,15 +53,6 @@ class _Wanted:
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
         self.replica = replica
-
-
-def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> ErrorCode:
-    """KIP-320: does the client's idea of the leader epoch match this leader's?"""
-    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
-        return ErrorCode.none
-    if current_leader_epoch < partition.leader_epoch:
-        return ErrorCode.fenced_leader_epoch
-    return ErrorCode.unknown_leader_epoch
 
 
 def replica_id_of(body: Any, version: int) -> int:
@@ -126,30 +116,29 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
             entry = _empty_entry(fetch_partition.partition)
             entries.append(entry)
             partition, error = (
-                broker.partitions.led(name, fetch_partition.partition, broker.image)
+                broker.partitions.led(
+                    name,
+                    fetch_partition.partition,
+                    broker.image,
+                    int(getattr(fetch_partition, "current_leader_epoch", -1)),
+                )
                 if name is not None
                 else (None, ErrorCode.unknown_topic_id)
             )
             fetch_offset = int(fetch_partition.fetch_offset)
-            if partition is not None:
-                error = check_leader_epoch(
-                    partition, int(getattr(fetch_partition, "current_leader_epoch", -1))
+            if partition is not None and version >= 12:
+                diverging = _diverging(
+                    partition, fetch_offset, int(fetch_partition.last_fetched_epoch)
                 )
-                if error == ErrorCode.none and version >= 12:
-                    diverging = _diverging(
-                        partition, fetch_offset, int(fetch_partition.last_fetched_epoch)
-                    )
-                    if diverging is not None:
-                        entry["diverging_epoch"] = diverging
-                        entry["high_watermark"] = partition.high_watermark
-                        entry["log_start_offset"] = partition.log.log_start_offset
-                        error, partition = ErrorCode.none, None
-                elif error != ErrorCode.none:
+                if diverging is not None:  # no error: the fetcher truncates and asks again
+                    entry["diverging_epoch"] = diverging
+                    entry["high_watermark"] = partition.high_watermark
+                    entry["log_start_offset"] = partition.log.log_start_offset
                     partition = None
-                if partition is not None and replica_id >= 0:
-                    error = _follower_fetch(broker, partition, replica_id, fetch_offset, current_ms)
-                    if error != ErrorCode.none:
-                        partition = None
+            if partition is not None and replica_id >= 0:
+                error = _follower_fetch(broker, partition, replica_id, fetch_offset, current_ms)
+                if error != ErrorCode.none:
+                    partition = None
             if partition is None:
                 entry["error_code"] = (
                     ErrorCode.unknown_topic_id
@@ -270,13 +259,12 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
             }
             entries.append(entry)
             partition, error = broker.partitions.led(
-                list_topic.name, list_partition.partition_index, broker.image
+                list_topic.name,
+                list_partition.partition_index,
+                broker.image,
+                int(getattr(list_partition, "current_leader_epoch", -1)),
             )
-            if partition is not None:
-                error = check_leader_epoch(
-                    partition, int(getattr(list_partition, "current_leader_epoch", -1))
-                )
-            if partition is None or error != ErrorCode.none:
+            if partition is None:
                 entry["error_code"] = error
                 continue
             timestamp = int(list_partition.timestamp)
@@ -319,11 +307,9 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> An
             }
             results.append(result)
             partition, error = broker.partitions.led(
-                asked_topic.topic, asked.partition, broker.image
+                asked_topic.topic, asked.partition, broker.image, int(asked.current_leader_epoch)
             )
-            if partition is not None:
-                error = check_leader_epoch(partition, int(asked.current_leader_epoch))
-            if partition is None or error != ErrorCode.none:
+            if partition is None:
                 result["error_code"] = error
                 continue
             epoch, end_offset = partition.log.end_offset_for_epoch(int(asked.leader_epoch))

@@ -47,7 +47,6 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
     current_ms = now_ms()
     timeout_s = max(0, ms(body.timeout)) / 1000
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
-    committed: list[tuple[dict[str, Any], Partition, int]] = []
     topics: list[dict[str, Any]] = []
     for topic_data in body.topic_data:
         partitions: list[dict[str, Any]] = []
@@ -122,14 +121,11 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
             elif partition.log.needs_flush(current_ms):
                 broker.flusher.request(partition)
             if acks == -1:
-                committed.append((entry, partition, result.last_offset + 1))
+                waits.append(
+                    (entry, _await_committed(entry, partition, result.last_offset + 1, timeout_s))
+                )
     if acks == 0:
         return None
-    if committed:
-        waits.extend(
-            (entry, _await_committed(entry, partition, offset, timeout_s))
-            for entry, partition, offset in committed
-        )
     if waits:
         outcomes = await asyncio.gather(*(wait for _, wait in waits), return_exceptions=True)
         for (entry, _), outcome in zip(waits, outcomes, strict=True):
