@@ -2,7 +2,8 @@
 
 check(history) finds:
 1. LOST_WRITE: an acknowledged write that is not in the final log at the offset it was
-   acknowledged with;
+   acknowledged with (one acknowledged without an offset, an implicit ack, must be in
+   its partition's final log; its offset there is then used by the other checks);
 2. LOST_READ: a record a consumer read (partition, offset, value) that is not in the final
    log at that offset;
 3. DUPLICATE: a value at more than one place in the final log (the producers are
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from itertools import pairwise
 
@@ -129,11 +130,11 @@ class CheckResult:
 
 def check(history: History) -> CheckResult:
     sent = {e.value: e for e in history.events if isinstance(e, Sent)}
-    acked = [e for e in history.events if isinstance(e, Acked)]
+    final = _FinalLog(history.final_log)
+    acked = [_resolve(e, final) for e in history.events if isinstance(e, Acked)]
     failed = {e.value: e for e in history.events if isinstance(e, Failed)}
     reads = [e for e in history.events if isinstance(e, Read)]
     faults = _Faults([e for e in history.events if isinstance(e, NodeChanged)])
-    final = _FinalLog(history.final_log)
 
     anomalies: list[Anomaly] = []
     anomalies += _lost_writes(acked, final, faults)
@@ -258,9 +259,24 @@ class _Faults:
 # --- the checks --------------------------------------------------------------------------
 
 
+def _resolve(ack: Acked, final: _FinalLog) -> Acked:
+    """An implicit ack (no offset) with the offset its value has in the final log."""
+    if ack.offset is not None:
+        return ack
+    offsets = [o for p, o in final.places(ack.value) if p == ack.partition]
+    return replace(ack, offset=offsets[0]) if offsets else ack
+
+
 def _lost_writes(acked: list[Acked], final: _FinalLog, faults: _Faults) -> list[Anomaly]:
     found = []
     for ack in acked:
+        if ack.offset is None:
+            detail = (
+                f"{ack.producer} was told it was written (without an offset); "
+                f"p{ack.partition} of the final log does not have it"
+            )
+            found.append(faults.anomaly(AnomalyKind.LOST_WRITE, ack, detail))
+            continue
         if final.at(ack.partition, ack.offset) == ack.value:
             continue
         detail = (
@@ -326,18 +342,19 @@ def _backwards_reads(reads: list[Read], faults: _Faults) -> list[Anomaly]:
 
 def _reordered_writes(acked: list[Acked], sent: dict[str, Sent], faults: _Faults) -> list[Anomaly]:
     found = []
-    by_producer: dict[tuple[str, int], list[tuple[int, Acked]]] = defaultdict(list)
+    by_producer: dict[tuple[str, int], list[tuple[int, int, Acked]]] = defaultdict(list)
     for ack in acked:
-        if ack.value in sent:
-            by_producer[(ack.producer, ack.partition)].append((sent[ack.value].seq, ack))
+        if ack.value in sent and ack.offset is not None:
+            write = (sent[ack.value].seq, ack.offset, ack)
+            by_producer[(ack.producer, ack.partition)].append(write)
     for writes in by_producer.values():
         writes.sort(key=lambda write: write[0])
-        for (seq_a, a), (seq_b, b) in pairwise(writes):
-            if b.offset > a.offset:
+        for (seq_a, offset_a, a), (seq_b, offset_b, b) in pairwise(writes):
+            if offset_b > offset_a:
                 continue
             detail = (
-                f"{b.producer}'s write #{seq_b} got offset {b.offset}, not after its "
-                f"write #{seq_a} {a.value!r} at offset {a.offset}"
+                f"{b.producer}'s write #{seq_b} got offset {offset_b}, not after its "
+                f"write #{seq_a} {a.value!r} at offset {offset_a}"
             )
             found.append(faults.anomaly(AnomalyKind.PRODUCER_REORDER, b, detail))
     return found

@@ -50,11 +50,16 @@ class Sent:
 
 @dataclass(frozen=True, slots=True)
 class Acked:
+    """A successful delivery report. `offset` is None when the client acknowledged the
+    write without learning its offset: librdkafka's idempotent producer does that for
+    writes of a batch whose answer it lost when a later batch of the same partition was
+    acknowledged (an implicit ack); the checker then looks the write up by value."""
+
     at_s: float
     producer: str
     partition: int
     value: str
-    offset: int
+    offset: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,13 @@ consumer reads each partition in one pass and any backwards step is the broker's
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import (
@@ -135,6 +136,7 @@ class ProducerWorker(_Worker):
         self.stop_sending = threading.Event()
         self._fatal: KafkaError | None = None
         self._reporting = True
+        self._callback_crash: BaseException | None = None
         self._producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -148,7 +150,7 @@ class ProducerWorker(_Worker):
                 # enough to look for the new leader within the run.
                 "request.timeout.ms": REQUEST_TIMEOUT_MS,
                 "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-                "error_cb": self._on_error,
+                "error_cb": self._on_error_cb,
             }
         )
 
@@ -159,17 +161,34 @@ class ProducerWorker(_Worker):
             self._fatal = error
             self.recorder.add(FatalError(self.recorder.now_s(), self.client_name, _describe(error)))
 
+    def _on_error_cb(self, error: KafkaError) -> None:
+        with self._guard_callback():
+            self._on_error(error)
+
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        if not self._reporting:
-            return
-        value = message.value().decode()
-        partition = int(message.partition())
-        now_s = self.recorder.now_s()
-        if error is None:
-            offset = int(message.offset())
-            self.recorder.add(Acked(now_s, self.client_name, partition, value, offset))
-        else:
-            self.recorder.add(Failed(now_s, self.client_name, partition, value, _describe(error)))
+        with self._guard_callback():
+            if not self._reporting:
+                return
+            value = message.value().decode()
+            partition = int(message.partition())
+            now_s = self.recorder.now_s()
+            if error is None:
+                offset = message.offset()  # None for an implicit ack (see Acked)
+                self.recorder.add(Acked(now_s, self.client_name, partition, value, offset))
+            else:
+                self.recorder.add(
+                    Failed(now_s, self.client_name, partition, value, _describe(error))
+                )
+
+    @contextlib.contextmanager
+    def _guard_callback(self) -> Iterator[None]:
+        """Keep an exception inside a client callback: confluent-kafka on Python 3.11
+        turns some of them into an unrelated SystemError. `_serve` raises it instead."""
+        try:
+            yield
+        except BaseException as exc:
+            if self._callback_crash is None:
+                self._callback_crash = exc
 
     def _serve(self, timeout_s: float, *, flush: bool = False) -> None:
         """poll() (or flush()) the client: delivery reports and errors arrive here. A
@@ -181,6 +200,8 @@ class ProducerWorker(_Worker):
                 self._producer.poll(timeout_s)
         except KafkaException as exc:
             self._on_error(exc.args[0])
+        if self._callback_crash is not None:
+            raise RuntimeError("a client callback failed") from self._callback_crash
 
     def _replace_after_fatal(self) -> None:
         if self._fatal is not None:

@@ -49,7 +49,7 @@ class Builder:
         self.events.append(Sent(self.tick(), producer, seq, partition, value))
         return value
 
-    def ack(self, value: str, partition: int, offset: int) -> None:
+    def ack(self, value: str, partition: int, offset: int | None) -> None:
         producer = value.split("-")[0]
         self.events.append(Acked(self.tick(), producer, partition, value, offset))
 
@@ -145,6 +145,33 @@ def test_a_write_beyond_the_end_of_the_final_log_is_lost() -> None:
     result = check(b.history({0: [], 1: [first]}))
     assert kinds(result) == [AnomalyKind.LOST_WRITE]
     assert "ends before it (at 1)" in result.anomalies[0].detail
+
+
+def test_an_implicit_ack_is_looked_up_by_value_in_its_partition() -> None:
+    b = Builder()
+    first = b.send("p0", 0)
+    second = b.send("p0", 0)
+    b.ack(first, 0, None)  # librdkafka acknowledged it without an offset
+    b.ack(second, 0, 1)
+    assert check(b.history({0: [first, second]})).ok
+
+
+def test_an_implicit_ack_missing_from_its_partition_is_lost() -> None:
+    b = Builder()
+    value = b.send("p0", 0)
+    b.ack(value, 0, None)
+    result = check(b.history({0: [], 1: [value]}))
+    assert kinds(result) == [AnomalyKind.LOST_WRITE, AnomalyKind.PHANTOM]
+    assert "without an offset" in result.anomalies[0].detail
+
+
+def test_an_implicit_ack_found_out_of_order_is_a_reorder() -> None:
+    b = Builder()
+    early = b.send("p0", 0)
+    late = b.send("p0", 0)
+    b.ack(late, 0, 0)
+    b.ack(early, 0, None)
+    assert kinds(check(b.history({0: [late, early]}))) == [AnomalyKind.PRODUCER_REORDER]
 
 
 def test_a_read_record_that_the_final_log_lost_is_found() -> None:
