@@ -420,14 +420,47 @@ def test_kafka_4_combined_config_loads_and_keeps_only_client_listeners_for_clien
     assert config.log_dir == Path("/tmp/kraft-combined-logs")
 
 
-def test_kafka_3_zookeeper_config_loads_as_a_single_node() -> None:
+def test_kafka_3_zookeeper_config_selects_the_zookeeper_store() -> None:
     config = load_config(file_text=KAFKA_3_ZOOKEEPER)
     assert config.node_id == 0
     assert config.process_roles == COMBINED
     assert config.client_listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    assert config.controller_listeners == ()
     assert config.group_initial_rebalance_delay_ms == 0
     assert config.log_dir == Path("/tmp/kafka-logs")
-    assert {"zookeeper.connect", "zookeeper.connection.timeout.ms"} <= set(config.ignored)
+    assert config.zookeeper is not None
+    assert str(config.zookeeper) == "localhost:2181"
+    assert config.zookeeper.chroot == ""
+    assert config.zookeeper_session_timeout_ms == 18000
+    assert config.zookeeper_connection_timeout_ms == 18000
+    assert "zookeeper.connect" not in config.ignored
+
+
+def test_zookeeper_connect_takes_several_servers_and_a_chroot() -> None:
+    config = load_config(
+        file_text="broker.id=3\nzookeeper.connect=zk1:2181, zk2:2182/strom/prod\n"
+        "zookeeper.session.timeout.ms=6000\n"
+    )
+    assert config.zookeeper is not None
+    assert [(e.host, e.port) for e in config.zookeeper.hosts] == [("zk1", 2181), ("zk2", 2182)]
+    assert config.zookeeper.chroot == "/strom/prod"
+    assert config.zookeeper_session_timeout_ms == 6000
+    assert config.node_id == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("zookeeper.connect=zk1\nbroker.id=1", "zookeeper.connect"),
+        ("zookeeper.connect=zk1:2181/strom/\nbroker.id=1", "chroot"),
+        ("zookeeper.connect=zk1:2181\nbroker.id=1\ncontroller.quorum.voters=1@h:9093", "two"),
+        ("zookeeper.connect=zk1:2181\nbroker.id=1\nprocess.roles=broker", "process.roles"),
+        ("zookeeper.connect=zk1:2181", "broker.id"),
+    ],
+)
+def test_zookeeper_connect_mistakes_are_named(text: str, complaint: str) -> None:
+    with pytest.raises(ConfigError, match=complaint):
+        load_config(file_text=text)
 
 
 def test_kafka_broker_only_config_loads() -> None:
@@ -844,7 +877,6 @@ def test_compatibility_keys_have_no_effect() -> None:
         "num.io.threads",
         "background.threads",
         "queued.max.requests",
-        "zookeeper.connect",
         "num.recovery.threads.per.data.dir",
     ):
         assert not CONFIG_KEYS_BY_NAME[name].effect, name

@@ -28,6 +28,7 @@ from strom.config.listeners import (
 )
 from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
+from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _NO_LAYERS: Mapping[str, int] = MappingProxyType({})
@@ -61,6 +62,10 @@ class BrokerConfig:
     controller_quorum_election_timeout_ms: int
     controller_quorum_election_backoff_max_ms: int
     controller_quorum_fetch_timeout_ms: int
+    zookeeper: ZooKeeperConnect | None
+    """Set by zookeeper.connect: the metadata lives in ZooKeeper, not in the Raft quorum."""
+    zookeeper_session_timeout_ms: int
+    zookeeper_connection_timeout_ms: int
     broker_heartbeat_interval_ms: int
     broker_session_timeout_ms: int
     initial_broker_registration_timeout_ms: int
@@ -271,7 +276,9 @@ def build_config(
         parse_endpoint(text, key="controller.quorum.bootstrap.servers")
         for text in v.strings("controller.quorum.bootstrap.servers")
     )
-    single_node = roles == frozenset(Role) and len(voters) <= 1 and len(bootstrap) <= 1
+    both_roles, zk = roles == frozenset(Role), v.optional_string("zookeeper.connect")
+    zookeeper = parse_zookeeper_connect(zk, given, both_roles, voters, bootstrap)
+    single_node = zookeeper is None and both_roles and len(voters) <= 1 and len(bootstrap) <= 1
     node_id = _node_id(v, given, layers, single_node=single_node)
     for name in ("node.id", "broker.id"):
         raw[name] = str(node_id)
@@ -292,7 +299,9 @@ def build_config(
             "'controller.quorum.bootstrap.servers' to find the controllers",
             key="controller.quorum.voters",
         )
-    listeners = _ListenerSetup.build(v, given, roles, single_node=single_node)
+    listeners = _ListenerSetup.build(
+        v, given, roles, single_node=single_node or zookeeper is not None
+    )
     log_dir = _log_dir(v)
     metadata_log_dir = v.optional_string("metadata.log.dir")
     group_min_ms = v.integer("group.min.session.timeout.ms")
@@ -321,6 +330,10 @@ def build_config(
             "controller.quorum.election.backoff.max.ms"
         ),
         controller_quorum_fetch_timeout_ms=v.integer("controller.quorum.fetch.timeout.ms"),
+        zookeeper=zookeeper,
+        zookeeper_session_timeout_ms=v.integer("zookeeper.session.timeout.ms"),
+        zookeeper_connection_timeout_ms=v.optional_integer("zookeeper.connection.timeout.ms")
+        or v.integer("zookeeper.session.timeout.ms"),
         broker_heartbeat_interval_ms=v.integer("broker.heartbeat.interval.ms"),
         broker_session_timeout_ms=v.integer("broker.session.timeout.ms"),
         initial_broker_registration_timeout_ms=v.integer("initial.broker.registration.timeout.ms"),

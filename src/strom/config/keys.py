@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
+from strom.config.compat_keys import KAFKA_ONLY_KEYS
 from strom.config.schema import (
     LONG_MAX,
     AtLeast,
@@ -38,10 +39,6 @@ DEFAULT_PROTOCOL_MAP = (
     "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,"
     "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
-
-
-def _ignored(name: str, type_: ConfigType, default: str | None, doc: str) -> ConfigKey:
-    return ConfigKey(name, type_, default, doc, None, effect=False)
 
 
 CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -154,6 +151,26 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         INT,
         "9000",
         "A broker without heartbeats for this long is fenced.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "zookeeper.connect",
+        STRING,
+        None,
+        "host:port[,host:port...][/chroot]: keep the metadata in ZooKeeper, not Raft.",
+    ),
+    ConfigKey(
+        "zookeeper.session.timeout.ms",
+        INT,
+        "18000",
+        "A broker (or controller) whose ZooKeeper session ends is gone.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "zookeeper.connection.timeout.ms",
+        INT,
+        None,
+        "Wait for the first ZooKeeper connection (default: the session timeout).",
         AtLeast(1),
     ),
     ConfigKey(
@@ -513,53 +530,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "Largest session timeout a consumer may ask for.",
         AtLeast(0),
     ),
-    # --- accepted for compatibility, no effect
-    _ignored(
-        "num.network.threads", INT, "3", "Kafka's network threads; strom uses one event loop."
-    ),
-    _ignored("num.io.threads", INT, "8", "Kafka's request threads; strom uses one event loop."),
-    _ignored("num.recovery.threads.per.data.dir", INT, "1", "Kafka's log recovery threads."),
-    _ignored("num.replica.fetchers", INT, "1", "Kafka's replica fetcher threads."),
-    _ignored("background.threads", INT, "10", "Kafka's background task threads."),
-    _ignored("queued.max.requests", INT, "500", "Kafka's request queue length."),
-    _ignored("socket.send.buffer.bytes", INT, "102400", "Kafka's SO_SNDBUF for client sockets."),
-    _ignored("socket.receive.buffer.bytes", INT, "102400", "Kafka's SO_RCVBUF for client sockets."),
-    _ignored("socket.listen.backlog.size", INT, "50", "Kafka's listen backlog."),
-    _ignored("max.connections", INT, str(2**31 - 1), "Kafka's connection limit."),
-    _ignored(
-        "max.connections.per.ip", INT, str(2**31 - 1), "Kafka's per-address connection limit."
-    ),
-    _ignored("fetch.max.bytes", INT, "57671680", "Kafka's limit on a fetch response."),
-    _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
-    _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
-    _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
-    _ignored("transaction.state.log.replication.factor", INT, "3", "Kafka's transaction log RF."),
-    _ignored("transaction.state.log.min.isr", INT, "2", "Kafka's transaction log min ISR."),
-    _ignored("transaction.state.log.num.partitions", INT, "50", "Kafka's transaction log size."),
-    _ignored(
-        "transaction.state.log.segment.bytes", INT, "104857600", "Kafka's transaction log segments."
-    ),
-    _ignored(
-        "share.coordinator.state.topic.replication.factor",
-        INT,
-        "3",
-        "Kafka's share-group state topic RF.",
-    ),
-    _ignored(
-        "share.coordinator.state.topic.min.isr",
-        INT,
-        "2",
-        "Kafka's share-group state topic min ISR.",
-    ),
-    _ignored(
-        "share.coordinator.state.topic.num.partitions",
-        INT,
-        "50",
-        "Kafka's share-group state topic size.",
-    ),
-    _ignored("zookeeper.connect", STRING, None, "ZooKeeper ensemble (a later strom will use it)."),
-    _ignored("zookeeper.connection.timeout.ms", INT, None, "ZooKeeper connection timeout."),
-    _ignored("zookeeper.session.timeout.ms", INT, "18000", "ZooKeeper session timeout."),
+    *KAFKA_ONLY_KEYS,  # accepted for compatibility, no effect (compat_keys.py)
 )
 
 # Keys that are parsed and validated today but that only a later capability acts on
