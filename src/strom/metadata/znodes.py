@@ -1,0 +1,592 @@
+"""The metadata image as Kafka's classic ZooKeeper znodes, and back.
+
+    diff(old, new, controller_epoch=e) -> [ZnodeOp]       one ZooKeeper multi
+    image_from_znodes(tree, offset=n)  -> MetadataImage   records replayed, as a snapshot is
+
+The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS are empty):
+
+    /cluster/id                         {"id":"..","name":"..","version":"1"}
+    /brokers/topics/<name>              {"adding_replicas":{"0":[3]},"partitions":{"0":[1,2,3]},
+                                         "removing_replicas":{"0":[1]},"topic_id":"..","version":3}
+    /brokers/topics/<name>/partitions   empty, as is each .../partitions/<n>
+    /brokers/topics/<name>/partitions/<n>/state
+                                        {"controller_epoch":5,"isr":[1,2],"leader":1,
+                                         "leader_epoch":4,"partition_epoch":6,"version":1}
+    /config/topics/<name>               {"config":{"retention.ms":"1000"},"version":1}
+    /config/brokers/<id>, /config/brokers/<default>   the same, while overrides exist
+    /config/changes/config_change_<seq> {"entity_path":"topics/<name>","version":2}
+    /latest_producer_id_block           {"next_producer_id":"2000","version":1}
+    /strom/brokers/<id>                 the controller's registration of a broker (strom's own)
+    /brokers/ids/<id>, /controller      ephemeral: broker_registration(), controller_json()
+
+These are Kafka's shapes plus strom's additions: the cluster name, `partition_epoch` (Kafka
+keeps it as the state znode's version), the producer id block and /strom. Written by hand:
+kazoo does the I/O in the store, and no library renders Kafka's znode JSON. What is read
+may have been written by an operator, so parsers check every field and raise ZnodeError.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeVar
+
+from strom.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
+from strom.metadata.records import (
+    CLUSTER_DEFAULT,
+    ClusterRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from strom.metadata.topic_names import validate_topic_name
+
+PARENTS: tuple[str, ...] = (
+    "/brokers",
+    "/brokers/ids",
+    "/brokers/topics",
+    "/cluster",
+    "/config",
+    "/config/brokers",
+    "/config/changes",
+    "/config/topics",
+    "/strom",
+    "/strom/brokers",
+)
+"""Created once by the store, parents first; diff never creates or deletes them."""
+CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
+DEFAULT_ENTITY = "<default>"
+"""Kafka's name for the cluster-wide broker default (strom's CLUSTER_DEFAULT)."""
+
+_NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")
+_KAFKA_UUID = re.compile(r"[A-Za-z0-9_-]{22}")
+_ENDPOINT = re.compile(r"([A-Za-z0-9_.-]+)://\[?([^\[\]]*?)\]?:([0-9]{1,5})")
+
+
+class ZnodeError(ValueError):
+    """A znode that does not parse; the message names the znode and what is wrong."""
+
+
+class OpKind(Enum):
+    CREATE = "create"
+    SET = "set"
+    DELETE = "delete"
+    NOTIFY = "notify"
+    """Create a sequential child: `path` is the prefix CONFIG_CHANGE_PREFIX."""
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeOp:
+    kind: OpKind
+    path: str
+    data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorTopic:
+    """A topic written into /brokers/topics by hand (no topic id, or partitions without state)."""
+
+    name: str
+    topic_id: uuid.UUID | None
+    assignment: Mapping[int, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A broker's ephemeral /brokers/ids/<id> znode."""
+
+    host: str
+    port: int
+    rack: str | None
+    endpoints: tuple[tuple[str, str, int], ...]
+    """(listener name, host, port) of each endpoint."""
+    incarnation_id: uuid.UUID | None
+
+
+# --- paths -----------------------------------------------------------------------------------
+
+
+def topic_path(name: str) -> str:
+    return f"/brokers/topics/{name}"
+
+
+def state_path(name: str, partition: int) -> str:
+    return f"/brokers/topics/{name}/partitions/{partition}/state"
+
+
+def broker_path(broker_id: int) -> str:
+    """The controller's registration of a broker (not its ephemeral /brokers/ids znode)."""
+    return f"/strom/brokers/{broker_id}"
+
+
+def config_path(resource_type: ConfigResourceType, name: str) -> str:
+    if resource_type is ConfigResourceType.TOPIC:
+        return f"/config/topics/{name}"
+    return f"/config/brokers/{name or DEFAULT_ENTITY}"
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+def _cluster_data(image: MetadataImage) -> bytes | None:
+    if not image.cluster_id:
+        return None
+    return _json({"version": "1", "id": image.cluster_id, "name": image.cluster_name})
+
+
+def _producer_data(image: MetadataImage) -> bytes | None:
+    if not image.next_producer_id:
+        return None
+    return _json({"version": 1, "next_producer_id": str(image.next_producer_id)})
+
+
+def _broker_data(broker: BrokerImage | None) -> bytes | None:
+    if broker is None:
+        return None
+    body = {name: getattr(broker, name) for name in ("host", "port", "rack", "epoch", "fenced")}
+    return _json({**body, "version": 1, "incarnation_id": str(broker.incarnation_id)})
+
+
+def _topic_data(topic: TopicImage) -> bytes:
+    parts = sorted(topic.partitions.items())
+    replicas = {str(i): list(p.replicas) for i, p in parts}
+    adding = {str(i): list(p.adding_replicas) for i, p in parts if p.adding_replicas}
+    removing = {str(i): list(p.removing_replicas) for i, p in parts if p.removing_replicas}
+    body = {"version": 3, "topic_id": kafka_uuid(topic.topic_id), "partitions": replicas}
+    return _json({**body, "adding_replicas": adding, "removing_replicas": removing})
+
+
+def _state_data(p: PartitionImage, controller_epoch: int) -> bytes:
+    body = {name: getattr(p, name) for name in ("leader", "leader_epoch", "partition_epoch")}
+    return _json({**body, "version": 1, "controller_epoch": controller_epoch, "isr": list(p.isr)})
+
+
+def _config_data(image: MetadataImage, key: tuple[ConfigResourceType, str]) -> bytes | None:
+    """Every topic has its config znode; a broker entity only while it has overrides."""
+    overrides = image.configs.get(key)
+    if overrides is None and not (
+        key[0] is ConfigResourceType.TOPIC and key[1] in image.topics_by_name
+    ):
+        return None
+    return _json({"version": 1, "config": dict(overrides or {})})
+
+
+# --- diff ------------------------------------------------------------------------------------
+
+
+class _Ops:
+    """One diff's ops by kind; `ordered` lists them as a multi needs them."""
+
+    def __init__(self) -> None:
+        self.deletes: list[ZnodeOp] = []  # children before parents
+        self.creates: list[ZnodeOp] = []  # parents before children
+        self.sets: list[ZnodeOp] = []
+        self.notifies: list[ZnodeOp] = []
+
+    def put(self, path: str, before: bytes | None, after: bytes | None) -> None:
+        if before == after:
+            return
+        if after is None:
+            self.deletes.append(ZnodeOp(OpKind.DELETE, path))
+        elif before is None:
+            self.creates.append(ZnodeOp(OpKind.CREATE, path, after))
+        else:
+            self.sets.append(ZnodeOp(OpKind.SET, path, after))
+
+    def ordered(self) -> list[ZnodeOp]:
+        return self.deletes + self.creates + self.sets + self.notifies
+
+
+def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> list[ZnodeOp]:
+    """The ops that take ZooKeeper from `old`'s znodes to `new`'s, in one multi's order:
+    deletes (children first), creates (parents first), sets, then config change notices.
+
+    Unchanged parts cost nothing but an identity check: a topic whose TopicImage `is` the
+    same is skipped, and in a changed topic only partitions whose state differs are
+    written, with `controller_epoch`. A topic recreated under its name is deleted first.
+    """
+    ops = _Ops()
+    ops.put(CLUSTER_ID, _cluster_data(old), _cluster_data(new))
+    ops.put(PRODUCER_ID_BLOCK, _producer_data(old), _producer_data(new))
+    if old.brokers is not new.brokers:
+        for broker_id in sorted(old.brokers.keys() | new.brokers.keys()):
+            before, after = old.brokers.get(broker_id), new.brokers.get(broker_id)
+            if before != after:
+                ops.put(broker_path(broker_id), _broker_data(before), _broker_data(after))
+    reborn: list[str] = []  # topic names that appeared, vanished or changed id
+    was, now = old.topics_by_name, new.topics_by_name
+    if was is not now:
+        changed = {name for name in was.keys() | now.keys() if was.get(name) is not now.get(name)}
+        for name in sorted(changed):
+            if _diff_topic(ops, was.get(name), now.get(name), controller_epoch):
+                reborn.append(name)
+    _diff_configs(ops, old, new, reborn)
+    return ops.ordered()
+
+
+def _diff_topic(
+    ops: _Ops, before: TopicImage | None, after: TopicImage | None, controller_epoch: int
+) -> bool:
+    """Adds the ops of one topic; True if it was created or deleted."""
+    if before is not None and (after is None or after.topic_id != before.topic_id):
+        for index in sorted(before.partitions):
+            _delete_partition(ops, before.name, index)
+        path = topic_path(before.name)
+        ops.deletes += [ZnodeOp(OpKind.DELETE, f"{path}/partitions"), ZnodeOp(OpKind.DELETE, path)]
+        before = None
+        if after is None:
+            return True
+    assert after is not None
+    if before is None:
+        path = topic_path(after.name)
+        ops.creates.append(ZnodeOp(OpKind.CREATE, path, _topic_data(after)))
+        ops.creates.append(ZnodeOp(OpKind.CREATE, f"{path}/partitions"))
+        for index in sorted(after.partitions):
+            _create_partition(ops, after.name, index, after.partitions[index], controller_epoch)
+        return True
+    reassigned = before.partitions.keys() != after.partitions.keys()
+    for index in sorted(after.partitions):
+        was, now = before.partitions.get(index), after.partitions[index]
+        if was is now:
+            continue
+        if was is None:
+            _create_partition(ops, after.name, index, now, controller_epoch)
+            continue
+        reassigned = reassigned or _assignment(was) != _assignment(now)
+        if _leadership(was) != _leadership(now):
+            state = _state_data(now, controller_epoch)
+            ops.sets.append(ZnodeOp(OpKind.SET, state_path(after.name, index), state))
+    for index in sorted(before.partitions.keys() - after.partitions.keys()):
+        _delete_partition(ops, after.name, index)
+    if reassigned:
+        ops.sets.append(ZnodeOp(OpKind.SET, topic_path(after.name), _topic_data(after)))
+    return False
+
+
+def _assignment(p: PartitionImage) -> tuple[tuple[int, ...], ...]:
+    return p.replicas, p.adding_replicas, p.removing_replicas
+
+
+def _leadership(p: PartitionImage) -> tuple[object, ...]:
+    return p.leader, p.leader_epoch, p.isr, p.partition_epoch
+
+
+def _create_partition(
+    ops: _Ops, name: str, index: int, partition: PartitionImage, controller_epoch: int
+) -> None:
+    state = state_path(name, index)
+    ops.creates.append(ZnodeOp(OpKind.CREATE, state.removesuffix("/state")))
+    ops.creates.append(ZnodeOp(OpKind.CREATE, state, _state_data(partition, controller_epoch)))
+
+
+def _delete_partition(ops: _Ops, name: str, index: int) -> None:
+    state = state_path(name, index)
+    ops.deletes.append(ZnodeOp(OpKind.DELETE, state))
+    ops.deletes.append(ZnodeOp(OpKind.DELETE, state.removesuffix("/state")))
+
+
+def _diff_configs(ops: _Ops, old: MetadataImage, new: MetadataImage, reborn: list[str]) -> None:
+    """Config znodes of changed entities and of reborn topics; a notice per changed entity."""
+    keys = {(ConfigResourceType.TOPIC, name) for name in reborn}
+    if old.configs is not new.configs:
+        both = old.configs.keys() | new.configs.keys()
+        keys.update(key for key in both if old.configs.get(key) != new.configs.get(key))
+    for key in sorted(keys):
+        path = config_path(*key)
+        ops.put(path, _config_data(old, key), _config_data(new, key))
+        if old.configs.get(key, {}) != new.configs.get(key, {}):
+            notice = _json({"version": 2, "entity_path": path.removeprefix("/config/")})
+            ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+_T = TypeVar("_T")
+_D = TypeVar("_D")
+
+
+class _Fields:
+    """One znode's JSON object; its getters raise ZnodeError naming the znode and the field."""
+
+    def __init__(self, data: bytes, what: str) -> None:
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ZnodeError(f"{what} is not JSON ({exc}): {data[:100]!r}") from None
+        if not isinstance(body, dict):
+            raise ZnodeError(f"{what} must hold a JSON object, not {data[:100]!r}")
+        self.body: dict[str, Any] = body
+        self.what = what
+
+    def get(self, key: str, kind: type[_T]) -> _T:
+        if key not in self.body:
+            raise ZnodeError(f"{self.what} lacks {key!r}")
+        return self.check(self.body[key], kind, key)
+
+    def optional(self, key: str, kind: type[_T], default: _D) -> _T | _D:
+        """The field's value; `default` when it is absent or null."""
+        value = self.body.get(key)
+        return default if value is None else self.check(value, kind, key)
+
+    def check(self, value: object, kind: type[_T], name: str) -> _T:
+        if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return value
+        raise ZnodeError(f"{self.what}: {name}: expected {kind.__name__}, got {value!r:.80}")
+
+    def ints(self, key: str) -> tuple[int, ...]:
+        return tuple(self.check(item, int, key) for item in self.get(key, list))
+
+    def partition_map(self, key: str, *, required: bool) -> dict[int, tuple[int, ...]]:
+        """{"0": [1, 2], ...} as {0: (1, 2), ...}."""
+        body = self.get(key, dict) if required else self.optional(key, dict, {})
+        return {
+            _number(index, f"{self.what}: {key}"): tuple(
+                self.check(item, int, f"{key}[{index}]") for item in self.check(ids, list, key)
+            )
+            for index, ids in body.items()
+        }
+
+
+def _number(text: str, what: str) -> int:
+    if not _NUMBER.fullmatch(text):
+        raise ZnodeError(f"{what}: {text!r} is not a number")
+    return int(text)
+
+
+def _uuid(text: str, what: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ZnodeError(f"{what}: {text!r} is not a UUID") from None
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    if not _KAFKA_UUID.fullmatch(text):
+        raise ZnodeError(f"{text!r} is not a Kafka Uuid (22 characters of URL-safe base64)")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicZnode:
+    topic_id: uuid.UUID | None
+    partitions: dict[int, tuple[int, ...]]
+    adding: dict[int, tuple[int, ...]]
+    removing: dict[int, tuple[int, ...]]
+
+
+def _topic(data: bytes, what: str) -> _TopicZnode:
+    fields = _Fields(data, what)
+    text = fields.optional("topic_id", str, None)
+    try:
+        topic_id = None if text is None else parse_kafka_uuid(text)
+    except ZnodeError as exc:
+        raise ZnodeError(f"{what}: topic_id {exc}") from None
+    return _TopicZnode(
+        topic_id,
+        fields.partition_map("partitions", required=True),
+        fields.partition_map("adding_replicas", required=False),
+        fields.partition_map("removing_replicas", required=False),
+    )
+
+
+def parse_topic(data: bytes) -> tuple[uuid.UUID | None, dict[int, tuple[int, ...]]]:
+    """A /brokers/topics/<name> znode: its topic id (None if it has none) and assignment."""
+    topic = _topic(data, "topic znode")
+    return topic.topic_id, topic.partitions
+
+
+def _entity_config(data: bytes, what: str) -> dict[str, str]:
+    fields = _Fields(data, what)
+    config = fields.get("config", dict)
+    return {name: fields.check(value, str, f"config[{name!r}]") for name, value in config.items()}
+
+
+def parse_entity_config(data: bytes) -> dict[str, str]:
+    """A /config/topics/<name> or /config/brokers/<id> znode's overrides."""
+    return _entity_config(data, "config znode")
+
+
+def _entity(kind: str, name: str, what: str) -> tuple[ConfigResourceType, str]:
+    if kind == "topics":
+        problem = validate_topic_name(name)
+        if problem is not None:
+            raise ZnodeError(f"{what}: {problem}")
+        return ConfigResourceType.TOPIC, name
+    if kind == "brokers":
+        if name == DEFAULT_ENTITY:
+            return ConfigResourceType.BROKER, CLUSTER_DEFAULT
+        return ConfigResourceType.BROKER, str(_number(name, what))
+    raise ZnodeError(f"{what}: entity type {kind!r} is neither topics nor brokers")
+
+
+def parse_change(data: bytes) -> tuple[ConfigResourceType, str]:
+    """The config entity a change notification names."""
+    fields = _Fields(data, "config change")
+    version = fields.get("version", int)
+    if version != 2:
+        raise ZnodeError(f"config change version {version} is not supported (only 2)")
+    entity_path = fields.get("entity_path", str)
+    kind, _, name = entity_path.partition("/")
+    return _entity(kind, name, f"config change of {entity_path!r}")
+
+
+def _endpoint(text: str, what: str) -> tuple[str, str, int]:
+    match = _ENDPOINT.fullmatch(text)
+    if match is None:
+        raise ZnodeError(f"{what}: endpoint {text!r} is not LISTENER://host:port")
+    return match[1], match[2], int(match[3])
+
+
+def broker_registration(
+    *,
+    broker_id: int,
+    host: str,
+    port: int,
+    rack: str | None,
+    endpoints: Sequence[str],
+    incarnation_id: uuid.UUID,
+    timestamp_ms: int,
+) -> bytes:
+    """A broker's ephemeral /brokers/ids/<id> znode, Kafka's version 5 with the incarnation."""
+    listeners = [_endpoint(text, f"broker {broker_id}")[0] for text in endpoints]
+    return _json(
+        {
+            "version": 5,
+            "host": host,
+            "port": port,
+            "rack": rack,
+            "endpoints": list(endpoints),
+            "listener_security_protocol_map": dict.fromkeys(listeners, "PLAINTEXT"),
+            "jmx_port": -1,
+            "timestamp": str(timestamp_ms),
+            "features": {},
+            "incarnation_id": str(incarnation_id),
+        }
+    )
+
+
+def parse_broker_registration(data: bytes) -> BrokerRegistration:
+    fields = _Fields(data, "broker registration")
+    endpoints = fields.optional("endpoints", list, [])
+    incarnation_id = fields.optional("incarnation_id", str, None)
+    return BrokerRegistration(
+        fields.get("host", str),
+        fields.get("port", int),
+        fields.optional("rack", str, None),
+        tuple(_endpoint(fields.check(e, str, "endpoints"), fields.what) for e in endpoints),
+        None if incarnation_id is None else _uuid(incarnation_id, fields.what),
+    )
+
+
+def controller_json(broker_id: int, timestamp_ms: int) -> bytes:
+    """The ephemeral /controller znode of the active controller."""
+    body = {"version": 2, "brokerid": broker_id, "kraftControllerEpoch": -1}
+    return _json({**body, "timestamp": str(timestamp_ms)})
+
+
+def parse_controller(data: bytes) -> int:
+    """The broker id in a /controller znode."""
+    return _Fields(data, "/controller").get("brokerid", int)
+
+
+# --- the image from a tree -------------------------------------------------------------------
+
+
+def image_from_znodes(tree: Mapping[str, bytes], *, offset: int) -> MetadataImage:
+    """The image `tree` (every znode's path and data) holds, as one entry at `offset`.
+
+    A topic znode without a topic id or without a state for some partition is an operator's
+    and not part of the image (see operator_topics). Unknown znodes are ignored.
+    """
+    records: list[MetadataRecord] = []
+    for path in sorted(tree):
+        data = tree[path]
+        match path.split("/"):
+            case ["", "cluster", "id"]:
+                fields = _Fields(data, path)
+                records.append(
+                    ClusterRecord(fields.get("id", str), fields.optional("name", str, ""))
+                )
+            case ["", "strom", "brokers", broker_id]:
+                fields = _Fields(data, path)
+                records.append(
+                    RegisterBrokerRecord(
+                        _number(broker_id, path),
+                        _uuid(fields.get("incarnation_id", str), path),
+                        fields.get("host", str),
+                        fields.get("port", int),
+                        fields.optional("rack", str, None),
+                        fenced=fields.get("fenced", bool),
+                        epoch=fields.get("epoch", int),
+                    )
+                )
+            case ["", "brokers", "topics", name]:
+                records += _topic_records(tree, name, _topic(data, path))
+            case ["", "config", ("topics" | "brokers") as kind, entity]:
+                resource_type, resource_name = _entity(kind, entity, path)
+                overrides = sorted(_entity_config(data, path).items())
+                records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in overrides]
+            case ["", "latest_producer_id_block"]:
+                next_id = _Fields(data, path).get("next_producer_id", str)
+                records.append(ProducerIdsRecord(-1, -1, _number(next_id, path)))
+    return MetadataImage.empty().replay(records, offset=offset)
+
+
+def _topic_records(
+    tree: Mapping[str, bytes], name: str, topic: _TopicZnode
+) -> list[MetadataRecord]:
+    if topic.topic_id is None:
+        return []
+    records: list[MetadataRecord] = [TopicRecord(name, topic.topic_id)]
+    for index, replicas in sorted(topic.partitions.items()):
+        path = state_path(name, index)
+        if path not in tree:
+            return []
+        state = _Fields(tree[path], path)
+        records.append(
+            PartitionRecord(
+                topic.topic_id,
+                index,
+                replicas,
+                state.ints("isr"),
+                state.get("leader", int),
+                state.get("leader_epoch", int),
+                state.get("partition_epoch", int),
+                topic.adding.get(index, ()),
+                topic.removing.get(index, ()),
+            )
+        )
+    return records
+
+
+def operator_topics(tree: Mapping[str, bytes], image: MetadataImage) -> list[OperatorTopic]:
+    """Topic znodes in `tree` that are not `image`'s topics (by name and id), by name."""
+    found: list[OperatorTopic] = []
+    for path in sorted(tree):
+        match path.split("/"):
+            case ["", "brokers", "topics", name]:
+                topic = _topic(tree[path], path)
+                known = image.topics_by_name.get(name)
+                if known is None or known.topic_id != topic.topic_id:
+                    found.append(OperatorTopic(name, topic.topic_id, topic.partitions))
+    return found
