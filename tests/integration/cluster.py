@@ -60,14 +60,18 @@ class TestCluster:
         settings: Sequence[str] = (),
         ready_timeout_s: float = READY_TIMEOUT_S,
         stop_timeout_s: float = STOP_TIMEOUT_S,
+        zookeeper: str | None = None,
     ) -> None:
         ports = free_ports(2 * nodes)
+        self.zookeeper = zookeeper
+        """zookeeper.connect of the nodes; None: the built-in Raft quorum."""
         self.plans = plan_local_cluster(
             nodes,
             root,
             client_ports=ports[:nodes],
             controller_ports=ports[nodes:],
             settings=parse_settings(settings),
+            zookeeper=zookeeper,
         )
         self.local = LocalCluster(
             self.plans, ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s
@@ -187,9 +191,12 @@ def running_cluster(
     *,
     settings: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
+    zookeeper: str | None = None,
 ) -> Iterator[TestCluster]:
     """A started cluster; every process is killed at the end, also on failure."""
-    cluster = TestCluster(root, nodes, settings=settings, ready_timeout_s=ready_timeout_s)
+    cluster = TestCluster(
+        root, nodes, settings=settings, ready_timeout_s=ready_timeout_s, zookeeper=zookeeper
+    )
     try:
         try:
             cluster.start_all()

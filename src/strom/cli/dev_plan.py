@@ -72,13 +72,16 @@ def plan_local_cluster(
     client_ports: Sequence[int] | None = None,
     controller_ports: Sequence[int] | None = None,
     settings: Sequence[tuple[str, str]] = (),
+    zookeeper: str | None = None,
 ) -> list[NodePlan]:
     """The plan of `node_count` combined nodes with ids 1..N, their files in `data_dir`:
     `node-i/` (data), `node-i.properties` (config) and `node-i.log` (log).
 
     Ports come from `base_port` unless `client_ports` / `controller_ports` list them (the
     test harness passes free ones). `settings` are extra keys for every node and win over
-    the planned ones. Raises PlanError; the configs are not checked here (`check_plan`).
+    the planned ones. With `zookeeper` (a zookeeper.connect value) the nodes keep their
+    metadata there: no controller listeners, no quorum voters. Raises PlanError; the
+    configs are not checked here (`check_plan`).
     """
     if not 1 <= node_count <= MAX_NODES:
         raise PlanError(f"--nodes must be from 1 to {MAX_NODES}, got {node_count}")
@@ -115,6 +118,13 @@ def plan_local_cluster(
             "offsets.topic.replication.factor": replication_factor,
             "min.insync.replicas": "1",
         }
+        if zookeeper is not None:
+            for key in ("controller.quorum.voters", "controller.listener.names", "node.id"):
+                del planned[key]
+            planned["broker.id"] = str(node_id)
+            planned["listeners"] = f"PLAINTEXT://{client}"
+            planned["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT"
+            planned["zookeeper.connect"] = zookeeper
         for key, value in settings:
             planned.pop(key, None)  # a --set key goes last, where a reader looks for it
             planned[key] = value

@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
 from strom.config.listeners import QuorumVoter
 from strom.metadata.image import MetadataImage
-from strom.protocol.apis import SERVED_APIS
+from strom.protocol.apis import CONTROLLER_APIS, SERVED_APIS
 from strom.protocol.codec import Request
 from strom.raft.core import RaftConfig
 from strom.server import layout
@@ -38,11 +39,13 @@ from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
+from strom.server.metadata_store import MetadataStore
 from strom.server.partitions import METADATA_LOG_DIR, Partition, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
 from strom.server.raft_driver import RaftDriver
 from strom.server.replica_fetcher import ReplicaFetchers
 from strom.server.tasks import TaskSet
+from strom.server.zookeeper.store import ZooKeeperStore
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,9 @@ class Broker:
         self.local_cluster_id: str | None = None
         self.metadata = MetadataState(config.node_id)
         self.raft: RaftDriver | None = None
+        self.store: MetadataStore | None = None
+        """The metadata store: `raft` on a Raft controller, ZooKeeper when configured."""
+        self.incarnation_id = uuid.uuid4()
         self.controller: ControllerService | None = None
         self.fetcher: MetadataFetcher | None = None
         self.lifecycle: BrokerLifecycle | None = None
@@ -110,8 +116,10 @@ class Broker:
             other = layout.check_meta_properties(config.metadata_log_dir, self.node_id)
             self.local_cluster_id = self._agree(self.local_cluster_id, other)
         self.metadata.subscribe(self._on_metadata)
-        if self.is_controller:
-            self.raft = RaftDriver(
+        if config.zookeeper is not None:
+            await self._start_zookeeper()
+        elif self.is_controller:
+            self.raft = self.store = RaftDriver(
                 node_id=self.node_id,
                 voters=self._voters(),
                 directory=config.metadata_log_dir / METADATA_LOG_DIR,
@@ -121,7 +129,7 @@ class Broker:
                 state_machine=self.metadata,
                 cluster_id=lambda: self.metadata.image.cluster_id or self.local_cluster_id,
                 snapshot_every_bytes=SNAPSHOT_EVERY_BYTES,
-                on_change=self._on_raft_change,
+                on_change=self._on_store_change,
             )
             self.raft.open()
             self.controller = ControllerService(self)
@@ -140,6 +148,21 @@ class Broker:
         await self._wait_or_fail(self.lifecycle.unfenced.wait(), "the controller to unfence it")
         self._open_partitions()
         for server in self._client_servers:
+            await server.start_serving()
+
+    async def _start_zookeeper(self) -> None:
+        """Every node is a broker that may become the controller: it follows the active
+        controller's metadata like a broker-only node and leads when ZooKeeper elects it."""
+        store = ZooKeeperStore(self, on_change=self._on_store_change)
+        self.store = store
+        self.controller = ControllerService(self)
+        try:
+            await store.start()
+        except ConnectionError as exc:
+            raise FatalError(str(exc)) from None
+        self.fetcher = MetadataFetcher(self)
+        self._background.spawn(self.fetcher.run(), "metadata-fetcher")
+        for server in self._client_servers:  # other brokers reach the controller here
             await server.start_serving()
 
     def _agree(self, first: str | None, second: str | None) -> str | None:
@@ -257,8 +280,8 @@ class Broker:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         await self._background.stop()
-        if self.raft is not None:
-            await self.raft.stop()
+        if self.store is not None:
+            await self.store.stop()
         if self.controller is not None:
             self.controller.deactivate()
         for server in self._servers:
@@ -282,6 +305,22 @@ class Broker:
     async def _on_client_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        if self.config.zookeeper is not None:
+            # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
+            # listeners: it serves the controller's APIs and strom's private ones there.
+            await self._serve(
+                Connection(
+                    reader,
+                    writer,
+                    self._dispatch_zookeeper,
+                    max_request_bytes=max(self.config.socket_request_max_bytes, 256 << 20),
+                    idle_timeout_s=self.config.connections_max_idle_ms / 1000,
+                    node_id=self.node_id,
+                    private=PrivateSession(self).handle,
+                    apis=frozenset(SERVED_APIS),
+                )
+            )
+            return
         await self._serve(
             Connection(
                 reader,
@@ -322,6 +361,11 @@ class Broker:
             self._connection_tasks.discard(task)
 
     async def dispatch(self, request: Request) -> Any | None:
+        return await HANDLERS[request.api_key](self, request)
+
+    async def _dispatch_zookeeper(self, request: Request) -> Any | None:
+        if request.api_key in CONTROLLER_APIS:
+            return await CONTROLLER_HANDLERS[request.api_key](self, request)
         return await HANDLERS[request.api_key](self, request)
 
     async def dispatch_controller(self, request: Request) -> Any | None:
@@ -382,18 +426,20 @@ class Broker:
             dynamic[1] or "{}",
         )
 
-    def _on_raft_change(self) -> None:
-        raft = self.raft
-        if raft is None or self.controller is None:
+    def _on_store_change(self) -> None:
+        store = self.store
+        if store is None or self.controller is None:
             return
-        if raft.failure is not None:
-            self.fail(f"the Raft loop failed: {raft.failure!r}")
+        if store.failure is not None:
+            self.fail(f"the {store.name} metadata store failed: {store.failure!r}")
             return
         self.controller.follow(
-            is_leader=raft.is_leader,
-            term=raft.node.term,
+            is_leader=store.is_leader,
+            term=store.term,
             applied_term=self.metadata.applied_term,
         )
+        if self.fetcher is not None:
+            self.fetcher.leader_changed()
 
     # --- background work --------------------------------------------------------------
 

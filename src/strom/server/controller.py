@@ -27,12 +27,15 @@ from typing import TYPE_CHECKING, TypeVar
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import brokers as broker_decisions
-from strom.metadata import isr, reassignments
+from strom.metadata import isr, reassignments, znodes
+from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
+from strom.metadata.controller import NewTopic
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import ClusterRecord, MetadataRecord, encode_entry
+from strom.metadata.records import ClusterRecord, ConfigResourceType, MetadataRecord, encode_entry
 from strom.server.clock import now_ms
 from strom.server.raft_driver import NotLeader
 from strom.server.tasks import TaskSet
+from strom.server.zookeeper.store import ZooKeeperStore
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -93,7 +96,10 @@ class ControllerService:
         self._heard_this_term = set()
         log.info("[node %d] active controller for term %d", self.node_id, term)
         self._tasks.spawn(self._bootstrap(), "controller-bootstrap")
-        self._tasks.spawn(self._liveness_loop(), "controller-liveness")
+        if self._zookeeper is None:
+            # On ZooKeeper, a broker is alive while its /brokers/ids znode is: the store
+            # calls on_live_brokers.
+            self._tasks.spawn(self._liveness_loop(), "controller-liveness")
         self._tasks.spawn(self._preferred_leader_loop(), "controller-preferred-leaders")
 
     def deactivate(self) -> None:
@@ -102,7 +108,7 @@ class ControllerService:
         log.info("[node %d] no longer the active controller (term %d)", self.node_id, self.term)
         self.term = None
         self._tasks.cancel()
-        leader = self._broker.raft.leader_id if self._broker.raft is not None else None
+        leader = self._broker.store.leader_id if self._broker.store is not None else None
         for _term, future in self._pending.values():
             if not future.done():
                 future.set_exception(NotController(leader))
@@ -125,9 +131,9 @@ class ControllerService:
     async def decide(self, fn: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], T]]) -> T:
         """Run `fn` on the latest image; commit its records; return its result."""
         term = self.term
-        raft = self._broker.raft
-        if term is None or raft is None:
-            raise NotController(raft.leader_id if raft is not None else None)
+        store = self._broker.store
+        if term is None or store is None:
+            raise NotController(store.leader_id if store is not None else None)
         records, result = fn(self._speculative)
         if not records:
             # The answer may rest on records proposed and not yet committed (a topic
@@ -136,7 +142,7 @@ class ControllerService:
                 await asyncio.shield(self._pending[max(self._pending)][1])
             return result
         try:
-            index = raft.propose(encode_entry(records))
+            index = store.propose(encode_entry(records))
         except NotLeader as exc:
             raise NotController(exc.leader_id) from None
         self._speculative = self._speculative.replay(records, offset=index)
@@ -164,6 +170,8 @@ class ControllerService:
         heard from it within the session timeout. A controller that has not heard from it
         since it took over does not know, and lets a restarted process register at once
         (every broker is still given a full session before it is fenced for silence)."""
+        if self._zookeeper is not None:
+            return False  # ZooKeeper let the new process register: the old session is over
         last = self._last_heartbeat_ms.get(broker_id)
         return (
             broker_id in self._heard_this_term
@@ -272,6 +280,8 @@ class ControllerService:
         want_shutdown: bool,
     ) -> broker_decisions.HeartbeatResult:
         was_fenced = self._fenced(broker_id)
+        if self._zookeeper is not None and broker_id not in self._zookeeper.live_brokers:
+            want_fence = True  # its session ended: it stays fenced until it registers again
         result = await self.decide(
             lambda image: broker_decisions.broker_heartbeat(
                 image,
@@ -375,6 +385,67 @@ class ControllerService:
         return await self.decide(
             lambda image: ([], reassignments.list_reassignments(image, topics))
         )
+
+    # --- ZooKeeper's watches (server/zookeeper/store.py) ------------------------------------
+
+    @property
+    def _zookeeper(self) -> ZooKeeperStore | None:
+        store = self._broker.store
+        return store if isinstance(store, ZooKeeperStore) else None
+
+    def on_live_brokers(self, live: frozenset[int]) -> None:
+        """/brokers/ids changed: fence the registered brokers whose znode is gone."""
+        gone = sorted(
+            b.broker_id
+            for b in self._speculative.brokers.values()
+            if not b.fenced and b.broker_id not in live
+        )
+        if gone:
+            log.info(
+                "[node %d] fencing broker(s) %s: their ZooKeeper session ended",
+                self.node_id,
+                gone,
+            )
+            self._tasks.spawn(self.fence(gone), "fence-gone-brokers")
+
+    async def adopt_topic(self, name: str, assignment: Mapping[int, Sequence[int]]) -> None:
+        """A topic written into /brokers/topics by hand: created with that assignment."""
+        from strom.server.handlers.admin import create_here
+
+        results = await create_here(
+            self._broker, [NewTopic(name, -1, -1, assignments=dict(assignment))]
+        )
+        for result in results:
+            if result.error_code != ErrorCode.none:
+                log.warning(
+                    "[node %d] topic %s written into ZooKeeper by hand cannot be adopted: %s",
+                    self.node_id,
+                    name,
+                    result.error_message or result.error_code.name,
+                )
+
+    async def apply_stored_config(
+        self, kind: ConfigResourceType, name: str, config: Mapping[str, str]
+    ) -> None:
+        """A /config/changes notification: make the image's overrides those stored."""
+        change = ConfigResourceChange(
+            int(kind), name, [ConfigEntryChange(key, value) for key, value in config.items()]
+        )
+        results = await self.decide(
+            lambda image: (
+                alter_configs(image, [change], incremental=False)
+                if image.configs.get((kind, name), {}) != dict(config)
+                else ([], [])
+            )
+        )
+        for result in results:
+            if result.error_code != ErrorCode.none:
+                log.warning(
+                    "[node %d] config of %s written into ZooKeeper is refused: %s",
+                    self.node_id,
+                    znodes.config_path(kind, name),
+                    result.error_message,
+                )
 
     def _fenced(self, broker_id: int) -> bool:
         registered = self._speculative.brokers.get(broker_id)

@@ -1,8 +1,9 @@
 """How a node reaches the active controller: in-process when it is this node, otherwise
 over the active controller's controller listener (one cached connection per controller).
 
-Who the active controller is comes from Raft on controller nodes and from the metadata
-fetcher's answers on broker-only nodes.
+Who the active controller is comes from the metadata store (Raft on controller nodes,
+ZooKeeper's /controller on every node of a ZooKeeper cluster) and from the metadata
+fetcher's answers on broker-only nodes of a Raft cluster.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class ControllerChannel:
     @property
     def leader_id(self) -> int | None:
         broker = self._broker
-        if broker.raft is not None:
-            return broker.raft.leader_id
+        if broker.store is not None:
+            return broker.store.leader_id
         if broker.fetcher is not None:
             return broker.fetcher.leader_id
         return None
@@ -46,6 +47,8 @@ class ControllerChannel:
         return controller
 
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        if self._broker.store is not None:
+            return self._broker.store.controller_endpoint(node_id)
         for voter in self._broker.config.controller_quorum_voters:
             if voter.node_id == node_id:
                 return voter.host, voter.port

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -38,7 +37,7 @@ HEARTBEAT_VERSION = 1
 class BrokerLifecycle:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self.incarnation_id = uuid.uuid4()
+        self.incarnation_id = broker.incarnation_id
         self.epoch: int | None = None
         self.fenced = True
         self.unfenced = asyncio.Event()

@@ -5,6 +5,9 @@
 
 Any controller can answer, because it serves only what it has committed and applied;
 the answer also names the active controller, which is how this broker finds it.
+
+On ZooKeeper every node runs a fetcher and follows the broker that holds /controller
+(the store says which, and where); the node that holds it fetches nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ class MetadataFetcher:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self.leader_id: int | None = None
+        self._leader_changed = asyncio.Event()
+
+    def leader_changed(self) -> None:
+        """The store's view of the active controller changed (ZooKeeper mode)."""
+        self._leader_changed.set()
 
     def _endpoints(self) -> list[tuple[int | None, str, int]]:
         config = self._broker.config
@@ -46,6 +54,9 @@ class MetadataFetcher:
         return endpoints
 
     async def run(self) -> None:
+        if self._broker.config.zookeeper is not None:
+            await self._run_zookeeper()
+            return
         endpoints = self._endpoints()
         turn = itertools.cycle(range(len(endpoints)))
         while True:
@@ -73,9 +84,42 @@ class MetadataFetcher:
             finally:
                 connection.close()
 
-    async def _follow(self, connection: KafkaConnection) -> None:
-        state = self._broker.metadata
+    async def _run_zookeeper(self) -> None:
+        """Follow whichever broker ZooKeeper elected, unless it is this one (then the
+        store applies what it commits itself)."""
+        store = self._broker.store
+        assert store is not None
         while True:
+            self._leader_changed.clear()
+            leader = store.leader_id
+            endpoint = None if leader is None else store.controller_endpoint(leader)
+            if store.is_leader or leader is None or endpoint is None:
+                await self._leader_changed.wait()
+                continue
+            try:
+                connection = await KafkaConnection.connect(
+                    *endpoint, client_id=f"strom-metadata-{self._broker.node_id}", timeout_s=2.0
+                )
+            except (ClientError, OSError):
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                await self._follow(connection, leader=leader)
+            except (ClientError, OSError, PrivatePayloadError) as exc:
+                log.debug("[node %d] metadata fetch from %d: %s", self._broker.node_id, leader, exc)
+                await asyncio.sleep(RETRY_S)
+            finally:
+                connection.close()
+
+    async def _follow(self, connection: KafkaConnection, leader: int | None = None) -> None:
+        """Fetch and apply; with `leader` (ZooKeeper), only while the store names it."""
+        state = self._broker.metadata
+        store = self._broker.store
+
+        def still() -> bool:
+            return leader is None or (store is not None and store.leader_id == leader)
+
+        while still():
             request = MetadataFetchRequest(
                 self._broker.node_id, state.applied_index + 1, MAX_WAIT_MS
             )
@@ -83,6 +127,8 @@ class MetadataFetcher:
                 PrivateApi.METADATA_FETCH, 0, encode_fetch_request(request), timeout_s=5.0
             )
             response = decode_fetch_response(payload)
+            if store is not None and (store.is_leader or not still()):
+                return  # this node leads now, or follows another: the answer is stale
             self.leader_id = None if response.leader_id < 0 else response.leader_id
             if response.snapshot is not None:
                 state.restore(response.snapshot)

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import decode_entry
@@ -58,17 +59,21 @@ class MetadataState:
         self._publish(image)
 
     def restore(self, snapshot: Snapshot) -> None:
-        image = decode_snapshot(snapshot.data)
-        self.applied_index = snapshot.index
-        self.applied_term = snapshot.term
-        self._recent.clear()
-        self._recent_bytes = 0
+        self.reset(decode_snapshot(snapshot.data), index=snapshot.index, term=snapshot.term)
         log.info(
             "[node %d] metadata restored from the snapshot at offset %d",
             self.node_id,
             snapshot.index,
         )
-        self._publish(image)
+
+    def reset(self, image: MetadataImage, *, index: int, term: int) -> None:
+        """Start over from `image` at `index` (a snapshot, or what a ZooKeeper controller
+        read from the store when it took over); entries from index + 1 on follow it."""
+        self.applied_index = index
+        self.applied_term = term
+        self._recent.clear()
+        self._recent_bytes = 0
+        self._publish(replace(image, offset=index))
 
     def take_snapshot(self) -> Snapshot | None:
         if self.applied_index == 0:

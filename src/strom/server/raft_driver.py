@@ -66,6 +66,10 @@ class NotLeader(Exception):
 
 
 class RaftDriver:
+    """The built-in Raft quorum as the metadata store (server/metadata_store.py)."""
+
+    name = "raft"
+
     def __init__(
         self,
         *,
@@ -162,6 +166,13 @@ class RaftDriver:
     @property
     def is_leader(self) -> bool:
         return self.node.role == Role.LEADER
+
+    @property
+    def term(self) -> int:
+        return self.node.term
+
+    def controller_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        return self.voter_endpoint(node_id)
 
     def voter_endpoint(self, node_id: int) -> tuple[str, int] | None:
         voter = self._voters.get(node_id)

@@ -42,7 +42,7 @@ async def create_topics(
     """Create topics at the active controller (here or through a forwarded CreateTopics);
     used by Metadata's auto-creation and by the group coordinator."""
     if broker.channel.local_controller_active:
-        return await _create_here(broker, topics, validate_only=validate_only)
+        return await create_here(broker, topics, validate_only=validate_only)
     request = Request(
         ApiKey.CREATE_TOPICS,
         CREATE_TOPICS_VERSION,
@@ -83,7 +83,7 @@ async def create_topics(
     ]
 
 
-async def _create_here(
+async def create_here(
     broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
 ) -> list[controller.TopicResult]:
     config = broker.config
@@ -156,7 +156,7 @@ async def _create_topics_here(broker: Broker, request: Request) -> Any:
             )
         )
     validate_only = bool(getattr(body, "validate_only", False))
-    results = await _create_here(broker, new_topics, validate_only=validate_only)
+    results = await create_here(broker, new_topics, validate_only=validate_only)
     entries = []
     for topic, result in zip(new_topics, results, strict=True):
         ok = result.error_code == ErrorCode.none

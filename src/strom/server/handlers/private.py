@@ -51,12 +51,12 @@ class PrivateSession:
         if state.applied_index < request.from_index and request.max_wait_ms > 0:
             await state.wait_for(request.from_index, request.max_wait_ms / 1000)
         snapshot, entries = state.entries_from(request.from_index, _FETCH_MAX_BYTES)
-        raft = broker.raft
-        leader = raft.leader_id if raft is not None else None
+        store = broker.store
+        leader = store.leader_id if store is not None else None
         return encode_fetch_response(
             MetadataFetchResponse(
                 leader_id=-1 if leader is None else leader,
-                term=raft.node.term if raft is not None else 0,
+                term=store.term if store is not None else 0,
                 commit_index=state.applied_index,
                 snapshot=snapshot,
                 entries=tuple(entries),

@@ -81,6 +81,12 @@ async def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
 
 
 async def handle_describe_quorum(broker: Broker, request: Request) -> Any:
+    if broker.config.zookeeper is not None:
+        return _describe_error(
+            request,
+            ErrorCode.invalid_request,
+            "this cluster keeps its metadata in ZooKeeper: there is no Raft quorum to describe",
+        )
     return await at_controller(broker, request, _describe_here, _describe_error)
 
 

@@ -1,0 +1,477 @@
+"""The ZooKeeper metadata store: the classic znode layout behind strom's metadata store.
+
+Every node is a broker that may become the controller. Per ZooKeeper session it:
+
+1. registers: the ephemeral `/brokers/ids/<id>` (waiting while a previous process of the
+   same broker still holds it, until that session expires);
+2. elects: whoever creates the ephemeral `/controller` first is the active controller;
+   everybody else watches it and tries again when it disappears.
+
+The active controller bumps `/controller_epoch` (a conditional write, so two controllers
+can never hold the same epoch), reads the whole layout back into a MetadataImage
+(metadata/znodes.py) and from then on commits each decision of ControllerService as one
+ZooKeeper multi-op: a version check on `/controller_epoch`, which fences it as soon as a
+newer controller exists, plus the znode writes that take the layout from the image before
+the decision to the image after it. A decision's entry is applied to this node's metadata
+once its multi-op has succeeded; other brokers fetch the entries from it (as they fetch
+from a Raft controller). Entry offsets start at the zxid of the epoch write, so they keep
+growing from one controller to the next.
+
+While active it also watches `/brokers/ids` (a broker whose session ended is fenced, and
+its partitions get new leaders), `/brokers/topics` (a topic an operator wrote there by
+hand is adopted: given a topic id, leaders and ISRs) and `/config/changes` (a config
+written under `/config/...` takes effect when its change notification appears).
+
+Losing the connection (SUSPENDED) ends controllership at once; the broker keeps serving
+its partitions. When the session comes back the node registers and elects again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from strom.metadata import znodes
+from strom.metadata.image import MetadataImage
+from strom.metadata.records import ConfigResourceType, decode_entry
+from strom.raft.messages import Entry
+from strom.server.raft_driver import NotLeader
+from strom.server.tasks import TaskSet
+from strom.server.zookeeper.session import (
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    ZkSession,
+)
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CHANGES = "/config/changes"
+CHANGE_PREFIX = "config_change_"
+REGISTRATION_RETRY_S = 0.5
+KEEP_CHANGES = 100
+"""Change notifications kept under /config/changes; older ones are deleted."""
+_TREE_ROOTS = ("/cluster", TOPICS, "/config/topics", "/config/brokers", "/strom/brokers")
+
+
+class ZooKeeperStore:
+    """The metadata store on ZooKeeper (see the module docstring)."""
+
+    name = "zookeeper"
+
+    def __init__(self, broker: Broker, *, on_change: Callable[[], None]) -> None:
+        self._broker = broker
+        self.node_id = broker.node_id
+        self._on_change = on_change
+        config = broker.config
+        assert config.zookeeper is not None
+        self._connect = config.zookeeper
+        self._session: ZkSession | None = None
+        self._session_tasks = TaskSet(
+            f"[node {self.node_id}] zookeeper", expected=(KazooException,)
+        )
+        self._leader_tasks = TaskSet(f"[node {self.node_id}] zk controller")
+        self.failure: BaseException | None = None
+        self.leader_id: int | None = None
+        self.is_leader = False
+        self.term = 0
+        """The controller epoch this node leads in (0 before it first led)."""
+        self.live_brokers: frozenset[int] = frozenset()
+        """Brokers with a /brokers/ids znode, as the active controller last saw them."""
+        self._endpoints: dict[int, tuple[str, int]] = {}
+        self._epoch_version = -1
+        self._image = MetadataImage.empty()
+        self._next_index = 0
+        self._queue: asyncio.Queue[tuple[Entry, list[znodes.ZnodeOp]]] = asyncio.Queue()
+        self._existing: set[str] = set()
+        """Paths an operator wrote that a pending adoption would otherwise create."""
+        self._last_change = -1
+        self._started = False
+        self.registered = asyncio.Event()
+
+    # --- the MetadataStore interface ---------------------------------------------------
+
+    def propose(self, data: bytes) -> int:
+        """Queue one entry (one decision) for its multi-op; its offset."""
+        if not self.is_leader:
+            raise NotLeader(self.leader_id)
+        index = self._next_index
+        self._next_index += 1
+        new = self._image.replay(decode_entry(data), offset=index)
+        ops = znodes.diff(self._image, new, controller_epoch=self.term)
+        self._image = new
+        self._queue.put_nowait((Entry(index, self.term, data), ops))
+        return index
+
+    def controller_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        return self._endpoints.get(node_id)
+
+    async def start(self) -> None:
+        config = self._broker.config
+        self._session = ZkSession(
+            self._connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            on_state=self._on_state,
+        )
+        await self._session.start()
+        for path in znodes.PARENTS:
+            await self._session.ensure_path(path)
+        log.info("[node %d] connected to ZooKeeper %s", self.node_id, self._connect)
+        self._started = True
+        self._session_tasks.spawn(self._run_session(), "zookeeper-session")
+
+    async def stop(self) -> None:
+        self._resign("stopping")
+        self._session_tasks.cancel()
+        if self._session is not None:
+            await self._session.close()
+
+    # --- session ----------------------------------------------------------------------
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            if self._started:  # the first connection's session task is start()'s
+                log.info("[node %d] ZooKeeper session connected again", self.node_id)
+                self._session_tasks.cancel()
+                self._session_tasks.spawn(self._run_session(), "zookeeper-session")
+            return
+        log.warning(
+            "[node %d] ZooKeeper session %s: not acting as controller until it is back",
+            self.node_id,
+            "expired" if state is SessionState.LOST else "suspended",
+        )
+        self._session_tasks.cancel()
+        self.registered.clear()
+        self._resign(f"ZooKeeper session {state.value}")
+        self.leader_id = None
+        self._on_change()
+
+    @property
+    def session(self) -> ZkSession:
+        assert self._session is not None
+        return self._session
+
+    async def _run_session(self) -> None:
+        await self._register()
+        await self._elect()
+
+    async def _register(self) -> None:
+        """The ephemeral /brokers/ids/<id>; waits while another session still holds it."""
+        broker = self._broker
+        host, port = broker.advertised_listener
+        name = broker.config.advertised_listeners[0].name
+        data = znodes.broker_registration(
+            broker_id=self.node_id,
+            host=host,
+            port=port,
+            rack=broker.config.broker_rack,
+            endpoints=[f"{name}://{host}:{port}"],
+            incarnation_id=broker.incarnation_id,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        path = f"{BROKER_IDS}/{self.node_id}"
+        waited = False
+        while True:
+            try:
+                await self.session.create(path, data, ephemeral=True)
+                break
+            except NodeExistsError:
+                stat = await self.session.exists(path)
+                if stat is not None and stat.ephemeralOwner == self.session.session_id:
+                    await self.session.set(path, data)
+                    break
+                if not waited:
+                    log.warning(
+                        "[node %d] %s is held by another ZooKeeper session (a previous "
+                        "process of broker %d, or another broker with the same broker.id); "
+                        "waiting for it to end",
+                        self.node_id,
+                        path,
+                        self.node_id,
+                    )
+                    waited = True
+                await asyncio.sleep(REGISTRATION_RETRY_S)
+        log.info("[node %d] registered in ZooKeeper at %s", self.node_id, path)
+        self.registered.set()
+
+    async def _elect(self) -> None:
+        session = self.session
+        while True:
+            changed = asyncio.Event()
+            with contextlib.suppress(NodeExistsError):
+                await session.create(
+                    CONTROLLER,
+                    znodes.controller_json(self.node_id, int(time.time() * 1000)),
+                    ephemeral=True,
+                )
+            try:
+                data, stat = await session.get(CONTROLLER, watch=changed)
+            except NoNodeError:
+                continue
+            ours = stat.ephemeralOwner == session.session_id
+            holder = znodes.parse_controller(data)
+            if ours and not self.is_leader:
+                await self._activate()
+            elif not ours:
+                if self.is_leader:
+                    self._resign(f"/controller is now held by broker {holder}")
+                await self._learn_endpoint(holder)
+                if self.leader_id != holder:
+                    log.info("[node %d] the active controller is broker %d", self.node_id, holder)
+                self.leader_id = holder
+                self._on_change()
+            await changed.wait()
+
+    async def _learn_endpoint(self, broker_id: int) -> None:
+        try:
+            data, _stat = await self.session.get(f"{BROKER_IDS}/{broker_id}")
+        except NoNodeError:
+            return
+        try:
+            registration = znodes.parse_broker_registration(data)
+        except znodes.ZnodeError as exc:
+            log.warning("[node %d] broker %d's registration: %s", self.node_id, broker_id, exc)
+            return
+        self._endpoints[broker_id] = (registration.host, registration.port)
+
+    # --- controllership -----------------------------------------------------------------
+
+    async def _activate(self) -> None:
+        session = self.session
+        while True:
+            try:
+                data, stat = await session.get(CONTROLLER_EPOCH)
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    await session.create(CONTROLLER_EPOCH, b"0")
+                continue
+            epoch = int(data.decode() or "0") + 1
+            try:
+                written = await session.set(CONTROLLER_EPOCH, str(epoch).encode(), stat.version)
+            except KazooException as exc:
+                if type(exc).__name__ == "BadVersionError":
+                    continue
+                raise
+            break
+        tree = await self._read_tree()
+        # Known before the controller decides anything: a heartbeat from a broker not in
+        # it keeps that broker fenced.
+        ids = await session.children(BROKER_IDS)
+        self.live_brokers = frozenset(int(name) for name in ids if name.isdigit())
+        base = int(written.mzxid)
+        image = znodes.image_from_znodes(tree, offset=base)
+        self.term = epoch
+        self._epoch_version = written.version
+        self._image = image
+        self._next_index = base + 1
+        self._queue = asyncio.Queue()
+        self._existing = set()
+        self._broker.metadata.reset(image, index=base, term=epoch)
+        changes = [c for c in tree if c.startswith(CHANGES + "/")]
+        self._last_change = max((_sequence(c) for c in changes), default=-1)
+        self.is_leader = True
+        self.leader_id = self.node_id
+        self._endpoints[self.node_id] = self._broker.advertised_listener
+        log.info(
+            "[node %d] active controller, controller epoch %d (%d topics read from ZooKeeper)",
+            self.node_id,
+            epoch,
+            len(image.topics_by_name),
+        )
+        self._leader_tasks.spawn(self._write_loop(), "zk-writer")
+        self._leader_tasks.spawn(self._watch_brokers(), "zk-watch-brokers")
+        self._leader_tasks.spawn(self._watch_topics(), "zk-watch-topics")
+        self._leader_tasks.spawn(self._watch_changes(), "zk-watch-config-changes")
+        self._on_change()
+
+    async def _release_controller(self) -> None:
+        """Delete /controller if this session still holds it."""
+        session = self.session
+        with contextlib.suppress(NoNodeError):
+            _data, stat = await session.get(CONTROLLER)
+            if stat.ephemeralOwner == session.session_id:
+                await session.delete(CONTROLLER, stat.version)
+
+    def _resign(self, why: str) -> None:
+        if not self.is_leader:
+            return
+        log.info("[node %d] resigning as controller: %s", self.node_id, why)
+        self.is_leader = False
+        self.leader_id = None
+        self._leader_tasks.cancel()
+        self._queue = asyncio.Queue()
+        self._on_change()
+
+    async def _read_tree(self) -> dict[str, bytes]:
+        tree: dict[str, bytes] = {}
+        session = self.session
+
+        async def walk(path: str) -> None:
+            try:
+                data, _stat = await session.get(path)
+                names = await session.children(path)
+            except NoNodeError:
+                return
+            tree[path] = data
+            await asyncio.gather(*(walk(f"{path}/{name}") for name in names))
+
+        await asyncio.gather(*(walk(root) for root in _TREE_ROOTS))
+        for single in ("/latest_producer_id_block",):
+            with contextlib.suppress(NoNodeError):
+                tree[single], _stat = await session.get(single)
+        for name in await session.children(CHANGES):
+            tree[f"{CHANGES}/{name}"] = b""
+        return tree
+
+    async def _write_loop(self) -> None:
+        queue = self._queue
+        while True:
+            entry, ops = await queue.get()
+            request: list[tuple[str, tuple[Any, ...]]] = [
+                ("check", (CONTROLLER_EPOCH, self._epoch_version))
+            ]
+            for op in ops:
+                request.append(self._kazoo_op(op))
+            try:
+                results = await self.session.transaction(request)
+            except KazooException as exc:
+                self._resign(f"writing metadata to ZooKeeper failed: {exc!r}")
+                self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
+                return
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                real = [r for r in failed if type(r).__name__ != "RolledBackError"]
+                self._resign(
+                    "a metadata write was refused by ZooKeeper "
+                    f"({', '.join(type(r).__name__ for r in real or failed)}): "
+                    + (
+                        "a newer controller exists"
+                        if real and type(real[0]).__name__ == "BadVersionError"
+                        else "the znodes differ from what this controller read"
+                    )
+                )
+                # Let a controller (perhaps this node again) take over from a fresh read.
+                self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
+                return
+            self._broker.metadata.apply([entry])
+
+    def _kazoo_op(self, op: znodes.ZnodeOp) -> tuple[str, tuple[Any, ...]]:
+        kind = op.kind
+        if kind is znodes.OpKind.CREATE and op.path in self._existing:
+            self._existing.discard(op.path)
+            return ("set_data", (op.path, op.data))
+        if kind is znodes.OpKind.CREATE:
+            return ("create", (op.path, op.data))
+        if kind is znodes.OpKind.SET:
+            return ("set_data", (op.path, op.data))
+        if kind is znodes.OpKind.DELETE:
+            return ("delete", (op.path,))
+        return ("create", (op.path, op.data, None, False, True))
+
+    # --- the controller's watches ------------------------------------------------------
+
+    async def _watch_brokers(self) -> None:
+        while True:
+            changed = asyncio.Event()
+            ids = await self.session.children(BROKER_IDS, watch=changed)
+            live = frozenset(int(name) for name in ids if name.isdigit())
+            self.live_brokers = live
+            for broker_id in live - set(self._endpoints):
+                await self._learn_endpoint(broker_id)
+            controller = self._broker.controller
+            if controller is not None and controller.active:
+                controller.on_live_brokers(live)
+            await changed.wait()
+
+    async def _watch_topics(self) -> None:
+        while True:
+            changed = asyncio.Event()
+            names = await self.session.children(TOPICS, watch=changed)
+            unknown = [name for name in names if name not in self._image.topics_by_name]
+            for name in unknown:
+                await self._adopt(name)
+            await changed.wait()
+
+    async def _adopt(self, name: str) -> None:
+        """A topic an operator wrote into /brokers/topics by hand."""
+        try:
+            data, _stat = await self.session.get(f"{TOPICS}/{name}")
+        except NoNodeError:
+            return
+        try:
+            _topic_id, assignment = znodes.parse_topic(data)
+        except znodes.ZnodeError as exc:
+            log.warning("[node %d] ignoring %s/%s: %s", self.node_id, TOPICS, name, exc)
+            return
+        existing: dict[str, bytes] = {}
+        await self._collect(f"{TOPICS}/{name}", existing)
+        # Kafka's tools write the topic's config znode first.
+        await self._collect(znodes.config_path(ConfigResourceType.TOPIC, name), existing)
+        self._existing |= set(existing)
+        controller = self._broker.controller
+        if controller is not None and controller.active:
+            await controller.adopt_topic(name, assignment)
+
+    async def _collect(self, path: str, into: dict[str, bytes]) -> None:
+        try:
+            data, _stat = await self.session.get(path)
+            names = await self.session.children(path)
+        except NoNodeError:
+            return
+        into[path] = data
+        for child in names:
+            await self._collect(f"{path}/{child}", into)
+
+    async def _watch_changes(self) -> None:
+        while True:
+            changed = asyncio.Event()
+            names = sorted(await self.session.children(CHANGES, watch=changed), key=_sequence)
+            for name in names:
+                sequence = _sequence(name)
+                if sequence <= self._last_change:
+                    continue
+                self._last_change = sequence
+                await self._on_config_change(f"{CHANGES}/{name}")
+            await self._purge_changes(names)
+            await changed.wait()
+
+    async def _on_config_change(self, path: str) -> None:
+        try:
+            data, _stat = await self.session.get(path)
+            kind, name = znodes.parse_change(data)
+            try:
+                entity, _stat = await self.session.get(znodes.config_path(kind, name))
+                config = znodes.parse_entity_config(entity)
+            except NoNodeError:
+                config = {}
+        except NoNodeError:
+            return
+        except znodes.ZnodeError as exc:
+            log.warning("[node %d] ignoring config change %s: %s", self.node_id, path, exc)
+            return
+        controller = self._broker.controller
+        if controller is not None and controller.active:
+            await controller.apply_stored_config(kind, name, config)
+
+    async def _purge_changes(self, names: Sequence[str]) -> None:
+        for name in names[:-KEEP_CHANGES] if len(names) > KEEP_CHANGES else ():
+            with contextlib.suppress(NoNodeError):
+                await self.session.delete(f"{CHANGES}/{name}")
+
+
+def _sequence(name: str) -> int:
+    digits = name.rsplit("_", 1)[-1]
+    return int(digits) if digits.isdigit() else -1
