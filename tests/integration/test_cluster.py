@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cluster import TestCluster, free_ports, running_cluster
+from conftest import store_settings
 
 from strom.cli.dev_cluster import LocalCluster
 from strom.cli.dev_plan import NodePlan
@@ -45,8 +46,10 @@ FAST_SESSIONS = [
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[TestCluster]:
-    with running_cluster(tmp_path, 3, settings=FAST_SESSIONS) as started:
+def cluster(tmp_path: Path, store: str | None) -> Iterator[TestCluster]:
+    """Three nodes on each metadata store (the `store` fixture: Raft, then ZooKeeper)."""
+    settings = [*FAST_SESSIONS, *store_settings(store, 3000)]
+    with running_cluster(tmp_path, 3, settings=settings, zookeeper=store) as started:
         yield started
 
 
@@ -167,6 +170,11 @@ def test_controller_killed_another_takes_over(cluster: TestCluster) -> None:
     # The killed node comes back as a follower: the leader stays, and the quorum shows it
     # caught up.
     cluster.start(before)
+    if cluster.zookeeper is not None:  # no quorum to show: it follows the new controller
+        cluster.wait_until(
+            lambda: controller_seen_by(cluster, before) == new, 20, f"node {before} to follow"
+        )
+        return
 
     def rejoined() -> bool:
         quorum = describe_quorum(cluster.address(survivors[0]))

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cluster import TestCluster, running_cluster
+from conftest import store_settings
 
 from strom.client import KafkaConnection
 from strom.log.config import LogConfig
@@ -87,8 +88,9 @@ def produce(cluster: TestCluster, count: int, *, acks: str = "all", prefix: str 
     return acked
 
 
-def consume_all(cluster: TestCluster) -> list[bytes]:
-    """Every record of TOPIC-0, from the start to the high watermark."""
+def consume_all(cluster: TestCluster, at_least: int = 0) -> list[bytes]:
+    """Every record of TOPIC-0, from the start to the high watermark, once the high
+    watermark has reached `at_least` (a new leader's may lag the old one's for a moment)."""
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap,
@@ -99,9 +101,11 @@ def consume_all(cluster: TestCluster) -> list[bytes]:
     )
     values: list[bytes] = []
     try:
-        _low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
-        consumer.assign([TopicPartition(TOPIC, 0, 0)])
         deadline = time.monotonic() + 30
+        high = -1
+        while high < at_least and time.monotonic() < deadline:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
         last = -1
         while last + 1 < high and time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -141,8 +145,11 @@ def assert_replicas_identical(cluster: TestCluster) -> list[tuple[int, bytes]]:
     return first
 
 
-def test_a_follower_that_was_down_catches_up_and_rejoins_the_isr(tmp_path: Path) -> None:
-    with running_cluster(tmp_path, 3, settings=SETTINGS) as cluster:
+def test_a_follower_that_was_down_catches_up_and_rejoins_the_isr(
+    tmp_path: Path, store: str | None
+) -> None:
+    settings = [*SETTINGS, *store_settings(store, 3000)]
+    with running_cluster(tmp_path, 3, settings=settings, zookeeper=store) as cluster:
         create_topic(cluster)
         leader, isr = state(cluster)
         assert isr == [1, 2, 3]
@@ -156,17 +163,18 @@ def test_a_follower_that_was_down_catches_up_and_rejoins_the_isr(tmp_path: Path)
         cluster.wait_until(
             lambda: state(cluster)[1] == [1, 2, 3], 30, f"node {follower} to rejoin the ISR"
         )
-        values = consume_all(cluster)
+        values = consume_all(cluster, 3_000)
         assert values == [f"v{i}".encode() for i in range(3_000)]
         on_disk = assert_replicas_identical(cluster)
         assert on_disk, "the replicas are empty"
 
 
-def test_a_diverged_follower_truncates_to_its_leader(tmp_path: Path) -> None:
+def test_a_diverged_follower_truncates_to_its_leader(tmp_path: Path, store: str | None) -> None:
     # Small follower fetches, so a fetch answered while its follower was stopped carries
     # only the first of the records written then.
     settings = [*SETTINGS, "replica.fetch.max.bytes=512", "replica.fetch.response.max.bytes=512"]
-    with running_cluster(tmp_path, 3, settings=settings) as cluster:
+    settings += store_settings(store, 3000)
+    with running_cluster(tmp_path, 3, settings=settings, zookeeper=store) as cluster:
         create_topic(cluster)
         assert produce(cluster, 100, prefix="a") == 100
         old_leader, _ = state(cluster)
@@ -229,9 +237,10 @@ def pending_reassignments(cluster: TestCluster) -> list[Any]:
 
 
 def test_a_reassignment_copies_the_data_before_removing_the_old_replica(
-    tmp_path: Path,
+    tmp_path: Path, store: str | None
 ) -> None:
-    with running_cluster(tmp_path, 3, settings=SETTINGS) as cluster:
+    settings = [*SETTINGS, *store_settings(store, 3000)]
+    with running_cluster(tmp_path, 3, settings=settings, zookeeper=store) as cluster:
         client = admin(cluster)
         futures = client.create_topics(
             [
@@ -268,6 +277,6 @@ def test_a_reassignment_copies_the_data_before_removing_the_old_replica(
             20,
             "node 1 to delete its replica",
         )
-        assert consume_all(cluster) == [f"v{i}".encode() for i in range(2_000)]
+        assert consume_all(cluster, 2_000) == [f"v{i}".encode() for i in range(2_000)]
         cluster.stop_all()
         assert batches_on_disk(cluster, 3) == batches_on_disk(cluster, 2)
