@@ -173,7 +173,9 @@ def test_a_diverged_follower_truncates_to_its_leader(tmp_path: Path, store: str 
     # Small follower fetches, so a fetch answered while its follower was stopped carries
     # only the first of the records written then.
     settings = [*SETTINGS, "replica.fetch.max.bytes=512", "replica.fetch.response.max.bytes=512"]
-    settings += store_settings(store, 3000)
+    # The followers' pause must stay shorter than the lag limit (and, on ZooKeeper, than
+    # their sessions) even on a loaded machine, or the ISR shrinks to the old leader alone.
+    settings += ["replica.lag.time.max.ms=10000", *store_settings(store, 10000)]
     with running_cluster(tmp_path, 3, settings=settings, zookeeper=store) as cluster:
         create_topic(cluster)
         assert produce(cluster, 100, prefix="a") == 100
