@@ -20,7 +20,13 @@ from enum import Enum
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
@@ -29,9 +35,11 @@ from strom.config.zookeeper import ZooKeeperConnect
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "BadVersionError",
     "KazooException",
     "NoNodeError",
     "NodeExistsError",
+    "RolledBackError",
     "SessionState",
     "ZkSession",
     "ZnodeStat",

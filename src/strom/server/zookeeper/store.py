@@ -42,9 +42,11 @@ from strom.raft.messages import Entry
 from strom.server.raft_driver import NotLeader
 from strom.server.tasks import TaskSet
 from strom.server.zookeeper.session import (
+    BadVersionError,
     KazooException,
     NodeExistsError,
     NoNodeError,
+    RolledBackError,
     SessionState,
     ZkSession,
 )
@@ -99,7 +101,6 @@ class ZooKeeperStore:
         """Paths an operator wrote that a pending adoption would otherwise create."""
         self._last_change = -1
         self._started = False
-        self.registered = asyncio.Event()
 
     # --- the MetadataStore interface ---------------------------------------------------
 
@@ -154,7 +155,6 @@ class ZooKeeperStore:
             "expired" if state is SessionState.LOST else "suspended",
         )
         self._session_tasks.cancel()
-        self.registered.clear()
         self._resign(f"ZooKeeper session {state.value}")
         self.leader_id = None
         self._on_change()
@@ -205,7 +205,6 @@ class ZooKeeperStore:
                     waited = True
                 await asyncio.sleep(REGISTRATION_RETRY_S)
         log.info("[node %d] registered in ZooKeeper at %s", self.node_id, path)
-        self.registered.set()
 
     async def _elect(self) -> None:
         session = self.session
@@ -261,10 +260,8 @@ class ZooKeeperStore:
             epoch = int(data.decode() or "0") + 1
             try:
                 written = await session.set(CONTROLLER_EPOCH, str(epoch).encode(), stat.version)
-            except KazooException as exc:
-                if type(exc).__name__ == "BadVersionError":
-                    continue
-                raise
+            except BadVersionError:
+                continue  # another broker bumped it meanwhile: read it again
             break
         tree = await self._read_tree()
         # Known before the controller decides anything: a heartbeat from a broker not in
@@ -318,17 +315,7 @@ class ZooKeeperStore:
     async def _read_tree(self) -> dict[str, bytes]:
         tree: dict[str, bytes] = {}
         session = self.session
-
-        async def walk(path: str) -> None:
-            try:
-                data, _stat = await session.get(path)
-                names = await session.children(path)
-            except NoNodeError:
-                return
-            tree[path] = data
-            await asyncio.gather(*(walk(f"{path}/{name}") for name in names))
-
-        await asyncio.gather(*(walk(root) for root in _TREE_ROOTS))
+        await asyncio.gather(*(self._collect(root, tree) for root in _TREE_ROOTS))
         for single in ("/latest_producer_id_block",):
             with contextlib.suppress(NoNodeError):
                 tree[single], _stat = await session.get(single)
@@ -353,13 +340,13 @@ class ZooKeeperStore:
                 return
             failed = [r for r in results if isinstance(r, BaseException)]
             if failed:
-                real = [r for r in failed if type(r).__name__ != "RolledBackError"]
+                real = [r for r in failed if not isinstance(r, RolledBackError)]
                 self._resign(
                     "a metadata write was refused by ZooKeeper "
                     f"({', '.join(type(r).__name__ for r in real or failed)}): "
                     + (
                         "a newer controller exists"
-                        if real and type(real[0]).__name__ == "BadVersionError"
+                        if real and isinstance(real[0], BadVersionError)
                         else "the znodes differ from what this controller read"
                     )
                 )
@@ -426,14 +413,14 @@ class ZooKeeperStore:
             await controller.adopt_topic(name, assignment)
 
     async def _collect(self, path: str, into: dict[str, bytes]) -> None:
+        """`path` and everything under it that exists, read into `into`."""
         try:
             data, _stat = await self.session.get(path)
             names = await self.session.children(path)
         except NoNodeError:
             return
         into[path] = data
-        for child in names:
-            await self._collect(f"{path}/{child}", into)
+        await asyncio.gather(*(self._collect(f"{path}/{child}", into) for child in names))
 
     async def _watch_changes(self) -> None:
         while True:
