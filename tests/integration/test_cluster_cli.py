@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cluster import TestCluster, free_ports, running_cluster
+from zookeeper import kazoo_client
 
 from strom.cli.dev_cluster import port_in_use
 
@@ -207,14 +208,17 @@ def read_until(process: subprocess.Popen[bytes], marker: str, timeout_s: float) 
 
 
 @contextlib.contextmanager
-def running_dev(data_dir: Path, base_port: int, stderr_path: Path) -> Iterator[DevRun]:
-    """`strom dev --nodes 3` until its bootstrap line; killed (with its nodes) at the end
-    unless the test stopped it."""
+def running_dev(
+    data_dir: Path, base_port: int, stderr_path: Path, *options: str
+) -> Iterator[DevRun]:
+    """`strom dev --nodes 3 [options]` until its bootstrap line; killed (with its nodes)
+    at the end unless the test stopped it."""
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "strom", "dev", "--nodes", "3"),
                 *("--data-dir", str(data_dir), "--base-port", str(base_port)),
+                *options,
             ],
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -298,6 +302,40 @@ def test_strom_dev_runs_a_cluster_a_producer_can_write_to(tmp_path: Path) -> Non
         )
         assert (consumed.returncode, consumed.stdout) == (0, "hello\n"), consumed.stderr
         again.stop()
+
+
+def test_strom_dev_keeps_the_metadata_in_zookeeper_when_told(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    data_dir = tmp_path / "dev"
+    with running_dev(
+        data_dir, free_base_port(), tmp_path / "dev.stderr", "--zookeeper", zk_connect
+    ) as run:
+        assert f"metadata in ZooKeeper {zk_connect}" in run.stderr_path.read_text()
+        assert "controller.quorum.voters" not in (data_dir / "node-1.properties").read_text()
+        created = strom("topic", "create", "zk-events", "-b", run.bootstrap)
+        assert created.returncode == 0, created.stderr
+        assert produce_one(run.bootstrap, "zk-events", b"kept") == [None]
+        status = strom("cluster", "status", "-b", run.bootstrap)
+        assert status.returncode == 0, status.stderr
+        assert f"Metadata:      ZooKeeper {zk_connect}" in status.stdout
+        assert "Brokers: 3 live, 0 fenced" in status.stdout
+        with kazoo_client(zk_connect) as client:
+            assert sorted(client.get_children("/brokers/ids")) == ["1", "2", "3"]
+            assert client.exists("/brokers/topics/zk-events/partitions/0/state")
+        run.stop()
+
+
+def test_strom_dev_refuses_a_zookeeper_nobody_answers_at(tmp_path: Path) -> None:
+    [port] = free_ports(1)
+    result = strom(
+        "dev", "--data-dir", str(tmp_path / "dev"), "--zookeeper", f"127.0.0.1:{port}/strom"
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"strom: no ZooKeeper server of --zookeeper 127.0.0.1:{port}/strom accepts connections"
+    )
+    assert not (tmp_path / "dev").exists()
 
 
 def kill_orphaned_nodes(data_dir: Path) -> None:

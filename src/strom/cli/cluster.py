@@ -3,8 +3,10 @@
 DescribeCluster v2 (with fenced brokers) and DescribeQuorum go through strom's own client
 (see wire.py): confluent-kafka asks for neither. The cluster name is strom's `cluster.name`,
 read with DescribeConfigs on the BROKER resource of the broker answering; a broker that
-has no such key (Kafka) shows "-". The tables are built from the responses by pure
-functions, tested without a broker.
+has no such key (Kafka) shows "-". The same request reads `zookeeper.connect`: a cluster
+keeping its metadata in ZooKeeper has no controller quorum to describe, so its ensemble is
+shown instead. The tables are built from the responses by pure functions, tested without
+a broker.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from strom.cli.wire import WireSession, error_name, format_address, is_error, ru
 
 cluster_app = typer.Typer(
     name="cluster",
-    help="Show a cluster's controller quorum and brokers.",
+    help="Show a cluster's controller quorum (or ZooKeeper ensemble) and brokers.",
     no_args_is_help=True,
 )
 
@@ -86,6 +88,8 @@ class ClusterStatus:
     quorum: Quorum | None
     quorum_error: str | None
     """Why the quorum is not shown (DescribeQuorum failed)."""
+    zookeeper: str | None = None
+    """The broker's zookeeper.connect when the metadata is in ZooKeeper (no quorum then)."""
 
 
 class QuorumError(Exception):
@@ -182,6 +186,7 @@ def summary_lines(status: ClusterStatus) -> list[str]:
         f"Cluster id:    {status.cluster_id or '-'}",
         f"Cluster name:  {status.cluster_name or '-'}",
         f"Controller:    {controller}",
+        *([f"Metadata:      ZooKeeper {status.zookeeper}"] if status.zookeeper else []),
     ]
 
 
@@ -260,28 +265,36 @@ async def fetch_status(session: WireSession) -> ClusterStatus:
     if is_error(cluster.error_code):
         raise CommandError(_message("DescribeCluster", cluster.error_code, cluster.error_message))
     brokers = brokers_from(cluster, fenced_known=version >= 2)
+    configs = await fetch_broker_configs(session, brokers)
+    zookeeper = configs.get("zookeeper.connect")
     quorum: Quorum | None = None
     quorum_error: str | None = None
-    try:
-        _, answer = await session.call(
-            DESCRIBE_QUORUM,
-            "DescribeQuorum",
-            {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]},
-            max_version=2,
-        )
-        quorum = quorum_from(answer, _now_ms())
-    except QuorumError as exc:
-        quorum_error = str(exc)
-    except CommandError as exc:
-        quorum_error = exc.message
+    if zookeeper is None:
+        try:
+            _, answer = await session.call(
+                DESCRIBE_QUORUM,
+                "DescribeQuorum",
+                {
+                    "topics": [
+                        {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}
+                    ]
+                },
+                max_version=2,
+            )
+            quorum = quorum_from(answer, _now_ms())
+        except QuorumError as exc:
+            quorum_error = str(exc)
+        except CommandError as exc:
+            quorum_error = exc.message
     controller = int(cluster.controller_id)
     return ClusterStatus(
         cluster_id=str(cluster.cluster_id),
-        cluster_name=await fetch_cluster_name(session, brokers),
+        cluster_name=configs.get("cluster.name"),
         controller_id=controller if controller >= 0 else None,
         brokers=brokers,
         quorum=quorum,
         quorum_error=quorum_error,
+        zookeeper=zookeeper,
     )
 
 
@@ -293,8 +306,14 @@ def answering_broker_id(session: WireSession, brokers: Sequence[BrokerState]) ->
     return next((b.node_id for b in brokers if b.address == address), None)
 
 
-async def fetch_cluster_name(session: WireSession, brokers: Sequence[BrokerState]) -> str | None:
-    """strom's cluster.name from the answering broker's configs; None if it has none."""
+_BROKER_KEYS = ("cluster.name", "zookeeper.connect")
+
+
+async def fetch_broker_configs(
+    session: WireSession, brokers: Sequence[BrokerState]
+) -> dict[str, str]:
+    """strom's cluster.name and zookeeper.connect from the answering broker's configs,
+    those that are set (none when it cannot say)."""
     node_id = answering_broker_id(session, brokers)
     try:
         _, answer = await session.call(
@@ -305,7 +324,7 @@ async def fetch_cluster_name(session: WireSession, brokers: Sequence[BrokerState
                     {
                         "resource_type": BROKER_RESOURCE,
                         "resource_name": "" if node_id is None else str(node_id),
-                        "configuration_keys": ["cluster.name"],
+                        "configuration_keys": list(_BROKER_KEYS),
                     }
                 ],
                 "include_synonyms": False,
@@ -314,14 +333,15 @@ async def fetch_cluster_name(session: WireSession, brokers: Sequence[BrokerState
             max_version=4,
         )
     except CommandError:
-        return None
+        return {}
+    found: dict[str, str] = {}
     for result in answer.results:
         if is_error(result.error_code):
-            return None
+            return {}
         for entry in result.configs:
-            if entry.name == "cluster.name" and entry.value:
-                return str(entry.value)
-    return None
+            if entry.name in _BROKER_KEYS and entry.value:
+                found[str(entry.name)] = str(entry.value)
+    return found
 
 
 @cluster_app.command("status")
@@ -330,8 +350,8 @@ def status(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Show the cluster id and name, the active controller, the controller quorum (each
-    voter's log end offset, lag behind the high watermark and last contact) and the
-    brokers, live or fenced."""
+    voter's log end offset, lag behind the high watermark and last contact) or the
+    ZooKeeper ensemble holding the metadata, and the brokers, live or fenced."""
     with reporting_errors():
         found = run_session(bootstrap, timeout, fetch_status)
         print_status(found)

@@ -6,6 +6,7 @@ The plan (ports, paths, configs) is dev_plan.py; the processes are dev_cluster.p
 from __future__ import annotations
 
 import signal
+import socket
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -35,8 +36,16 @@ from strom.cli.dev_plan import (
 _WATCH_S = 0.25
 
 
+_ZOOKEEPER_PROBE_S = 2.0
+
+
 def plan_from_options(
-    nodes: int, data_dir: Path, host: str, base_port: int, settings: list[str] | None
+    nodes: int,
+    data_dir: Path,
+    host: str,
+    base_port: int,
+    settings: list[str] | None,
+    zookeeper: str | None = None,
 ) -> list[NodePlan]:
     """The checked plan for the command's options; a usage error for anything wrong."""
     try:
@@ -46,17 +55,42 @@ def plan_from_options(
             host=host,
             base_port=base_port,
             settings=parse_settings(settings or []),
+            zookeeper=zookeeper,
         )
-        check_plan(plans)
+        configs = check_plan(plans)
     except PlanError as exc:
-        raise usage_error(str(exc)) from None
+        raise usage_error(str(exc).replace("'zookeeper.connect'", "--zookeeper")) from None
+    ensemble = configs[0].zookeeper
+    if ensemble is not None and not any(
+        _answers(server.host, server.port) for server in ensemble.hosts
+    ):
+        raise usage_error(
+            f"no ZooKeeper server of --zookeeper {zookeeper} accepts connections; start one "
+            "first (docs/metadata-stores.md) or leave --zookeeper out for the built-in quorum"
+        )
     return plans
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=_ZOOKEEPER_PROBE_S).close()
+    except OSError:
+        return False
+    return True
 
 
 def busy_ports(plans: list[NodePlan]) -> list[str]:
     busy = []
     for plan in plans:
-        for port in (plan.client_port, plan.controller_port):
+        ports = (
+            [plan.client_port]
+            if plan.zookeeper is not None
+            else [
+                plan.client_port,
+                plan.controller_port,
+            ]
+        )
+        for port in ports:
             if port_in_use(plan.host, port):
                 busy.append(f"{plan.host}:{port}")
     return busy
@@ -103,10 +137,19 @@ def dev(
             "--set", "-s", metavar="KEY=VALUE", help="A config key for every node (repeatable)."
         ),
     ] = None,
+    zookeeper: Annotated[
+        str | None,
+        typer.Option(
+            "--zookeeper",
+            metavar="HOST:PORT[/CHROOT]",
+            help="Keep the metadata in this ZooKeeper ensemble (zookeeper.connect) instead "
+            "of the built-in Raft quorum; the chroot is created if missing.",
+        ),
+    ] = None,
 ) -> None:
     """Run a local cluster of N combined broker+controller nodes until Ctrl-C."""
     try:
-        code = _run(plan_from_options(nodes, data_dir, host, base_port, settings))
+        code = _run(plan_from_options(nodes, data_dir, host, base_port, settings, zookeeper))
     except CommandError as error:
         echo_error(error.message)
         code = int(error.exit_code)
@@ -127,8 +170,9 @@ def _run(plans: list[NodePlan]) -> int:
     try:
         where = plans[0].config_path.parent
         again = any(plan.data_dir.is_dir() and any(plan.data_dir.iterdir()) for plan in plans)
+        store = f", metadata in ZooKeeper {plans[0].zookeeper}" if plans[0].zookeeper else ""
         echo_status(
-            f"starting {len(plans)} nodes in {where}"
+            f"starting {len(plans)} nodes in {where}{store}"
             + (" with the data of the last run ..." if again else " ...")
         )
         cluster.start()

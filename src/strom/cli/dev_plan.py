@@ -4,6 +4,8 @@ Every node is a combined broker+controller configured as a Kafka KRaft cluster i
 `process.roles=broker,controller`, a PLAINTEXT listener for clients and a CONTROLLER
 listener for the quorum, and the same `controller.quorum.voters` on every node. Client
 ports are `base_port .. base_port+N-1`, controller ports `base_port+100 ..` unless given.
+With a `zookeeper.connect` value the metadata is kept there instead: `broker.id`, a client
+listener only, no voters.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class NodePlan:
     """Where the node's stderr (its log) goes."""
     properties: tuple[tuple[str, str], ...]
     """The node's config as (key, value), in the order written."""
+    zookeeper: str | None = None
+    """zookeeper.connect when the metadata is in ZooKeeper: then the node has no
+    controller listener and `controller_port` is unused."""
 
     @property
     def client_address(self) -> str:
@@ -138,6 +143,7 @@ def plan_local_cluster(
                 config_path=data_dir / f"node-{node_id}.properties",
                 log_path=data_dir / f"node-{node_id}.log",
                 properties=tuple(planned.items()),
+                zookeeper=zookeeper,
             )
         )
     return plans
@@ -202,9 +208,14 @@ def parse_settings(texts: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def plan_rows(plans: Sequence[NodePlan], cwd: Path | None = None) -> list[tuple[str, ...]]:
-    """(node, client address, controller address, log file) per node."""
+    """(node, client address, controller address or "-" on ZooKeeper, log file) per node."""
     return [
-        (str(p.node_id), p.client_address, p.controller_address, _shown_path(p.log_path, cwd))
+        (
+            str(p.node_id),
+            p.client_address,
+            "-" if p.zookeeper is not None else p.controller_address,
+            _shown_path(p.log_path, cwd),
+        )
         for p in plans
     ]
 

@@ -109,13 +109,15 @@ def cluster_response(fenced: set[int], version: int = 2, controller: int = 2) ->
     )
 
 
-def configs_response(name: str | None) -> Any:
+def configs_response(name: str | None, zookeeper: str | None = None) -> Any:
     configs = []
-    if name is not None:
+    for key, value in (("cluster.name", name), ("zookeeper.connect", zookeeper)):
+        if value is None:
+            continue
         configs.append(
             {
-                "name": "cluster.name",
-                "value": name,
+                "name": key,
+                "value": value,
                 "read_only": False,
                 "config_source": 5,
                 "is_default": True,
@@ -242,8 +244,11 @@ def test_status_asks_for_fenced_brokers_and_the_answering_brokers_name() -> None
     )
     status = asyncio.run(fetch_status(session))  # type: ignore[arg-type]
     assert session.asked[0][1]["include_fenced_brokers"] is True
-    [resource] = session.asked[2][1]["resources"]
-    assert (resource["resource_name"], resource["configuration_keys"]) == ("2", ["cluster.name"])
+    [resource] = session.asked[1][1]["resources"]
+    assert (resource["resource_name"], resource["configuration_keys"]) == (
+        "2",
+        ["cluster.name", "zookeeper.connect"],
+    )
     assert status.cluster_name == "orders-prod"
     assert status.controller_id == 2
     assert status.quorum is not None and status.quorum_error is None
@@ -260,9 +265,36 @@ def test_status_without_quorum_or_name_still_shows_the_brokers() -> None:
         address=("localhost", 9092),  # not an advertised address: ask with ""
     )
     status = asyncio.run(fetch_status(session))  # type: ignore[arg-type]
-    assert session.asked[2][1]["resources"][0]["resource_name"] == ""
+    assert session.asked[1][1]["resources"][0]["resource_name"] == ""
     assert status.quorum is None and status.quorum_error == "DescribeQuorum: the broker cannot"
     assert status.cluster_name is None and status.controller_id is None
+
+
+def test_a_zookeeper_cluster_shows_its_ensemble_and_asks_for_no_quorum(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    session = FakeSession(
+        {
+            DESCRIBE_CLUSTER: cluster_response(fenced=set()),
+            DESCRIBE_CONFIGS: configs_response("strom", zookeeper="zk1:2181,zk2:2181/strom"),
+        },
+        address=("127.0.0.1", 9092),
+    )
+    status = asyncio.run(fetch_status(session))  # type: ignore[arg-type]
+    assert [api for api, _ in session.asked] == [DESCRIBE_CLUSTER, DESCRIBE_CONFIGS]
+    assert (status.zookeeper, status.quorum, status.quorum_error) == (
+        "zk1:2181,zk2:2181/strom",
+        None,
+        None,
+    )
+    print_status(status)
+    assert capsys.readouterr().out.splitlines()[:5] == [
+        "Cluster id:    q1Sh-9_ISia_zwGINzRvyQ",
+        "Cluster name:  strom",
+        "Controller:    node 2",
+        "Metadata:      ZooKeeper zk1:2181,zk2:2181/strom",
+        "",
+    ]
 
 
 def test_printed_status(capsys: pytest.CaptureFixture[str]) -> None:

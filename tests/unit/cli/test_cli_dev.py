@@ -100,6 +100,20 @@ def test_given_ports_are_used_as_given() -> None:
     assert [(p.client_port, p.controller_port) for p in plans] == [(4001, 5001), (4002, 5002)]
 
 
+def test_a_zookeeper_plan_keeps_the_metadata_there_with_client_listeners_only() -> None:
+    connect = "zk1:2181,zk2:2181/strom"
+    plans = plan_local_cluster(3, ROOT, zookeeper=connect)
+    for plan, config in zip(plans, check_plan(plans), strict=True):
+        assert plan.zookeeper == connect
+        assert plan.config["broker.id"] == str(plan.node_id)
+        assert "node.id" not in plan.config and "controller.quorum.voters" not in plan.config
+        assert config.zookeeper is not None and str(config.zookeeper) == connect
+        assert config.controller_quorum_voters == ()
+        assert config.controller_listeners == ()
+        assert config.process_roles == frozenset({Role.BROKER, Role.CONTROLLER})
+    assert [row[2] for row in plan_rows(plans, ROOT)] == ["-", "-", "-"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -144,6 +158,11 @@ def test_plan_rows_show_log_paths_relative_to_the_working_directory() -> None:
         (["--host", "0.0.0.0"], "strom: --host must be an address clients can connect to"),
         (["--set", "no.such.key=1"], "strom: node 1's config is invalid: "),
         (["--base-port", "65500"], "strom: port 65600 is outside 1..65535"),
+        (["--zookeeper", "zk:2181/a/"], "strom: node 1's config is invalid: invalid value"),
+        (
+            ["--zookeeper", "zk:2181", "--set", "controller.quorum.voters=1@127.0.0.1:9192"],
+            "strom: node 1's config is invalid: --zookeeper and 'controller.quorum.voters'",
+        ),
     ],
 )
 def test_dev_refuses_bad_options_before_starting_anything(
