@@ -101,6 +101,8 @@ class ZooKeeperStore:
         """Paths an operator wrote that a pending adoption would otherwise create."""
         self._last_change = -1
         self._started = False
+        self._stopping = False
+        """stop() closes the session: its end is no news then."""
 
     # --- the MetadataStore interface ---------------------------------------------------
 
@@ -135,6 +137,7 @@ class ZooKeeperStore:
         self._session_tasks.spawn(self._run_session(), "zookeeper-session")
 
     async def stop(self) -> None:
+        self._stopping = True
         self._resign("stopping")
         self._session_tasks.cancel()
         if self._session is not None:
@@ -148,6 +151,8 @@ class ZooKeeperStore:
                 log.info("[node %d] ZooKeeper session connected again", self.node_id)
                 self._session_tasks.cancel()
                 self._session_tasks.spawn(self._run_session(), "zookeeper-session")
+            return
+        if self._stopping:
             return
         log.warning(
             "[node %d] ZooKeeper session %s: not acting as controller until it is back",
