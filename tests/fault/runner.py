@@ -1,9 +1,10 @@
 """One fault run from start to verdict, and the files a failing run leaves behind.
 
 run_and_check(scenario, root):
-1. start `scenario.nodes` combined nodes (running_cluster, free ports under root), create
-   the topic (partitions, replication factor, min.insync.replicas) and wait until every
-   partition has a leader;
+1. start `scenario.nodes` combined nodes (running_cluster, free ports under root) keeping
+   their metadata in `scenario.store`: the built-in Raft quorum, or a private ZooKeeper
+   server started under root; create the topic (partitions, replication factor,
+   min.insync.replicas) and wait until every partition has a leader;
 2. start the producers and consumers (workload.py), apply the schedule (injector.py);
 3. heal: restart and continue every node, wait until all are ready and recovered, let
    the producers write `tail_s` longer, stop them and wait for their answers;
@@ -31,6 +32,7 @@ from typing import Any
 
 from cluster import TestCluster, running_cluster
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from zookeeper import ZooKeeperServer
 
 from . import history as history_json
 from . import schedule as schedule_json
@@ -55,6 +57,7 @@ FINAL_RECOVERY_TIMEOUT_S = 10.0
 followers catch up on those, and gives up (with a Note) rather than hold up every run."""
 FINAL_READ_TIMEOUT_S = 60.0
 JOIN_TIMEOUT_S = 10.0
+STORES = ("raft", "zookeeper")
 DEFAULT_SETTINGS = (
     "broker.session.timeout.ms=4000",
     "broker.heartbeat.interval.ms=500",
@@ -85,6 +88,14 @@ class Scenario:
     settings: tuple[str, ...] = DEFAULT_SETTINGS
     """Every node's extra config keys (`key=value`)."""
     topic: str = "faults"
+    store: str = "raft"
+    """Where the metadata lives: "raft" (the built-in quorum) or "zookeeper" (a private
+    server; the nodes' ZooKeeper session timeout is their broker.session.timeout.ms, so a
+    dead or paused broker is fenced as soon on either store)."""
+
+    def __post_init__(self) -> None:
+        if self.store not in STORES:
+            raise ValueError(f"store must be one of {STORES}, got {self.store!r}")
 
     def to_json(self) -> dict[str, Any]:
         data = {spec.name: getattr(self, spec.name) for spec in fields(self)}
@@ -129,7 +140,12 @@ class FaultRun:
 
     def execute(self) -> History:
         s = self.scenario
-        with running_cluster(self.root / "cluster", s.nodes, settings=s.settings) as cluster:
+        with (
+            _metadata_store(s, self.root) as (zookeeper, settings),
+            running_cluster(
+                self.root / "cluster", s.nodes, settings=settings, zookeeper=zookeeper
+            ) as cluster,
+        ):
             setup = self._create_topic(cluster)
             self._phase("start")
             history = self.history = History(setup)
@@ -255,6 +271,25 @@ def _running(producers: list[ProducerWorker], consumers: list[ConsumerWorker]) -
             worker.join(max(0.0, deadline - time.monotonic()))
 
 
+@contextmanager
+def _metadata_store(scenario: Scenario, root: Path) -> Iterator[tuple[str | None, list[str]]]:
+    """(zookeeper.connect or None, the nodes' settings) for the scenario's store; a
+    ZooKeeper server is stopped on the way out."""
+    settings = list(scenario.settings)
+    if scenario.store == "raft":
+        yield None, settings
+        return
+    session = next(
+        (v for k, _, v in (x.partition("=") for x in settings) if k == "broker.session.timeout.ms"),
+        "4000",
+    )
+    with ZooKeeperServer(root / "zookeeper") as server:
+        yield (
+            f"{server.connect_string}/strom",
+            [*settings, f"zookeeper.session.timeout.ms={session}"],
+        )
+
+
 def run_and_check(scenario: Scenario, root: Path) -> RunOutcome:
     """Run the scenario and check its history. A run that breaks down half way (a
     cluster that does not heal, a client thread that crashes) raises, with the path of
@@ -277,7 +312,8 @@ def run_and_check(scenario: Scenario, root: Path) -> RunOutcome:
 
 
 def failure_name(scenario: Scenario) -> str:
-    return f"{scenario.name}-seed{scenario.schedule.seed}.json"
+    store = "" if scenario.store == "raft" else f"-{scenario.store}"
+    return f"{scenario.name}{store}-seed{scenario.schedule.seed}.json"
 
 
 def save_failure(

@@ -1,6 +1,7 @@
 """The long fault run before a release, in one command:
 
     .venv/bin/python -m tests.fault.soak --minutes 10 --seed 7
+    .venv/bin/python -m tests.fault.soak --minutes 10 --seed 7 --store zookeeper
     .venv/bin/python -m tests.fault.soak --replay tests/fault/failures/soak-seed7.json
 
 About every 10 s one fault from schedule.mixed(): kill a random node, kill a partition's
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 from .history import Note
-from .runner import Scenario, failure_message, load_saved, run_and_check, save_failure
+from .runner import STORES, Scenario, failure_message, load_saved, run_and_check, save_failure
 from .schedule import mixed
 from .workload import CLIENT_LOG
 
@@ -33,6 +34,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--consumers", type=int, default=2)
     parser.add_argument("--rate", type=float, default=40.0, help="writes/s per producer")
+    parser.add_argument(
+        "--store", choices=STORES, default="raft", help="where the metadata lives (default raft)"
+    )
     parser.add_argument("--replay", type=Path, help="run the scenario saved in this file")
     parser.add_argument("--dir", type=Path, help="where the run's files go (default: a temp dir)")
     return parser.parse_args(argv)
@@ -49,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             producers=args.producers,
             consumers=args.consumers,
             rate_per_producer=args.rate,
+            store=args.store,
         )
     root = args.dir or Path(tempfile.mkdtemp(prefix="strom-soak-"))
     root.mkdir(parents=True, exist_ok=True)

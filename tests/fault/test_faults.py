@@ -3,7 +3,10 @@ while idempotent acks=all producers write and consumers read; the history must s
 lost acknowledged write, no lost read, no duplicate, no backwards read, no reordered
 write and no write acknowledged below min.insync.replicas (tests/fault/checker.py).
 
-.venv/bin/pytest tests/fault                                        # all four, ~3.5 min
+Each runs on both metadata stores: the built-in Raft quorum and ZooKeeper.
+
+.venv/bin/pytest tests/fault                                        # all eight, ~7 min
+.venv/bin/pytest tests/fault -k raft                                # one store
 STROM_FAULT_SEED=5 STROM_FAULT_SECONDS=120 .venv/bin/pytest tests/fault -k kill_every
 STROM_FAULT_REPLAY=tests/fault/failures/<file>.json .venv/bin/pytest tests/fault -k <name>
 """
@@ -17,6 +20,7 @@ import pytest
 
 from .history import Acked, History, NodeChange, NodeChanged, Note, Sent
 from .runner import (
+    STORES,
     RunOutcome,
     Scenario,
     failure_message,
@@ -33,13 +37,20 @@ SETTLE_S = 2.0
 """How long after every node is ready again writes may still fail (leaders moving back)."""
 
 
-def scenario(name: str, schedule: Schedule) -> Scenario:
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> str:
+    """The metadata store the cluster of a run keeps its metadata in."""
+    name: str = request.param
+    return name
+
+
+def scenario(name: str, schedule: Schedule, store: str) -> Scenario:
     """The test's scenario, or the one STROM_FAULT_REPLAY names (other tests skip)."""
     replayed = replay_from_env()
     if replayed is None:
-        return Scenario(name, schedule)
-    if replayed.name != name:
-        pytest.skip(f"STROM_FAULT_REPLAY replays {replayed.name}")
+        return Scenario(name, schedule, store=store)
+    if (replayed.name, replayed.store) != (name, store):
+        pytest.skip(f"STROM_FAULT_REPLAY replays {replayed.name} on {replayed.store}")
     return replayed
 
 
@@ -70,27 +81,27 @@ def run(
     pytest.fail(f"{text}\n\n{failure_message(scenario, paths)}", pytrace=False)
 
 
-def test_kill_every(tmp_path: Path) -> None:
+def test_kill_every(tmp_path: Path, store: str) -> None:
     """A random node killed with kill -9 and restarted about every 10 s."""
     schedule = kill_every(seconds_from_env(), seed_from_env(1))
-    run(scenario("test_kill_every", schedule), tmp_path)
+    run(scenario("test_kill_every", schedule, store), tmp_path)
 
 
-def test_chase_leader(tmp_path: Path) -> None:
+def test_chase_leader(tmp_path: Path, store: str) -> None:
     """The leader of partition 0 killed five times in a row, each once the last is back."""
     schedule = chase_leader(times=5, partition=0, seed=seed_from_env(2))
-    run(scenario("test_chase_leader", schedule), tmp_path)
+    run(scenario("test_chase_leader", schedule, store), tmp_path)
 
 
-def test_pause_leader(tmp_path: Path) -> None:
+def test_pause_leader(tmp_path: Path, store: str) -> None:
     """The leader of partition 0 stopped (SIGSTOP) for 15 s, well past its 4 s session
-    timeout: it is fenced and replaced, the producers move to the new leader, and the old
-    one wakes up believing it still leads."""
+    timeout (its ZooKeeper session on that store): it is fenced and replaced, the
+    producers move to the new leader, and the old one wakes up believing it still leads."""
     schedule = pause_leader(times=1, partition=0, seed=seed_from_env(3), pause_s=15.0)
-    run(scenario("test_pause_leader", schedule), tmp_path)
+    run(scenario("test_pause_leader", schedule, store), tmp_path)
 
 
-def test_majority_down_refuses_acks(tmp_path: Path) -> None:
+def test_majority_down_refuses_acks(tmp_path: Path, store: str) -> None:
     """Both followers of partition 0 killed for 10 s: no acks=all write is acknowledged
     while only its leader is up (the checker's UNDER_MIN_ISR_ACK), writes were attempted
     meanwhile, and every write sent once the nodes are back succeeds."""
@@ -120,4 +131,4 @@ def test_majority_down_refuses_acks(tmp_path: Path) -> None:
         return problems
 
     schedule = majority_down(partition=0, seed=seed_from_env(4), down_s=10.0)
-    run(scenario("test_majority_down_refuses_acks", schedule), tmp_path, outage_checks)
+    run(scenario("test_majority_down_refuses_acks", schedule, store), tmp_path, outage_checks)
