@@ -14,7 +14,9 @@ short header of their own, and an API key far above Kafka's:
 FORWARD wraps a whole Kafka request frame (header and body, as a client sent it) and
 answers with the metadata offset the controller had committed when it answered, then the
 Kafka response frame; the forwarding broker waits until its own image has reached that
-offset, so a client that created a topic through any broker sees it there at once.
+offset, so a client that created a topic through any broker sees it there at once. A
+node that is not the active controller (yet: it may have just won an election) answers
+offset -1 and no frame instead, and the forwarding broker tries again.
 """
 
 from __future__ import annotations
@@ -154,13 +156,22 @@ def decode_fetch_response(payload: bytes) -> MetadataFetchResponse:
 _OFFSET = struct.Struct(">q")
 
 
+FORWARD_NOT_CONTROLLER = -1
+"""The offset of a FORWARD answer from a node that did not run the request: it is not the
+active controller."""
+
+
 def encode_forward_response(metadata_offset: int, response_frame: bytes) -> bytes:
     """`response_frame` without its size prefix."""
     return _OFFSET.pack(metadata_offset) + response_frame
 
 
 def decode_forward_response(payload: bytes) -> tuple[int, bytes]:
+    """(metadata offset, response frame); the offset is FORWARD_NOT_CONTROLLER when the
+    request was not run."""
     if len(payload) < _OFFSET.size:
         raise PrivatePayloadError("forward response shorter than its header")
     (offset,) = _OFFSET.unpack_from(payload, 0)
+    if offset < FORWARD_NOT_CONTROLLER:
+        raise PrivatePayloadError(f"forward response with offset {offset}")
     return offset, payload[_OFFSET.size :]

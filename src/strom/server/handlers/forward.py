@@ -4,8 +4,8 @@ On the active controller they run in place. Any other broker forwards the client
 request in a FORWARD envelope to the controller listener of the active controller, waits
 until its own metadata has reached the offset the controller answered at (so the client
 sees its change on this broker at once), and relays the answer. While there is no active
-controller (an election is under way) it retries for a while, then answers
-NOT_CONTROLLER, which Kafka clients retry.
+controller (an election is under way), or the node it believes active says it is not
+(yet), it retries for a while, then answers NOT_CONTROLLER, which Kafka clients retry.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from kio.schema.errors import ErrorCode
 
 from strom.protocol.codec import Request, decode_response, encode_request
 from strom.server.controller import NotController
-from strom.server.private import PrivateApi, PrivatePayloadError, decode_forward_response
+from strom.server.private import (
+    FORWARD_NOT_CONTROLLER,
+    PrivateApi,
+    PrivatePayloadError,
+    decode_forward_response,
+)
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -51,6 +56,8 @@ async def at_controller(
                 PrivateApi.FORWARD, 0, frame, timeout_s=FORWARD_TIMEOUT_S
             )
             offset, response_frame = decode_forward_response(payload)
+            if offset == FORWARD_NOT_CONTROLLER:
+                raise NotController(None)
             if not await broker.metadata.wait_for(offset, CATCH_UP_TIMEOUT_S):
                 log.info(
                     "[node %d] metadata still behind offset %d after %s",

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from strom.protocol.codec import RequestError, decode_request, encode_response
 from strom.server.private import (
+    FORWARD_NOT_CONTROLLER,
     MetadataFetchResponse,
     PrivateApi,
     PrivatePayloadError,
@@ -71,6 +72,9 @@ class PrivateSession:
             raise PrivatePayloadError(f"bad forwarded request: {exc}") from None
         if request.api_key not in FORWARDABLE:
             raise PrivatePayloadError(f"{request.api_key.name} cannot be forwarded")
+        if not broker.channel.local_controller_active:
+            # Perhaps elected a moment ago and not acting yet: the sender tries again.
+            return encode_forward_response(FORWARD_NOT_CONTROLLER, b"")
         body = await broker.dispatch_controller(request)
         frame = encode_response(request.correlation_id, body)[4:]
         return encode_forward_response(broker.metadata.applied_index, frame)
