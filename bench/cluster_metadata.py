@@ -1,16 +1,24 @@
 """Cluster speed: controller failover, metadata commits per second, creating many topics.
 
     .venv/bin/python bench/cluster_metadata.py [--nodes 3] [--failovers 5] [--commits 3000]
-        [--in-flight 64] [--topics 1000] [--json FILE]
+        [--in-flight 64] [--topics 1000] [--store raft|zookeeper] [--session-ms 18000]
+        [--json FILE]
+
+--store zookeeper keeps the metadata in a private ZooKeeper server (Debian's `zookeeper`
+package, started as the tests start it) instead of the built-in Raft quorum; the nodes'
+zookeeper.session.timeout.ms is --session-ms (Kafka's and strom's default, 18000).
 
 failover: the active controller is killed with SIGKILL; the figure is the time until a
 surviving node reports a new active controller (Metadata's controller id), polled every
-20 ms, and then until a CreateTopics through a survivor succeeds. The killed node is
-restarted before the next round. Default election timeout (1000 ms).
+20 ms, and then until a CreateTopics (replication factor nodes - 1) through a survivor
+succeeds. The killed node is
+restarted before the next round. Default election timeout (1000 ms) on Raft; on
+ZooKeeper the killed controller's /controller znode goes when its session expires.
 
 commits: IncrementalAlterConfigs requests, each changing one topic config (one metadata
-record, one Raft entry), sent with `--in-flight` requests outstanding to the active
-controller's node; the figure is records committed (fsynced on a majority) per second.
+record: one Raft entry, or one ZooKeeper multi-op), sent with `--in-flight` requests
+outstanding to the active controller's node; the figure is records committed (fsynced on
+a majority, or by ZooKeeper) per second.
 
 topics: creating `--topics` topics of 3 partitions (replication factor 3), once as one
 CreateTopics request naming them all, once as one request per topic with `--in-flight`
@@ -24,17 +32,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 from cluster import TestCluster
+from zookeeper import ZooKeeperServer
 
 from strom.client import ClientError, KafkaConnection
 from strom.protocol.apis import ApiKey
@@ -77,7 +89,9 @@ async def wait_controller(cluster: TestCluster, exclude: int | None = None) -> i
         await asyncio.sleep(0.02)
 
 
-async def create_topics(address: str, names: list[str], *, timeout_s: float = 120.0) -> None:
+async def create_topics(
+    address: str, names: list[str], *, replication_factor: int = 3, timeout_s: float = 120.0
+) -> None:
     connection = await connect(address)
     try:
         response = await connection.request(
@@ -88,7 +102,7 @@ async def create_topics(address: str, names: list[str], *, timeout_s: float = 12
                     {
                         "name": name,
                         "num_partitions": 3,
-                        "replication_factor": 3,
+                        "replication_factor": replication_factor,
                         "assignments": [],
                         "configs": [],
                     }
@@ -117,7 +131,13 @@ async def failovers(cluster: TestCluster, rounds: int) -> dict[str, Any]:
         new = await wait_controller(cluster, exclude=leader)
         elect_s.append(time.monotonic() - started)
         survivor = next(n for n in cluster.node_ids if n != leader)
-        await create_topics(cluster.address(survivor), [f"failover-{round_}"])
+        # One replica fewer than nodes: on ZooKeeper the killed node's registration goes
+        # with its session, so the new controller places replicas on the survivors only.
+        await create_topics(
+            cluster.address(survivor),
+            [f"failover-{round_}"],
+            replication_factor=len(cluster.node_ids) - 1,
+        )
         create_s.append(time.monotonic() - started)
         print(
             f"failover {round_ + 1}: controller {leader} killed, node {new} active after "
@@ -201,6 +221,18 @@ async def many_topics(cluster: TestCluster, count: int, in_flight: int) -> dict[
     return {"one_request_s": one_request_s, "one_per_topic_s": each_s}
 
 
+@contextlib.contextmanager
+def metadata_store(
+    store: str, root: Path, session_ms: int
+) -> Iterator[tuple[str | None, list[str]]]:
+    """(zookeeper.connect or None, extra node settings) for `store`."""
+    if store == "raft":
+        yield None, []
+        return
+    with ZooKeeperServer(root / "zookeeper") as server:
+        yield f"{server.connect_string}/strom", [f"zookeeper.session.timeout.ms={session_ms}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=3)
@@ -208,18 +240,32 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=3000)
     parser.add_argument("--in-flight", type=int, default=64)
     parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--store", choices=("raft", "zookeeper"), default="raft")
+    parser.add_argument("--session-ms", type=int, default=18000)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="strom-bench-cluster-") as root:
-        cluster = TestCluster(Path(root), args.nodes, settings=["default.replication.factor=3"])
-        try:
-            cluster.start_all()
-            results["failover"] = asyncio.run(failovers(cluster, args.failovers))
-            results["commits"] = asyncio.run(commits(cluster, args.commits, args.in_flight))
-            results["topics"] = asyncio.run(many_topics(cluster, args.topics, args.in_flight))
-        finally:
-            cluster.close()
+    results: dict[str, Any] = {"store": args.store}
+    root = Path(tempfile.mkdtemp(prefix="strom-bench-cluster-"))
+    try:
+        with metadata_store(args.store, root, args.session_ms) as (zookeeper, settings):
+            cluster = TestCluster(
+                root / "cluster",
+                args.nodes,
+                settings=["default.replication.factor=3", *settings],
+                zookeeper=zookeeper,
+            )
+            try:
+                cluster.start_all()
+                print(f"{args.nodes} nodes, metadata in {zookeeper or 'the Raft quorum'}")
+                results["failover"] = asyncio.run(failovers(cluster, args.failovers))
+                results["commits"] = asyncio.run(commits(cluster, args.commits, args.in_flight))
+                results["topics"] = asyncio.run(many_topics(cluster, args.topics, args.in_flight))
+            finally:
+                cluster.close()
+    except BaseException:
+        print(f"the nodes' logs are kept in {root}", file=sys.stderr)
+        raise
+    shutil.rmtree(root, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
