@@ -64,9 +64,9 @@ def test_fetch_request_round_trips_and_refuses_out_of_range() -> None:
         decode_fetch_request(b"abc")
 
 
-entries = st.lists(
-    st.builds(Entry, offsets, offsets, st.binary(max_size=32)), max_size=5
-).map(tuple)
+entries = st.lists(st.builds(Entry, offsets, offsets, st.binary(max_size=32)), max_size=5).map(
+    tuple
+)
 snapshots = st.none() | st.builds(Snapshot, offsets, offsets, st.binary(max_size=32))
 
 
