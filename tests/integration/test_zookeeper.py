@@ -288,6 +288,37 @@ def test_a_topic_written_into_zookeeper_by_hand_is_adopted(
     assert sorted(consume_all(cluster, "handmade", 2, "hand")) == ["by", "hand"]
 
 
+def test_a_decision_larger_than_zookeepers_request_limit_is_written_in_parts(
+    tmp_path: Path,
+    zk: KazooClient,
+    zk_connect: str,  # noqa: F811
+    zookeeper_server: ZooKeeperServer,  # noqa: F811
+) -> None:
+    """4,000 partitions in one CreateTopics are about 1.3 MB of znode writes, more than
+    ZooKeeper's 1 MiB jute.maxbuffer: the controller cuts them into multi-ops that fit,
+    and deleting the topic does the same."""
+    log_before = zookeeper_server.log_path.read_text(errors="replace")
+    settings = [f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}"]
+    with running_cluster(tmp_path, 1, settings=settings, zookeeper=zk_connect) as cluster:
+        create_topic(cluster, "wide", 4000, 1)
+        partitions = zk.get_children("/brokers/topics/wide/partitions")
+        assert sorted(map(int, partitions)) == list(range(4000))
+        assert set(read_json(zk, "/brokers/topics/wide")["partitions"]) == {
+            str(i) for i in range(4000)
+        }
+        for index in [*range(0, 4000, 97), 3999]:
+            state = read_json(zk, f"/brokers/topics/wide/partitions/{index}/state")
+            assert (state["leader"], state["isr"]) == (1, [1])
+        client = admin(cluster)  # kept alive until the answers are in
+        metadata = client.list_topics("wide", timeout=20)
+        assert len(metadata.topics["wide"].partitions) == 4000
+
+        client.delete_topics(["wide"], operation_timeout=30)["wide"].result(40)
+        assert zk.exists("/brokers/topics/wide") is None
+    written = zookeeper_server.log_path.read_text(errors="replace")[len(log_before) :]
+    assert "Len error" not in written
+
+
 def _kafka_uuid_bytes(text: str) -> bytes:
     import base64
 

@@ -9,12 +9,14 @@ Every node is a broker that may become the controller. Per ZooKeeper session it:
 
 The active controller bumps `/controller_epoch` (a conditional write, so two controllers
 can never hold the same epoch), reads the whole layout back into a MetadataImage
-(metadata/znodes.py) and from then on commits each decision of ControllerService as one
-ZooKeeper multi-op: a version check on `/controller_epoch`, which fences it as soon as a
+(metadata/znodes.py) and from then on commits the decisions of ControllerService as
+ZooKeeper multi-ops: a version check on `/controller_epoch`, which fences it as soon as a
 newer controller exists, plus the znode writes that take the layout from the image before
-the decision to the image after it. A decision's entry is applied to this node's metadata
-once its multi-op has succeeded; other brokers fetch the entries from it (as they fetch
-from a Raft controller). Entry offsets start at the zxid of the epoch write, so they keep
+a decision to the image after it. The decisions queued while a multi-op is under way share
+the next one, and a decision too large for one request is cut into several
+(metadata/znode_batches.py). A decision's entry is applied to this node's metadata once
+its writes have succeeded; other brokers fetch the entries from it (as they fetch from a
+Raft controller). Entry offsets start at the zxid of the epoch write, so they keep
 growing from one controller to the next.
 
 While active it also watches `/brokers/ids` (a broker whose session ended is fenced, and
@@ -35,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from strom.metadata import znodes
+from strom.metadata import znode_batches, znodes
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ConfigResourceType, decode_entry
 from strom.raft.messages import Entry
@@ -97,6 +99,7 @@ class ZooKeeperStore:
         self._image = MetadataImage.empty()
         self._next_index = 0
         self._queue: asyncio.Queue[tuple[Entry, list[znodes.ZnodeOp]]] = asyncio.Queue()
+        self._multi_budget = znode_batches.DEFAULT_BUDGET_BYTES
         self._existing: set[str] = set()
         """Paths an operator wrote that a pending adoption would otherwise create."""
         self._last_change = -1
@@ -107,7 +110,7 @@ class ZooKeeperStore:
     # --- the MetadataStore interface ---------------------------------------------------
 
     def propose(self, data: bytes) -> int:
-        """Queue one entry (one decision) for its multi-op; its offset."""
+        """Queue one entry (one decision) for writing to ZooKeeper; its offset."""
         if not self.is_leader:
             raise NotLeader(self.leader_id)
         index = self._next_index
@@ -329,36 +332,47 @@ class ZooKeeperStore:
         return tree
 
     async def _write_loop(self) -> None:
+        """Write the queued entries, as few multi-ops as fit (znode_batches), each guarded
+        by the controller epoch's version; apply each entry once it is written."""
         queue = self._queue
         while True:
-            entry, ops = await queue.get()
-            request: list[tuple[str, tuple[Any, ...]]] = [
-                ("check", (CONTROLLER_EPOCH, self._epoch_version))
-            ]
-            for op in ops:
-                request.append(self._kazoo_op(op))
-            try:
-                results = await self.session.transaction(request)
-            except KazooException as exc:
-                self._resign(f"writing metadata to ZooKeeper failed: {exc!r}")
-                self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
-                return
-            failed = [r for r in results if isinstance(r, BaseException)]
-            if failed:
-                real = [r for r in failed if not isinstance(r, RolledBackError)]
-                self._resign(
-                    "a metadata write was refused by ZooKeeper "
-                    f"({', '.join(type(r).__name__ for r in real or failed)}): "
-                    + (
-                        "a newer controller exists"
-                        if real and isinstance(real[0], BadVersionError)
-                        else "the znodes differ from what this controller read"
-                    )
-                )
-                # Let a controller (perhaps this node again) take over from a fresh read.
-                self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
-                return
-            self._broker.metadata.apply([entry])
+            waiting = [await queue.get()]
+            while not queue.empty():
+                waiting.append(queue.get_nowait())
+            for batch in znode_batches.batches(waiting, self._multi_budget):
+                if not await self._write(batch.ops):
+                    return
+                if batch.done:
+                    self._broker.metadata.apply(batch.done)
+
+    async def _write(self, ops: list[znodes.ZnodeOp]) -> bool:
+        """One multi-op; False (having resigned) when ZooKeeper refused it."""
+        request: list[tuple[str, tuple[Any, ...]]] = [
+            ("check", (CONTROLLER_EPOCH, self._epoch_version))
+        ]
+        request += [self._kazoo_op(op) for op in ops]
+        try:
+            results = await self.session.transaction(request)
+        except KazooException as exc:
+            self._resign(f"writing metadata to ZooKeeper failed: {exc!r}")
+            self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
+            return False
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if not failed:
+            return True
+        real = [r for r in failed if not isinstance(r, RolledBackError)]
+        self._resign(
+            "a metadata write was refused by ZooKeeper "
+            f"({', '.join(type(r).__name__ for r in real or failed)}): "
+            + (
+                "a newer controller exists"
+                if real and isinstance(real[0], BadVersionError)
+                else "the znodes differ from what this controller read"
+            )
+        )
+        # Let a controller (perhaps this node again) take over from a fresh read.
+        self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
+        return False
 
     def _kazoo_op(self, op: znodes.ZnodeOp) -> tuple[str, tuple[Any, ...]]:
         kind = op.kind
