@@ -8,6 +8,7 @@ fetcher's answers on broker-only nodes of a Raft cluster.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ class ControllerChannel:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._connections: dict[int, KafkaConnection] = {}
+        self._connecting = asyncio.Lock()
+        """Held while connecting, so that requests arriving together share one connection."""
 
     @property
     def leader_id(self) -> int | None:
@@ -62,17 +65,23 @@ class ControllerChannel:
         existing = self._connections.get(leader)
         if existing is not None and not existing.is_closed:
             return existing
-        endpoint = self.endpoint(leader)
-        if endpoint is None:
-            raise NotController(None)
-        try:
-            connection = await KafkaConnection.connect(
-                *endpoint, client_id=f"strom-broker-{self._broker.node_id}", timeout_s=2.0
-            )
-        except (ClientError, OSError):
-            raise NotController(leader) from None
-        self._connections[leader] = connection
-        return connection
+        async with self._connecting:
+            existing = self._connections.get(leader)
+            if existing is not None and not existing.is_closed:
+                return existing  # made while this request waited for the lock
+            endpoint = self.endpoint(leader)
+            if endpoint is None:
+                raise NotController(None)
+            try:
+                connection = await KafkaConnection.connect(
+                    *endpoint, client_id=f"strom-broker-{self._broker.node_id}", timeout_s=2.0
+                )
+            except (ClientError, OSError):
+                raise NotController(leader) from None
+            if existing is not None:
+                existing.close()
+            self._connections[leader] = connection
+            return connection
 
     async def request(self, api_key: int, api_version: int, body: Any, timeout_s: float) -> Any:
         connection = await self.connection()
