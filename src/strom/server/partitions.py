@@ -233,6 +233,8 @@ class PartitionManager:
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
         self._states: dict[tuple[str, int], tuple[PartitionImage, int]] = {}
+        self._synced: MetadataImage | None = None
+        """The image of the last sync; None: the next sync looks at every topic."""
         self._checkpoint_at_open: dict[tuple[str, int], int] | None = None
         self._checkpoint_written: dict[tuple[str, int], int] = {}
         self._opening: set[tuple[str, int]] = set()
@@ -244,9 +246,11 @@ class PartitionManager:
         return iter(list(self._by_name.values()))
 
     def reconfigure(self, config: BrokerConfig) -> None:
-        """New broker-level defaults (dynamic configs); the next sync applies them."""
+        """New broker-level defaults (dynamic configs); the next sync applies them to
+        every topic."""
         self._config = config
         self._log_configs.clear()
+        self._synced = None
 
     def _log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         """The log config for a topic's overrides, computed once per distinct set: sync
@@ -293,13 +297,40 @@ class PartitionManager:
     def sync(self, image: MetadataImage, *, now_ms: int) -> None:
         """Open, reconfigure, lead or follow, and delete partitions to match `image`.
 
-        A few new partitions open at once; many (a topic with thousands of partitions)
-        open in a worker thread, a chunk at a time, so the event loop (Raft heartbeats
-        among it) keeps running: each appears once its files exist.
+        Only the topics whose image changed since the last sync are looked at (a topic's
+        TopicImage is the same object while it is unchanged), unless configs changed,
+        which may touch every topic: creating topics one by one would otherwise cost
+        each creation a pass over every partition. A few new partitions open at once;
+        many (a topic with thousands of partitions) open in a worker thread, a chunk at a
+        time, so the event loop (Raft heartbeats among it) keeps running: each appears
+        once its files exist.
         """
-        wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
-        states: dict[tuple[str, int], tuple[PartitionImage, int]] = {}
-        for topic in image.topics_by_name.values():
+        last, self._synced = self._synced, image
+        if last is None or last.configs is not image.configs:
+            names: set[str] | None = None  # every topic
+        elif last.topics_by_name is image.topics_by_name:
+            return
+        else:
+            was, now = last.topics_by_name, image.topics_by_name
+            names = {n for n in was.keys() | now.keys() if was.get(n) is not now.get(n)}
+        wanted, states = ({}, {}) if names is None else (dict(self._wanted), dict(self._states))
+        keys: set[tuple[str, int]] | None = None
+        if names is not None:
+            assert last is not None
+            keys = set()
+            for name in names:
+                for topic in (last.topics_by_name.get(name), image.topics_by_name.get(name)):
+                    if topic is not None:
+                        keys.update((name, index) for index in topic.partitions)
+            for key in keys:
+                wanted.pop(key, None)
+                states.pop(key, None)
+        topics = (
+            image.topics_by_name.values()
+            if names is None
+            else [t for n in names if (t := image.topics_by_name.get(n)) is not None]
+        )
+        for topic in topics:
             overrides = image.topic_configs(topic.name)
             log_config = self._log_config(overrides)
             min_isr = self._min_insync_replicas(overrides)
@@ -308,16 +339,22 @@ class PartitionManager:
                     wanted[(topic.name, index)] = (topic.topic_id, log_config)
                     states[(topic.name, index)] = (partition, min_isr)
         self._wanted, self._states = wanted, states
-        for key, existing in list(self._by_name.items()):
+        held = (
+            list(self._by_name.items())
+            if keys is None
+            else [(k, p) for k in keys if (p := self._by_name.get(k)) is not None]
+        )
+        for key, existing in held:
             target = wanted.get(key)
             if target is None or target[0] != existing.topic_id:
                 self._remove(existing)
             elif target[1] != existing.config:
                 existing.config = target[1]
                 existing.log.reconfigure(target[1])
+        touched = list(wanted) if keys is None else [k for k in keys if k in wanted]
         new = [
-            (key, target)
-            for key, target in wanted.items()
+            (key, wanted[key])
+            for key in touched
             if key not in self._by_name and key not in self._opening
         ]
         if len(new) > INLINE_OPENS:
@@ -326,7 +363,7 @@ class PartitionManager:
             new = []
         for (name, index), (topic_id, log_config) in new:
             self._register(self._open_files(name, index, topic_id, log_config, now_ms))
-        for key in wanted:
+        for key in touched:
             opened = self._by_name.get(key)
             if opened is not None:
                 self._follow_leader(opened, now_ms)
