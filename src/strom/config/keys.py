@@ -136,7 +136,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "controller.quorum.fetch.timeout.ms",
         INT,
         "2000",
-        "Time without a fetch from the leader before a voter starts an election.",
+        "A Raft leader that hears from no majority for 1.5 times this steps down.",
         AtLeast(1),
     ),
     ConfigKey(
@@ -539,7 +539,6 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
 NOT_YET_IN_EFFECT = frozenset(
     {
         "controller.quorum.election.backoff.max.ms",
-        "controller.quorum.fetch.timeout.ms",
         "log.index.size.max.bytes",
         "log.segment.delete.delay.ms",
         "log.message.timestamp.before.max.ms",

@@ -86,12 +86,18 @@ class RaftConfig:
     election_timeout_ms: int = 1000  # randomized per election in [T, 2T) with the node's rng
     heartbeat_interval_ms: int = 100  # the leader sends (empty) appends this often
     max_append_bytes: int = 1 << 20  # entry data per AppendRequest (at least one entry)
+    check_quorum_ms: int | None = None
+    """How long a leader that hears from no majority keeps leading (None: one election
+    timeout). Brokers set 1.5 x controller.quorum.fetch.timeout.ms, as Kafka does, so a
+    busy follower's pause of a second or two does not cost the controller."""
 
     def __post_init__(self) -> None:
         if not 0 < self.heartbeat_interval_ms < self.election_timeout_ms:
             raise ValueError("need 0 < heartbeat_interval_ms < election_timeout_ms")
         if self.max_append_bytes <= 0:
             raise ValueError("max_append_bytes must be positive")
+        if self.check_quorum_ms is not None and self.check_quorum_ms < self.election_timeout_ms:
+            raise ValueError("check_quorum_ms must be at least election_timeout_ms")
 
 
 class RaftNode:
@@ -537,6 +543,7 @@ class RaftNode:
             heartbeat_interval_ms=self._config.heartbeat_interval_ms,
             max_append_bytes=self._config.max_append_bytes,
             now_ms=now_ms,
+            check_quorum_ms=self._config.check_quorum_ms,
         )
         self._leader = leader
         self._log.append(Entry(index=self._log.last_index + 1, term=self._term, data=b""))

@@ -34,6 +34,7 @@ class LeaderState:
     """
 
     __slots__ = (
+        "_check_quorum_ms",
         "_election_timeout_ms",
         "_heartbeat_interval_ms",
         "_log",
@@ -59,6 +60,7 @@ class LeaderState:
         heartbeat_interval_ms: int,
         max_append_bytes: int,
         now_ms: int,
+        check_quorum_ms: int | None = None,
     ) -> None:
         self._node_id = node_id
         self._term = term
@@ -66,6 +68,7 @@ class LeaderState:
         self._log = log
         self._outbox = outbox
         self._election_timeout_ms = election_timeout_ms
+        self._check_quorum_ms = check_quorum_ms or election_timeout_ms
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._max_append_bytes = max_append_bytes
         self.progress = {
@@ -210,11 +213,11 @@ class LeaderState:
         return True
 
     def has_quorum(self, now_ms: int) -> bool:
-        """Check-quorum: heard from a majority (us included) within an election timeout."""
+        """Check-quorum: heard from a majority (us included) within check_quorum_ms."""
         active = [
             peer
             for peer, progress in self.progress.items()
-            if now_ms - progress.last_contact_ms < self._election_timeout_ms
+            if now_ms - progress.last_contact_ms < self._check_quorum_ms
         ]
         active.append(self._node_id)
         return quorum.has_quorum(self._voters, active)

@@ -125,6 +125,10 @@ class Broker:
                 directory=config.metadata_log_dir / METADATA_LOG_DIR,
                 config=RaftConfig(
                     election_timeout_ms=config.controller_quorum_election_timeout_ms,
+                    check_quorum_ms=max(
+                        config.controller_quorum_election_timeout_ms,
+                        config.controller_quorum_fetch_timeout_ms * 3 // 2,
+                    ),
                 ),
                 state_machine=self.metadata,
                 cluster_id=lambda: self.metadata.image.cluster_id or self.local_cluster_id,

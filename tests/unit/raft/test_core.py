@@ -218,6 +218,24 @@ def test_check_quorum_a_leader_that_hears_from_no_majority_steps_down() -> None:
     assert leader.propose(b"x", cluster.now_ms) is None
 
 
+def test_a_longer_check_quorum_keeps_a_leader_through_a_pause_of_its_followers() -> None:
+    config = RaftConfig(
+        election_timeout_ms=TIMEOUT_MS, heartbeat_interval_ms=100, check_quorum_ms=3 * TIMEOUT_MS
+    )
+    cluster = Cluster(config=config)
+    leader = cluster.elect(1)
+    cluster.cut = {2, 3}  # both followers silent, as on a saturated event loop
+    cluster.tick(1, by_ms=3 * TIMEOUT_MS - 1)
+    assert leader.role is Role.LEADER
+    cluster.tick(1, by_ms=1)
+    assert (leader.role, leader.term, leader.leader_id) == (Role.FOLLOWER, 1, None)
+
+
+def test_check_quorum_shorter_than_an_election_is_refused() -> None:
+    with pytest.raises(ValueError, match="check_quorum_ms must be at least"):
+        RaftConfig(election_timeout_ms=1000, heartbeat_interval_ms=100, check_quorum_ms=999)
+
+
 def test_one_follower_answering_keeps_the_leader_of_three() -> None:
     cluster = Cluster()
     leader = cluster.elect(1)
