@@ -32,21 +32,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
 from cluster import TestCluster
-from zookeeper import ZooKeeperServer
+from zookeeper import metadata_store
 
 from strom.client import ClientError, KafkaConnection
 from strom.protocol.apis import ApiKey
@@ -219,18 +217,6 @@ async def many_topics(cluster: TestCluster, count: int, in_flight: int) -> dict[
         flush=True,
     )
     return {"one_request_s": one_request_s, "one_per_topic_s": each_s}
-
-
-@contextlib.contextmanager
-def metadata_store(
-    store: str, root: Path, session_ms: int
-) -> Iterator[tuple[str | None, list[str]]]:
-    """(zookeeper.connect or None, extra node settings) for `store`."""
-    if store == "raft":
-        yield None, []
-        return
-    with ZooKeeperServer(root / "zookeeper") as server:
-        yield f"{server.connect_string}/strom", [f"zookeeper.session.timeout.ms={session_ms}"]
 
 
 def main() -> None:

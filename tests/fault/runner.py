@@ -32,7 +32,7 @@ from typing import Any
 
 from cluster import TestCluster, running_cluster
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from zookeeper import ZooKeeperServer
+from zookeeper import metadata_store
 
 from . import history as history_json
 from . import schedule as schedule_json
@@ -141,9 +141,15 @@ class FaultRun:
     def execute(self) -> History:
         s = self.scenario
         with (
-            _metadata_store(s, self.root) as (zookeeper, settings),
+            metadata_store(s.store, self.root, _session_timeout_ms(s.settings)) as (
+                zookeeper,
+                store_settings,
+            ),
             running_cluster(
-                self.root / "cluster", s.nodes, settings=settings, zookeeper=zookeeper
+                self.root / "cluster",
+                s.nodes,
+                settings=[*s.settings, *store_settings],
+                zookeeper=zookeeper,
             ) as cluster,
         ):
             setup = self._create_topic(cluster)
@@ -271,23 +277,13 @@ def _running(producers: list[ProducerWorker], consumers: list[ConsumerWorker]) -
             worker.join(max(0.0, deadline - time.monotonic()))
 
 
-@contextmanager
-def _metadata_store(scenario: Scenario, root: Path) -> Iterator[tuple[str | None, list[str]]]:
-    """(zookeeper.connect or None, the nodes' settings) for the scenario's store; a
-    ZooKeeper server is stopped on the way out."""
-    settings = list(scenario.settings)
-    if scenario.store == "raft":
-        yield None, settings
-        return
-    session = next(
-        (v for k, _, v in (x.partition("=") for x in settings) if k == "broker.session.timeout.ms"),
-        "4000",
-    )
-    with ZooKeeperServer(root / "zookeeper") as server:
-        yield (
-            f"{server.connect_string}/strom",
-            [*settings, f"zookeeper.session.timeout.ms={session}"],
-        )
+def _session_timeout_ms(settings: tuple[str, ...]) -> int:
+    """The nodes' broker.session.timeout.ms, also their ZooKeeper session's."""
+    for setting in settings:
+        key, _, value = setting.partition("=")
+        if key == "broker.session.timeout.ms":
+            return int(value)
+    return 4000
 
 
 def run_and_check(scenario: Scenario, root: Path) -> RunOutcome:

@@ -290,6 +290,23 @@ def _kill_leftovers() -> None:
 
 
 @contextlib.contextmanager
+def metadata_store(
+    store: str, root: Path, session_timeout_ms: int
+) -> Iterator[tuple[str | None, list[str]]]:
+    """For a cluster of one run keeping its metadata in `store` ("raft" or "zookeeper"):
+    (zookeeper.connect or None, the nodes' extra settings). On ZooKeeper a private
+    server runs under `root`/zookeeper until the block ends."""
+    if store == "raft":
+        yield None, []
+        return
+    with ZooKeeperServer(root / "zookeeper") as server:
+        yield (
+            f"{server.connect_string}/strom",
+            [f"zookeeper.session.timeout.ms={session_timeout_ms}"],
+        )
+
+
+@contextlib.contextmanager
 def kazoo_client(connect_string: str, *, session_timeout_s: float = 10.0) -> Iterator[KazooClient]:
     """A connected kazoo client for a `with` block, stopped and closed at its end (stopping
     it earlier, to close its session, is fine)."""

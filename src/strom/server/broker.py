@@ -17,6 +17,7 @@ import asyncio
 import logging
 import random
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
@@ -312,18 +313,7 @@ class Broker:
         if self.config.zookeeper is not None:
             # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
             # listeners: it serves the controller's APIs and strom's private ones there.
-            await self._serve(
-                Connection(
-                    reader,
-                    writer,
-                    self._dispatch_zookeeper,
-                    max_request_bytes=max(self.config.socket_request_max_bytes, 256 << 20),
-                    idle_timeout_s=self.config.connections_max_idle_ms / 1000,
-                    node_id=self.node_id,
-                    private=PrivateSession(self).handle,
-                    apis=frozenset(SERVED_APIS),
-                )
-            )
+            await self._serve_nodes(reader, writer, self._dispatch_zookeeper)
             return
         await self._serve(
             Connection(
@@ -339,16 +329,24 @@ class Broker:
     async def _on_controller_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        session = PrivateSession(self)
+        await self._serve_nodes(reader, writer, self.dispatch_controller)
+
+    async def _serve_nodes(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        dispatch: Callable[[Request], Awaitable[Any | None]],
+    ) -> None:
+        """A connection that other nodes use too: strom's private APIs and larger frames."""
         await self._serve(
             Connection(
                 reader,
                 writer,
-                self.dispatch_controller,
+                dispatch,
                 max_request_bytes=max(self.config.socket_request_max_bytes, 256 << 20),
                 idle_timeout_s=self.config.connections_max_idle_ms / 1000,
                 node_id=self.node_id,
-                private=session.handle,
+                private=PrivateSession(self).handle,
                 apis=frozenset(SERVED_APIS),
             )
         )

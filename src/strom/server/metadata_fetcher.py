@@ -65,24 +65,9 @@ class MetadataFetcher:
             if preferred:
                 choice = preferred[0]
             _node, host, port = endpoints[choice]
-            try:
-                connection = await KafkaConnection.connect(
-                    host, port, client_id=f"strom-metadata-{self._broker.node_id}", timeout_s=2.0
-                )
-            except (ClientError, OSError):
+            if not await self._fetch_from(host, port):
                 self.leader_id = None
                 await asyncio.sleep(RETRY_S)
-                continue
-            try:
-                await self._follow(connection)
-            except (ClientError, OSError, PrivatePayloadError) as exc:
-                log.debug(
-                    "[node %d] metadata fetch from %s:%d: %s", self._broker.node_id, host, port, exc
-                )
-                self.leader_id = None
-                await asyncio.sleep(RETRY_S)
-            finally:
-                connection.close()
 
     async def _run_zookeeper(self) -> None:
         """Follow whichever broker ZooKeeper elected, unless it is this one (then the
@@ -96,20 +81,27 @@ class MetadataFetcher:
             if store.is_leader or leader is None or endpoint is None:
                 await self._leader_changed.wait()
                 continue
-            try:
-                connection = await KafkaConnection.connect(
-                    *endpoint, client_id=f"strom-metadata-{self._broker.node_id}", timeout_s=2.0
-                )
-            except (ClientError, OSError):
+            if not await self._fetch_from(*endpoint, leader=leader):
                 await asyncio.sleep(RETRY_S)
-                continue
-            try:
-                await self._follow(connection, leader=leader)
-            except (ClientError, OSError, PrivatePayloadError) as exc:
-                log.debug("[node %d] metadata fetch from %d: %s", self._broker.node_id, leader, exc)
-                await asyncio.sleep(RETRY_S)
-            finally:
-                connection.close()
+
+    async def _fetch_from(self, host: str, port: int, leader: int | None = None) -> bool:
+        """Follow the metadata at host:port (see _follow); False when that failed."""
+        try:
+            connection = await KafkaConnection.connect(
+                host, port, client_id=f"strom-metadata-{self._broker.node_id}", timeout_s=2.0
+            )
+        except (ClientError, OSError):
+            return False
+        try:
+            await self._follow(connection, leader=leader)
+        except (ClientError, OSError, PrivatePayloadError) as exc:
+            log.debug(
+                "[node %d] metadata fetch from %s:%d: %s", self._broker.node_id, host, port, exc
+            )
+            return False
+        finally:
+            connection.close()
+        return True
 
     async def _follow(self, connection: KafkaConnection, leader: int | None = None) -> None:
         """Fetch and apply; with `leader` (ZooKeeper), only while the store names it."""

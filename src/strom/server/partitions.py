@@ -306,30 +306,28 @@ class PartitionManager:
         once its files exist.
         """
         last, self._synced = self._synced, image
+        keys: set[tuple[str, int]] | None  # the partitions to look at; None: all
         if last is None or last.configs is not image.configs:
-            names: set[str] | None = None  # every topic
-        elif last.topics_by_name is image.topics_by_name:
-            return
+            keys, topics = None, list(image.topics_by_name.values())
+            wanted: dict[tuple[str, int], tuple[uuid.UUID, LogConfig]] = {}
+            states: dict[tuple[str, int], tuple[PartitionImage, int]] = {}
         else:
             was, now = last.topics_by_name, image.topics_by_name
-            names = {n for n in was.keys() | now.keys() if was.get(n) is not now.get(n)}
-        wanted, states = ({}, {}) if names is None else (dict(self._wanted), dict(self._states))
-        keys: set[tuple[str, int]] | None = None
-        if names is not None:
-            assert last is not None
-            keys = set()
-            for name in names:
-                for topic in (last.topics_by_name.get(name), image.topics_by_name.get(name)):
-                    if topic is not None:
-                        keys.update((name, index) for index in topic.partitions)
+            if was is now:
+                return
+            changed = [n for n in was.keys() | now.keys() if was.get(n) is not now.get(n)]
+            keys = {
+                (name, index)
+                for name in changed
+                for topic in (was.get(name), now.get(name))
+                if topic is not None
+                for index in topic.partitions
+            }
+            topics = [now[name] for name in changed if name in now]
+            wanted, states = dict(self._wanted), dict(self._states)
             for key in keys:
                 wanted.pop(key, None)
                 states.pop(key, None)
-        topics = (
-            image.topics_by_name.values()
-            if names is None
-            else [t for n in names if (t := image.topics_by_name.get(n)) is not None]
-        )
         for topic in topics:
             overrides = image.topic_configs(topic.name)
             log_config = self._log_config(overrides)
@@ -339,12 +337,10 @@ class PartitionManager:
                     wanted[(topic.name, index)] = (topic.topic_id, log_config)
                     states[(topic.name, index)] = (partition, min_isr)
         self._wanted, self._states = wanted, states
-        held = (
-            list(self._by_name.items())
-            if keys is None
-            else [(k, p) for k in keys if (p := self._by_name.get(k)) is not None]
-        )
-        for key, existing in held:
+        for key in list(self._by_name if keys is None else keys):
+            existing = self._by_name.get(key)
+            if existing is None:
+                continue
             target = wanted.get(key)
             if target is None or target[0] != existing.topic_id:
                 self._remove(existing)

@@ -172,9 +172,6 @@ class RaftDriver:
         return self.node.term
 
     def controller_endpoint(self, node_id: int) -> tuple[str, int] | None:
-        return self.voter_endpoint(node_id)
-
-    def voter_endpoint(self, node_id: int) -> tuple[str, int] | None:
         voter = self._voters.get(node_id)
         return None if voter is None else (voter.host, voter.port)
 

@@ -119,10 +119,6 @@ class ZkSession:
         client_id = self.client.client_id
         return int(client_id[0]) if client_id else -1
 
-    @property
-    def connected(self) -> bool:
-        return bool(self.client.connected)
-
     def _kazoo_state(self, state: str) -> None:
         # On kazoo's thread: hand over, never block here.
         self._loop.call_soon_threadsafe(self._on_state, _STATES[state])
@@ -177,12 +173,8 @@ class ZkSession:
         )
         return names
 
-    async def create(
-        self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False
-    ) -> str:
-        created: str = await self._result(
-            self.client.create_async(path, data, ephemeral=ephemeral, sequence=sequence)
-        )
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> str:
+        created: str = await self._result(self.client.create_async(path, data, ephemeral=ephemeral))
         return created
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:

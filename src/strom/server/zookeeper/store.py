@@ -63,7 +63,6 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CHANGES = "/config/changes"
-CHANGE_PREFIX = "config_change_"
 REGISTRATION_RETRY_S = 0.5
 KEEP_CHANGES = 100
 """Change notifications kept under /config/changes; older ones are deleted."""
@@ -99,7 +98,6 @@ class ZooKeeperStore:
         self._image = MetadataImage.empty()
         self._next_index = 0
         self._queue: asyncio.Queue[tuple[Entry, list[znodes.ZnodeOp]]] = asyncio.Queue()
-        self._multi_budget = znode_batches.DEFAULT_BUDGET_BYTES
         self._existing: set[str] = set()
         """Paths an operator wrote that a pending adoption would otherwise create."""
         self._last_change = -1
@@ -274,8 +272,7 @@ class ZooKeeperStore:
         tree = await self._read_tree()
         # Known before the controller decides anything: a heartbeat from a broker not in
         # it keeps that broker fenced.
-        ids = await session.children(BROKER_IDS)
-        self.live_brokers = frozenset(int(name) for name in ids if name.isdigit())
+        self.live_brokers = _broker_ids(await session.children(BROKER_IDS))
         base = int(written.mzxid)
         image = znodes.image_from_znodes(tree, offset=base)
         self.term = epoch
@@ -324,9 +321,8 @@ class ZooKeeperStore:
         tree: dict[str, bytes] = {}
         session = self.session
         await asyncio.gather(*(self._collect(root, tree) for root in _TREE_ROOTS))
-        for single in ("/latest_producer_id_block",):
-            with contextlib.suppress(NoNodeError):
-                tree[single], _stat = await session.get(single)
+        with contextlib.suppress(NoNodeError):
+            tree[znodes.PRODUCER_ID_BLOCK], _stat = await session.get(znodes.PRODUCER_ID_BLOCK)
         for name in await session.children(CHANGES):
             tree[f"{CHANGES}/{name}"] = b""
         return tree
@@ -339,7 +335,7 @@ class ZooKeeperStore:
             waiting = [await queue.get()]
             while not queue.empty():
                 waiting.append(queue.get_nowait())
-            for batch in znode_batches.batches(waiting, self._multi_budget):
+            for batch in znode_batches.batches(waiting, znode_batches.DEFAULT_BUDGET_BYTES):
                 if not await self._write(batch.ops):
                     return
                 if batch.done:
@@ -354,22 +350,22 @@ class ZooKeeperStore:
         try:
             results = await self.session.transaction(request)
         except KazooException as exc:
-            self._resign(f"writing metadata to ZooKeeper failed: {exc!r}")
-            self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
-            return False
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if not failed:
-            return True
-        real = [r for r in failed if not isinstance(r, RolledBackError)]
-        self._resign(
-            "a metadata write was refused by ZooKeeper "
-            f"({', '.join(type(r).__name__ for r in real or failed)}): "
-            + (
-                "a newer controller exists"
-                if real and isinstance(real[0], BadVersionError)
-                else "the znodes differ from what this controller read"
+            why = f"writing metadata to ZooKeeper failed: {exc!r}"
+        else:
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if not failed:
+                return True
+            real = [r for r in failed if not isinstance(r, RolledBackError)]
+            why = (
+                "a metadata write was refused by ZooKeeper "
+                f"({', '.join(type(r).__name__ for r in real or failed)}): "
+                + (
+                    "a newer controller exists"
+                    if real and isinstance(real[0], BadVersionError)
+                    else "the znodes differ from what this controller read"
+                )
             )
-        )
+        self._resign(why)
         # Let a controller (perhaps this node again) take over from a fresh read.
         self._session_tasks.spawn(self._release_controller(), "zk-release-controller")
         return False
@@ -392,9 +388,9 @@ class ZooKeeperStore:
     async def _watch_brokers(self) -> None:
         while True:
             changed = asyncio.Event()
-            ids = await self.session.children(BROKER_IDS, watch=changed)
-            live = frozenset(int(name) for name in ids if name.isdigit())
-            self.live_brokers = live
+            live = self.live_brokers = _broker_ids(
+                await self.session.children(BROKER_IDS, watch=changed)
+            )
             for broker_id in live - set(self._endpoints):
                 await self._learn_endpoint(broker_id)
             controller = self._broker.controller
@@ -473,9 +469,14 @@ class ZooKeeperStore:
             await controller.apply_stored_config(kind, name, config)
 
     async def _purge_changes(self, names: Sequence[str]) -> None:
-        for name in names[:-KEEP_CHANGES] if len(names) > KEEP_CHANGES else ():
+        for name in names[:-KEEP_CHANGES]:
             with contextlib.suppress(NoNodeError):
                 await self.session.delete(f"{CHANGES}/{name}")
+
+
+def _broker_ids(names: Sequence[str]) -> frozenset[int]:
+    """The ids of the /brokers/ids children (anything else there is ignored)."""
+    return frozenset(int(name) for name in names if name.isdigit())
 
 
 def _sequence(name: str) -> int:
