@@ -17,8 +17,8 @@ from strom.config import (
     ConfigError,
     ConfigSource,
     Listener,
+    ProcessRole,
     QuorumVoter,
-    Role,
     config_key,
     effective_topic_config,
     load_config,
@@ -368,7 +368,7 @@ num.partitions=1
 log.retention.hours=168
 """
 
-COMBINED = frozenset({Role.BROKER, Role.CONTROLLER})
+COMBINED = frozenset({ProcessRole.BROKER, ProcessRole.CONTROLLER})
 
 
 def test_kafka_3_kraft_combined_config_loads() -> None:
@@ -466,14 +466,14 @@ def test_zookeeper_connect_mistakes_are_named(text: str, complaint: str) -> None
 def test_kafka_broker_only_config_loads() -> None:
     config = load_config(file_text=KAFKA_4_BROKER_ONLY)
     assert config.node_id == 2
-    assert config.process_roles == frozenset({Role.BROKER})
+    assert config.process_roles == frozenset({ProcessRole.BROKER})
     assert config.controller_listeners == ()
     assert config.advertised_listeners == (Listener("PLAINTEXT", "localhost", 9092),)
 
 
 def test_kafka_controller_only_config_loads() -> None:
     config = load_config(file_text=KAFKA_3_CONTROLLER_ONLY)
-    assert config.process_roles == frozenset({Role.CONTROLLER})
+    assert config.process_roles == frozenset({ProcessRole.CONTROLLER})
     assert config.client_listeners == ()
     assert config.advertised_listeners == ()
     assert config.inter_broker_listener_name is None

@@ -1,46 +1,286 @@
-"""The cores stay pure: no asyncio, socket, clock, threads or global randomness.
+"""The import rules of strom's layers, checked on the graph of its imports.
 
-Cores take `now_ms` and a seeded `random.Random`; only `from random import Random` is
-allowed. The store adapters under metadata/stores are the shell's and may do I/O.
+Every module under src/strom is parsed with `ast`; every import in it counts, wherever
+it stands: at the top, inside a function, under `try`, and under `if TYPE_CHECKING:`.
+Imports for type checking count on purpose: a type a module names in its signatures is a
+dependency of its package as much as a runtime import is, and a core whose API mentions
+`asyncio` or `strom.server` types is no longer a pure core. Relative imports (`from . import
+x`, `from ..log import y`) are resolved to the modules they name.
+
+The rules:
+
+- The cores (`protocol`, `log`, `replication`, `raft`, `group`, `metadata` except its store
+  adapters under `metadata/stores/`, and `txn` and `share` once they exist), `config` and
+  the shared leaf `durable_files` stay pure: they import no I/O, clock, thread or global
+  randomness module (a seeded `random.Random` comes in from the shell; `from random import
+  Random` is the one import of `random` allowed), and of strom only each other: never
+  `strom.server`, `strom.client`, `strom.cli`, `strom.spark`, nor a store adapter.
+- `strom.spark` never imports `strom.server`: the connector talks to brokers as a client.
+- `strom.raft` never imports `strom.metadata`: Raft replicates bytes and knows no records.
+
+A violation names the module, the line and the forbidden import. The tests at the end
+build a small fake package in tmp_path and check that each rule catches what it should.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator, Set
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "strom"
-FORBIDDEN = {"asyncio", "socket", "time", "random", "threading"}
-CORES = ("protocol", "log", "metadata", "config", "replication", "raft", "group")
-MODULES = sorted(
-    path
-    for core in CORES
-    for path in (SRC / core).rglob("*.py")
-    if "stores" not in path.relative_to(SRC).parts
+
+IO_MODULES = frozenset(
+    {
+        "asyncio",
+        "concurrent",
+        "multiprocessing",
+        "random",
+        "selectors",
+        "socket",
+        "ssl",
+        "subprocess",
+        "threading",
+        "time",
+    }
 )
+CORES = ("protocol", "log", "replication", "raft", "group", "metadata", "txn", "share")
+PURE = (*CORES, "config", "durable_files")
+"""Top-level parts of strom (packages or modules) held to the cores' rules."""
+SHELL_INSIDE_PURE = ("metadata.stores",)
+"""Parts of a pure package that belong to the shell (they may do I/O)."""
 
 
-def _impure_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    imported: set[str] = set()
-    for node in ast.walk(tree):
+@dataclass(frozen=True, slots=True)
+class Import:
+    module: str  # the importing module, e.g. "strom.log.segment"
+    line: int
+    target: str  # the module it imports, e.g. "strom.protocol.records" or "asyncio"
+    names: tuple[str, ...]  # what `from ... import` takes from it; () for `import target`
+    statement: str  # as written, e.g. "from ..server import broker"
+    type_checking: bool  # under `if TYPE_CHECKING:`
+
+    def __str__(self) -> str:
+        written = "" if self.statement == f"import {self.target}" else f" ({self.statement})"
+        where = " under TYPE_CHECKING" if self.type_checking else ""
+        return f"{self.module}:{self.line} imports {self.target}{written}{where}"
+
+
+def module_name(path: Path, root: Path) -> str:
+    """`strom.log.segment` for root/log/segment.py, `strom.log` for root/log/__init__.py."""
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(node: ast.AST, type_checking: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node below `node`, with whether it sits under `if TYPE_CHECKING:`."""
+    for child in ast.iter_child_nodes(node):
+        under = type_checking
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and child in node.body:
+            under = True
+        yield child, under
+        yield from _walk(child, under)
+
+
+def imports_of(path: Path, root: Path, modules: Set[str] = frozenset()) -> list[Import]:
+    """Every import in the module at `path`, its target resolved to an absolute name.
+
+    `from package import name` imports `package.name` when that is one of `modules` (a
+    submodule), else `package` (a name defined in it).
+    """
+    module = module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[Import] = []
+    for node, type_checking in _walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            root = node.module.split(".")[0]
-            if root == "random" and all(alias.name == "Random" for alias in node.names):
-                continue
-            imported.add(root)
-    return imported & FORBIDDEN
+            found += (
+                Import(module, node.lineno, a.name, (), f"import {a.name}", type_checking)
+                for a in node.names
+            )
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - node.level + 1], *filter(None, [base])])
+            by_target: dict[str, list[str]] = {}
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                by_target.setdefault(submodule if submodule in modules else base, []).append(
+                    alias.name
+                )
+            statement = ast.unparse(node)
+            found += (
+                Import(module, node.lineno, target, tuple(names), statement, type_checking)
+                for target, names in by_target.items()
+            )
+    return found
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
-def test_core_module_imports_nothing_impure(path: Path) -> None:
-    assert not _impure_imports(path)
+def import_graph(root: Path) -> list[Import]:
+    paths = sorted(root.rglob("*.py"))
+    modules = frozenset(module_name(path, root) for path in paths)
+    return [imp for path in paths for imp in imports_of(path, root, modules)]
 
 
-@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
-def test_modules_stay_small(path: Path) -> None:
-    assert len(path.read_text().splitlines()) <= 650
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _is_pure(name: str, top: str) -> bool:
+    if name == top:
+        return True  # the package's own (empty) __init__
+    inside = name.split(".", 1)[1] if name.startswith(top + ".") else ""
+    return any(_within(inside, part) for part in PURE) and not any(
+        _within(inside, part) for part in SHELL_INSIDE_PURE
+    )
+
+
+def io_violations(graph: Iterable[Import], top: str = "strom") -> list[str]:
+    """Pure modules importing an I/O, clock, thread or global-randomness module."""
+    bad: list[str] = []
+    for imp in graph:
+        if not _is_pure(imp.module, top) or imp.target.split(".")[0] not in IO_MODULES:
+            continue
+        if imp.target == "random" and imp.names and set(imp.names) == {"Random"}:
+            continue  # a seeded generator's class: the shell passes an instance in
+        bad.append(str(imp))
+    return bad
+
+
+def layer_violations(graph: Iterable[Import], top: str = "strom") -> list[str]:
+    """Pure modules importing strom's shell; spark importing the server; raft, metadata."""
+    bad: list[str] = []
+    for imp in graph:
+        target = imp.target
+        if not _within(target, top):
+            continue
+        if _is_pure(imp.module, top) and not _is_pure(target, top):
+            bad.append(f"{imp}: a pure module may import only the pure parts of {top}")
+        if _within(imp.module, f"{top}.spark") and _within(target, f"{top}.server"):
+            bad.append(f"{imp}: {top}.spark must not import {top}.server")
+        if _within(imp.module, f"{top}.raft") and _within(target, f"{top}.metadata"):
+            bad.append(f"{imp}: {top}.raft must not import {top}.metadata")
+    return bad
+
+
+# --- strom itself --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graph() -> list[Import]:
+    return import_graph(SRC)
+
+
+def test_the_graph_sees_strom_s_imports(graph: list[Import]) -> None:
+    targets = {(imp.module, imp.target) for imp in graph}
+    assert ("strom.log.segment", "strom.protocol.records") in targets
+    assert ("strom.server.broker", "strom.raft.core") in targets
+
+
+def test_pure_modules_import_no_io(graph: list[Import]) -> None:
+    violations = io_violations(graph)
+    assert not violations, "\n".join(["", *violations])
+
+
+def test_layers_import_only_what_they_may(graph: list[Import]) -> None:
+    violations = layer_violations(graph)
+    assert not violations, "\n".join(["", *violations])
+
+
+# --- the checker, on a fake package ------------------------------------------------------
+
+
+def _fake_package(root: Path, files: dict[str, str]) -> Path:
+    top = root / "strom"
+    for name, text in files.items():
+        path = top / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for directory in [top, *(p for p in top.rglob("*") if p.is_dir())]:
+        (directory / "__init__.py").touch()
+    return top
+
+
+def test_the_checker_catches_io_in_a_core_in_every_form(tmp_path: Path) -> None:
+    top = _fake_package(
+        tmp_path,
+        {
+            "log/a.py": "import asyncio\nfrom random import Random\n",
+            "log/b.py": "def f():\n    import socket\n    from time import monotonic\n",
+            "raft/c.py": "from random import Random, randint\n",
+            "group/d.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import threading\n"
+            ),
+            "config/e.py": "import ssl\n",
+            "durable_files.py": "from subprocess import run\n",
+            "metadata/stores/f.py": "import asyncio\n",  # a store adapter may
+            "server/g.py": "import asyncio\n",  # the shell may
+        },
+    )
+    assert io_violations(import_graph(top)) == [
+        "strom.config.e:1 imports ssl",
+        "strom.durable_files:1 imports subprocess (from subprocess import run)",
+        "strom.group.d:3 imports threading under TYPE_CHECKING",
+        "strom.log.a:1 imports asyncio",
+        "strom.log.b:2 imports socket",
+        "strom.log.b:3 imports time (from time import monotonic)",
+        "strom.raft.c:1 imports random (from random import Random, randint)",
+    ]
+
+
+def test_the_checker_catches_every_forbidden_layer_import(tmp_path: Path) -> None:
+    top = _fake_package(
+        tmp_path,
+        {
+            "log/a.py": "from ..server import broker\nfrom . import segment\n",
+            "log/segment.py": "from strom.protocol import records\nfrom strom import config\n",
+            "protocol/records.py": "",
+            "raft/b.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from strom.metadata.image import MetadataImage\n"
+            ),
+            "group/c.py": "import strom.client.connection\n",
+            "metadata/d.py": "from .stores import memory\n",
+            "metadata/stores/memory.py": "from strom.server import tasks\n",
+            "spark/e.py": "from strom import server\nfrom strom.protocol import records\n",
+            "server/f.py": "from strom.spark import e\n",
+        },
+    )
+    pure_only = ": a pure module may import only the pure parts of strom"
+    assert layer_violations(import_graph(top)) == [
+        "strom.group.c:1 imports strom.client.connection" + pure_only,
+        "strom.log.a:1 imports strom.server (from ..server import broker)" + pure_only,
+        "strom.metadata.d:1 imports strom.metadata.stores.memory (from .stores import memory)"
+        + pure_only,
+        "strom.raft.b:3 imports strom.metadata.image (from strom.metadata.image import "
+        "MetadataImage) under TYPE_CHECKING: strom.raft must not import strom.metadata",
+        "strom.spark.e:1 imports strom.server (from strom import server): "
+        "strom.spark must not import strom.server",
+    ]
+
+
+def test_relative_imports_resolve_from_the_module_s_package(tmp_path: Path) -> None:
+    top = _fake_package(
+        tmp_path,
+        {
+            "raft/core.py": "from . import log\nfrom .log import RaftLog\nfrom .. import config\n",
+            "raft/log.py": "",
+            "config.py": "",
+        },
+    )
+    graph = import_graph(top)
+    found = {(imp.line, imp.target) for imp in graph if imp.module == "strom.raft.core"}
+    assert found == {(1, "strom.raft.log"), (2, "strom.raft.log"), (3, "strom.config")}
+    (top / "raft" / "__init__.py").write_text("from .core import RaftNode\nfrom . import log\n")
+    in_init = {(imp.line, imp.target) for imp in import_graph(top) if imp.module == "strom.raft"}
+    assert in_init == {(1, "strom.raft.core"), (2, "strom.raft.log")}

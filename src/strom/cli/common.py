@@ -203,7 +203,7 @@ class _MetadataClient(_Polling, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Connection:
+class ConnectionSettings:
     """Where and how patiently to connect, shared by every client command."""
 
     bootstrap: str
@@ -211,7 +211,7 @@ class Connection:
     errors: ErrorRecorder
 
     @classmethod
-    def create(cls, bootstrap: str, timeout_s: float) -> Connection:
+    def create(cls, bootstrap: str, timeout_s: float) -> ConnectionSettings:
         bootstrap = bootstrap.strip()
         if not bootstrap:
             raise usage_error("--bootstrap-server must not be empty")
@@ -312,14 +312,14 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     print("\n".join(line.rstrip() for line in lines), flush=True)
 
 
-def admin_client(connection: Connection) -> AdminClient:
+def admin_client(connection: ConnectionSettings) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(connection.client_config())
 
 
 def admin_outcome(
-    future: concurrent.futures.Future[Any], connection: Connection, what: str
+    future: concurrent.futures.Future[Any], connection: ConnectionSettings, what: str
 ) -> tuple[Any, KafkaError | None]:
     """An admin future's (result, None), or (None, the KafkaError it failed with)."""
     try:

@@ -21,7 +21,7 @@ from strom.cli.common import (
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     CommandError,
-    Connection,
+    ConnectionSettings,
     ExitCode,
     TimeoutOption,
     admin_client,
@@ -177,7 +177,9 @@ def _resource(target: ConfigTarget, entries: Sequence[Any] | None = None) -> Any
     return ConfigResource(kind, target.name, incremental_configs=list(entries))
 
 
-def kafka_error(connection: Connection, error: KafkaError, target: ConfigTarget) -> CommandError:
+def kafka_error(
+    connection: ConnectionSettings, error: KafkaError, target: ConfigTarget
+) -> CommandError:
     if error.name() == "UNKNOWN_TOPIC_OR_PART" and target.kind is TargetKind.TOPIC:
         return CommandError(topic_missing_message(target.name))
     command_error = connection.kafka_error(error)
@@ -186,7 +188,7 @@ def kafka_error(connection: Connection, error: KafkaError, target: ConfigTarget)
     return command_error
 
 
-def _checked_admin(connection: Connection, target: ConfigTarget) -> Any:
+def _checked_admin(connection: ConnectionSettings, target: ConfigTarget) -> Any:
     """An admin client, after the metadata says the broker is there (librdkafka would wait
     for an unknown broker id until the timeout)."""
     admin = admin_client(connection)
@@ -197,7 +199,7 @@ def _checked_admin(connection: Connection, target: ConfigTarget) -> Any:
     return admin
 
 
-def describe_via_admin(connection: Connection, target: ConfigTarget) -> list[ConfigRow]:
+def describe_via_admin(connection: ConnectionSettings, target: ConfigTarget) -> list[ConfigRow]:
     admin = _checked_admin(connection, target)
     resource = _resource(target)
     futures = admin.describe_configs([resource], request_timeout=connection.timeout_s)
@@ -211,7 +213,10 @@ def describe_via_admin(connection: Connection, target: ConfigTarget) -> list[Con
 
 
 def alter_via_admin(
-    connection: Connection, target: ConfigTarget, op: AlterOp, changes: Sequence[tuple[str, str]]
+    connection: ConnectionSettings,
+    target: ConfigTarget,
+    op: AlterOp,
+    changes: Sequence[tuple[str, str]],
 ) -> None:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry  # type: ignore[attr-defined]
 
@@ -304,7 +309,7 @@ async def alter_via_wire(
 def _describe(bootstrap: str, timeout: float, target: ConfigTarget) -> list[ConfigRow]:
     if target.kind is TargetKind.BROKER_DEFAULT:
         return run_session(bootstrap, timeout, lambda s: describe_via_wire(s, target))
-    return describe_via_admin(Connection.create(bootstrap, timeout), target)
+    return describe_via_admin(ConnectionSettings.create(bootstrap, timeout), target)
 
 
 def _alter(
@@ -317,7 +322,7 @@ def _alter(
     if target.kind is TargetKind.BROKER_DEFAULT:
         run_session(bootstrap, timeout, lambda s: alter_via_wire(s, target, op, changes))
     else:
-        alter_via_admin(Connection.create(bootstrap, timeout), target, op, changes)
+        alter_via_admin(ConnectionSettings.create(bootstrap, timeout), target, op, changes)
     for line in change_lines(target, op, changes):
         print(line)
 

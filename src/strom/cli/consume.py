@@ -20,7 +20,7 @@ from strom.cli.common import (
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     CommandError,
-    Connection,
+    ConnectionSettings,
     ExitCode,
     TimeoutOption,
     echo_status,
@@ -239,7 +239,7 @@ def consume(
             separator=unescape_separator(key_separator, "--key-separator").encode(),
             raw=raw,
         )
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         consumer = Consumer(
             connection.client_config()
             | {

@@ -17,7 +17,7 @@ from strom.cli.common import (
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     CommandError,
-    Connection,
+    ConnectionSettings,
     TimeoutOption,
     admin_client,
     admin_outcome,
@@ -67,7 +67,7 @@ GroupArgument = Annotated[str, typer.Argument(help="Group id.", show_default=Fal
 GroupsArgument = Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)]
 
 
-def _group_error(connection: Connection, error: KafkaError, group: str) -> CommandError:
+def _group_error(connection: ConnectionSettings, error: KafkaError, group: str) -> CommandError:
     message = group_error_message(group, error.name())
     if message is not None:
         return CommandError(message)
@@ -75,7 +75,7 @@ def _group_error(connection: Connection, error: KafkaError, group: str) -> Comma
 
 
 def _describe_groups(
-    admin: AdminClient, connection: Connection, groups: Sequence[str]
+    admin: AdminClient, connection: ConnectionSettings, groups: Sequence[str]
 ) -> dict[str, ConsumerGroupDescription]:
     futures = admin.describe_consumer_groups(list(groups), request_timeout=connection.timeout_s)
     descriptions = {}
@@ -92,7 +92,9 @@ def _exists(description: ConsumerGroupDescription) -> bool:
     return bool(description.members) or getattr(description.state, "name", "") != "DEAD"
 
 
-def _committed(admin: AdminClient, connection: Connection, group: str) -> dict[Partition, int]:
+def _committed(
+    admin: AdminClient, connection: ConnectionSettings, group: str
+) -> dict[Partition, int]:
     """Every committed offset of the group (OffsetFetch for all partitions)."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -119,7 +121,10 @@ def _offset_spec(kind: str, timestamp_ms: int = 0) -> OffsetSpec:
 
 
 def _list_offsets(
-    admin: AdminClient, connection: Connection, partitions: Iterable[Partition], spec: OffsetSpec
+    admin: AdminClient,
+    connection: ConnectionSettings,
+    partitions: Iterable[Partition],
+    spec: OffsetSpec,
 ) -> tuple[dict[Partition, int], dict[Partition, KafkaError]]:
     """ListOffsets: (offset per partition, error per partition that has none)."""
     from confluent_kafka import TopicPartition
@@ -139,10 +144,12 @@ def _list_offsets(
     return offsets, errors
 
 
-def _connect(bootstrap: str, timeout: float) -> tuple[Connection, AdminClient, ClusterMetadata]:
+def _connect(
+    bootstrap: str, timeout: float
+) -> tuple[ConnectionSettings, AdminClient, ClusterMetadata]:
     """A connection and admin client, and the cluster's metadata: asking for it first
     reports an unreachable broker the same way every client command does."""
-    connection = Connection.create(bootstrap, timeout)
+    connection = ConnectionSettings.create(bootstrap, timeout)
     admin = admin_client(connection)
     return connection, admin, connection.metadata(admin)
 
@@ -248,7 +255,7 @@ def delete(
 
 
 def _chosen_partitions(
-    connection: Connection,
+    connection: ConnectionSettings,
     metadata: ClusterMetadata,
     topics: list[str] | None,
     all_topics: bool,
@@ -269,7 +276,10 @@ def _chosen_partitions(
 
 
 def _bounds(
-    admin: AdminClient, connection: Connection, partitions: list[Partition], at_ms: int | None
+    admin: AdminClient,
+    connection: ConnectionSettings,
+    partitions: list[Partition],
+    at_ms: int | None,
 ) -> dict[Partition, PartitionBounds]:
     queries = [_offset_spec("earliest"), _offset_spec("latest")]
     if at_ms is not None:

@@ -15,7 +15,7 @@ from strom.cli.common import (
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     CommandError,
-    Connection,
+    ConnectionSettings,
     ExitCode,
     TimeoutOption,
     echo_status,
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 DELIVERY_TIMEOUT_S = 30.0
 
 
-class Compression(StrEnum):
+class CompressionType(StrEnum):
+    """A value of the producer's `compression.type`, as `--compression` takes it."""
+
     NONE = "none"
     GZIP = "gzip"
     SNAPPY = "snappy"
@@ -148,8 +150,8 @@ def produce(
         ),
     ] = None,
     compression: Annotated[
-        Compression, typer.Option("--compression", help="Batch compression codec.")
-    ] = Compression.NONE,
+        CompressionType, typer.Option("--compression", help="Batch compression codec.")
+    ] = CompressionType.NONE,
     partition: Annotated[
         int | None,
         typer.Option("--partition", "-p", min=0, help="Write every record to this partition."),
@@ -183,7 +185,7 @@ def produce(
             if key_separator is not None
             else None
         )
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         producer = Producer(
             connection.client_config()
             | {

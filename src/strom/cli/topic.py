@@ -12,7 +12,7 @@ from strom.cli.common import (
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
     CommandError,
-    Connection,
+    ConnectionSettings,
     TimeoutOption,
     admin_client,
     admin_outcome,
@@ -123,7 +123,7 @@ def create(
 
     with reporting_errors():
         configs = dict(parse_key_values(config, "--config"))
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         admin = admin_client(connection)
         if name in connection.metadata(admin).topics and if_not_exists:
             echo_status(f"topic {name!r} already exists")
@@ -156,7 +156,7 @@ def list_topics(
 ) -> None:
     """List topics with their partition count and replication factor."""
     with reporting_errors():
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         rows = topic_rows(connection.metadata(admin_client(connection)), internal)
         if not rows:
             echo_status("no topics")
@@ -177,7 +177,7 @@ def describe(
     from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     with reporting_errors():
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         admin = admin_client(connection)
         metadata = connection.metadata(admin)
         topics = [connection.topic(metadata, name) for name in names]
@@ -215,7 +215,7 @@ def delete(
 ) -> None:
     """Delete topics and their data."""
     with reporting_errors():
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         admin = admin_client(connection)
         existing = connection.metadata(admin).topics
         to_delete = []
@@ -260,7 +260,7 @@ def add_partitions(
     from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
 
     with reporting_errors():
-        connection = Connection.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout)
         admin = admin_client(connection)
         topic = connection.topic(connection.metadata(admin), name)
         current = len(topic.partitions)

@@ -10,7 +10,7 @@
 A pure module: no I/O; the caller reads the file.
 """
 
-from strom.config.broker import BrokerConfig, Role, load_config, shortcut_overrides
+from strom.config.broker import BrokerConfig, ProcessRole, load_config, shortcut_overrides
 from strom.config.dynamic import (
     canonical_dynamic_broker_configs,
     dynamic_config_key,
@@ -56,8 +56,8 @@ __all__ = [
     "Listener",
     "NonEmpty",
     "OneOf",
+    "ProcessRole",
     "QuorumVoter",
-    "Role",
     "TopicConfigKey",
     "Validator",
     "broker_default",

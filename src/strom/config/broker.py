@@ -15,9 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from strom.config.errors import ConfigError, ConfigSource
-from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME, SECURITY_PROTOCOLS
+from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
+from strom.config.listener_setup import ListenerSetup
 from strom.config.listeners import (
-    WILDCARD_HOSTS,
     Endpoint,
     Listener,
     QuorumVoter,
@@ -28,6 +28,7 @@ from strom.config.listeners import (
 )
 from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
+from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -36,7 +37,9 @@ _NO_SOURCES: Mapping[str, ConfigSource] = MappingProxyType({})
 _FILE, _SET, _SHORTCUT, DYNAMIC_LAYER = 0, 1, 2, 3
 
 
-class Role(Enum):
+class ProcessRole(Enum):
+    """One of the roles `process.roles` lists."""
+
     BROKER = "broker"
     CONTROLLER = "controller"
 
@@ -46,7 +49,7 @@ class BrokerConfig:
     """Typed broker configuration; see strom.config.keys for what each key means."""
 
     node_id: int
-    process_roles: frozenset[Role]
+    process_roles: frozenset[ProcessRole]
     cluster_name: str
     broker_rack: str | None
     listeners: tuple[Listener, ...]
@@ -131,11 +134,11 @@ class BrokerConfig:
 
     @property
     def is_broker(self) -> bool:
-        return Role.BROKER in self.process_roles
+        return ProcessRole.BROKER in self.process_roles
 
     @property
     def is_controller(self) -> bool:
-        return Role.CONTROLLER in self.process_roles
+        return ProcessRole.CONTROLLER in self.process_roles
 
     def with_dynamic(
         self, cluster_default: Mapping[str, str], per_broker: Mapping[str, str]
@@ -202,46 +205,6 @@ def shortcut_overrides(
     return result
 
 
-class _Values:
-    """Typed access to the parsed values (whose types the key registry guarantees)."""
-
-    def __init__(self, values: Mapping[str, ConfigValue]) -> None:
-        self.all = values
-
-    def integer(self, name: str) -> int:
-        value = self.optional_integer(name)
-        assert value is not None, name
-        return value
-
-    def optional_integer(self, name: str) -> int | None:
-        value = self.all[name]
-        assert value is None or (isinstance(value, int) and not isinstance(value, bool)), name
-        return value
-
-    def boolean(self, name: str) -> bool:
-        value = self.all[name]
-        assert isinstance(value, bool), name
-        return value
-
-    def string(self, name: str) -> str:
-        value = self.optional_string(name)
-        assert value is not None, name
-        return value
-
-    def optional_string(self, name: str) -> str | None:
-        value = self.all[name]
-        assert value is None or isinstance(value, str), name
-        return value
-
-    def strings(self, name: str) -> tuple[str, ...]:
-        return self.optional_strings(name) or ()
-
-    def optional_strings(self, name: str) -> tuple[str, ...] | None:
-        value = self.all[name]
-        assert value is None or isinstance(value, tuple), name
-        return value
-
-
 def build_config(
     given: Mapping[str, str],
     layers: Mapping[str, int],
@@ -268,15 +231,16 @@ def build_config(
             if key.name in given
             else ConfigSource.DEFAULT_CONFIG
         )
-    v = _Values(typed)
+    v = TypedValues(typed)
 
     roles = _roles(v)
+    is_broker, is_controller = ProcessRole.BROKER in roles, ProcessRole.CONTROLLER in roles
     voters = _voters(v)
     bootstrap = tuple(
         parse_endpoint(text, key="controller.quorum.bootstrap.servers")
         for text in v.strings("controller.quorum.bootstrap.servers")
     )
-    both_roles, zk = roles == frozenset(Role), v.optional_string("zookeeper.connect")
+    both_roles, zk = roles == frozenset(ProcessRole), v.optional_string("zookeeper.connect")
     zookeeper = parse_zookeeper_connect(zk, given, both_roles, voters, bootstrap)
     single_node = zookeeper is None and both_roles and len(voters) <= 1 and len(bootstrap) <= 1
     node_id = _node_id(v, given, layers, single_node=single_node)
@@ -286,21 +250,25 @@ def build_config(
         sources[name] = (
             ConfigSource.STATIC_BROKER_CONFIG if given_either else ConfigSource.DEFAULT_CONFIG
         )
-    if Role.CONTROLLER in roles and voters and node_id not in {voter.node_id for voter in voters}:
+    if is_controller and voters and node_id not in {voter.node_id for voter in voters}:
         raise ConfigError(
             f"node.id {node_id} is not in 'controller.quorum.voters' "
             f"({','.join(str(voter.node_id) for voter in voters)}), "
             "but process.roles makes this node a controller",
             key="controller.quorum.voters",
         )
-    if Role.BROKER in roles and Role.CONTROLLER not in roles and not voters and not bootstrap:
+    if is_broker and not is_controller and not voters and not bootstrap:
         raise ConfigError(
             "process.roles=broker needs 'controller.quorum.voters' or "
             "'controller.quorum.bootstrap.servers' to find the controllers",
             key="controller.quorum.voters",
         )
-    listeners = _ListenerSetup.build(
-        v, given, roles, single_node=single_node or zookeeper is not None
+    listeners = ListenerSetup.build(
+        v,
+        given,
+        is_broker=is_broker,
+        is_controller=is_controller,
+        single_node=single_node or zookeeper is not None,
     )
     log_dir = _log_dir(v)
     metadata_log_dir = v.optional_string("metadata.log.dir")
@@ -393,16 +361,16 @@ def build_config(
     )
 
 
-def _roles(v: _Values) -> frozenset[Role]:
+def _roles(v: TypedValues) -> frozenset[ProcessRole]:
     names = v.strings("process.roles")
     if not names:
         raise invalid_value("process.roles", "", "must list broker, controller or both")
     if len(set(names)) != len(names):
         raise invalid_value("process.roles", ",".join(names), "a role is listed twice")
-    return frozenset(Role(name) for name in names)
+    return frozenset(ProcessRole(name) for name in names)
 
 
-def _voters(v: _Values) -> tuple[QuorumVoter, ...]:
+def _voters(v: TypedValues) -> tuple[QuorumVoter, ...]:
     voters = tuple(parse_voter(text) for text in v.strings("controller.quorum.voters"))
     seen: set[int] = set()
     for voter in voters:
@@ -417,7 +385,7 @@ def _voters(v: _Values) -> tuple[QuorumVoter, ...]:
 
 
 def _node_id(
-    v: _Values, given: Mapping[str, str], layers: Mapping[str, int], *, single_node: bool
+    v: TypedValues, given: Mapping[str, str], layers: Mapping[str, int], *, single_node: bool
 ) -> int:
     node_id = v.integer("node.id")
     broker_id = v.optional_integer("broker.id")
@@ -442,7 +410,7 @@ def _node_id(
     return node_id
 
 
-def _log_dir(v: _Values) -> Path:
+def _log_dir(v: TypedValues) -> Path:
     dirs = v.optional_strings("log.dirs")
     if dirs:
         if len(dirs) > 1:
@@ -455,7 +423,7 @@ def _log_dir(v: _Values) -> Path:
     return Path(v.string("log.dir"))
 
 
-def _retention_ms(v: _Values) -> int:
+def _retention_ms(v: TypedValues) -> int:
     retention_ms = v.optional_integer("log.retention.ms")
     if retention_ms is None:
         minutes = v.optional_integer("log.retention.minutes")
@@ -466,182 +434,11 @@ def _retention_ms(v: _Values) -> int:
     return -1 if retention_ms < 0 else retention_ms
 
 
-def _roll_ms(v: _Values) -> int:
+def _roll_ms(v: TypedValues) -> int:
     roll_ms = v.optional_integer("log.roll.ms")
     return roll_ms if roll_ms is not None else v.integer("log.roll.hours") * 3_600_000
 
 
-def _flush_interval_ms(v: _Values) -> int:
+def _flush_interval_ms(v: TypedValues) -> int:
     flush_ms = v.optional_integer("log.flush.interval.ms")
     return flush_ms if flush_ms is not None else v.integer("log.flush.scheduler.interval.ms")
-
-
-@dataclass(frozen=True, slots=True)
-class _ListenerSetup:
-    listeners: tuple[Listener, ...]
-    client: tuple[Listener, ...]
-    controller: tuple[Listener, ...]
-    advertised: tuple[Listener, ...]
-    controller_names: tuple[str, ...]
-    inter_broker_name: str | None
-
-    @classmethod
-    def build(
-        cls, v: _Values, given: Mapping[str, str], roles: frozenset[Role], *, single_node: bool
-    ) -> _ListenerSetup:
-        listeners = _parse_listeners(v.strings("listeners"))
-        names = [listener.name for listener in listeners]
-        _check_protocols(listeners, _protocol_map(v.strings("listener.security.protocol.map")))
-        controller_names = tuple(
-            dict.fromkeys(name.upper() for name in v.strings("controller.listener.names"))
-        )
-        controller = tuple(item for item in listeners if item.name in controller_names)
-        client = tuple(item for item in listeners if item.name not in controller_names)
-        is_broker, is_controller = Role.BROKER in roles, Role.CONTROLLER in roles
-        if is_broker and not client:
-            raise ConfigError(
-                "'listeners' needs a client listener (one not named in "
-                "'controller.listener.names') because process.roles includes broker",
-                key="listeners",
-            )
-        if not is_broker and client:
-            raise ConfigError(
-                f"'listeners' has client listener {client[0].name!r}, but process.roles is "
-                f"controller only: list only the controller listeners "
-                f"({', '.join(controller_names) or 'controller.listener.names is empty'})",
-                key="listeners",
-            )
-        if is_broker and not is_controller:
-            if controller:
-                raise ConfigError(
-                    f"'listeners' must not include controller listener {controller[0].name!r} "
-                    "when process.roles is broker only",
-                    key="listeners",
-                )
-            if not controller_names:
-                raise invalid_value(
-                    "controller.listener.names",
-                    "",
-                    "must name the controllers' listener when process.roles is broker only",
-                )
-        if is_controller and (controller or not single_node):
-            if not controller_names:
-                raise invalid_value(
-                    "controller.listener.names", "", "must name this controller's listener"
-                )
-            for name in controller_names:
-                if name not in names:
-                    raise ConfigError(
-                        f"controller listener {name!r} of 'controller.listener.names' is not "
-                        f"in 'listeners'; add one, e.g. {name}://:9093",
-                        key="controller.listener.names",
-                    )
-        advertised = _advertised(v, listeners, client)
-        inter_broker_name = _inter_broker_name(v, given, client) if is_broker else None
-        return cls(listeners, client, controller, advertised, controller_names, inter_broker_name)
-
-
-def _parse_listeners(texts: Sequence[str]) -> tuple[Listener, ...]:
-    listeners = tuple(Listener.parse(text, key="listeners") for text in texts)
-    by_name: dict[str, Listener] = {}
-    by_port: dict[int, Listener] = {}
-    for listener in listeners:
-        if listener.name in by_name:
-            raise invalid_value(
-                "listeners", ",".join(texts), f"listener name {listener.name!r} is used twice"
-            )
-        by_name[listener.name] = listener
-        other = by_port.get(listener.port)
-        if other is not None:
-            raise invalid_value(
-                "listeners",
-                ",".join(texts),
-                f"listeners {other.name!r} and {listener.name!r} both use port {listener.port}",
-            )
-        if listener.port != 0:
-            by_port[listener.port] = listener
-    return listeners
-
-
-def _protocol_map(entries: Sequence[str]) -> dict[str, str]:
-    key = "listener.security.protocol.map"
-    result: dict[str, str] = {}
-    for entry in entries:
-        name, colon, protocol = (part.strip().upper() for part in entry.partition(":"))
-        if not colon or not name or protocol not in SECURITY_PROTOCOLS:
-            raise invalid_value(
-                key,
-                entry,
-                f"expected NAME:PROTOCOL entries, PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
-            )
-        if name in result:
-            raise invalid_value(key, entry, f"listener {name!r} is mapped twice")
-        result[name] = protocol
-    return result
-
-
-def _check_protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]) -> None:
-    for listener in listeners:
-        protocol = protocols.get(listener.name)
-        if protocol is None and listener.name in SECURITY_PROTOCOLS:
-            protocol = listener.name
-        if protocol is None:
-            raise ConfigError(
-                f"listener {listener.name!r} in 'listeners' has no security protocol: add "
-                f"{listener.name}:PLAINTEXT to 'listener.security.protocol.map'",
-                key="listener.security.protocol.map",
-            )
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                f"listener {listener.name!r} uses {protocol} "
-                "(see 'listener.security.protocol.map'): strom speaks PLAINTEXT only",
-                key="listener.security.protocol.map",
-            )
-
-
-def _advertised(
-    v: _Values, listeners: Sequence[Listener], client: Sequence[Listener]
-) -> tuple[Listener, ...]:
-    key = "advertised.listeners"
-    names = {listener.name for listener in listeners}
-    explicit: dict[str, Listener] = {}
-    for text in v.strings(key):
-        listener = Listener.parse(text, key=key, empty_host="localhost")
-        if listener.host in WILDCARD_HOSTS:
-            raise invalid_value(
-                key, text, f"{listener.host} is not an address a client can connect to"
-            )
-        if listener.name not in names:
-            raise invalid_value(key, text, f"listener {listener.name!r} is not in 'listeners'")
-        if listener.name in explicit:
-            raise invalid_value(key, text, f"listener {listener.name!r} is advertised twice")
-        explicit[listener.name] = listener
-    return tuple(
-        explicit.get(item.name)
-        or Listener(item.name, "localhost" if item.host in WILDCARD_HOSTS else item.host, item.port)
-        for item in client
-    )
-
-
-def _inter_broker_name(v: _Values, given: Mapping[str, str], client: Sequence[Listener]) -> str:
-    name = v.optional_string("inter.broker.listener.name")
-    protocol = v.string("security.inter.broker.protocol")
-    if name and "security.inter.broker.protocol" in given:
-        raise ConfigError(
-            "set only one of 'inter.broker.listener.name' and 'security.inter.broker.protocol'",
-            key="inter.broker.listener.name",
-        )
-    if protocol != "PLAINTEXT":
-        raise invalid_value(
-            "security.inter.broker.protocol", protocol, "strom speaks PLAINTEXT only"
-        )
-    client_names = [listener.name for listener in client]
-    if name:
-        if name.upper() not in client_names:
-            raise invalid_value(
-                "inter.broker.listener.name",
-                name,
-                f"must be a client listener in 'listeners' ({', '.join(client_names)})",
-            )
-        return name.upper()
-    return "PLAINTEXT" if "PLAINTEXT" in client_names else client_names[0]

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from strom.config.broker import BrokerConfig
 from strom.config.errors import ConfigSource
-from strom.config.keys import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
+from strom.config.log_keys import CLEANUP_POLICIES, COMPRESSION_TYPES, TIMESTAMP_TYPES
 from strom.config.schema import (
     AtLeast,
     Between,

@@ -1,6 +1,7 @@
 """Consumer groups: the classic group protocol and committed offsets, as pure code.
 
-`coordinator` runs membership (join, sync, heartbeat, leave, timers); `offsets` runs
+`coordinator` runs membership (join, sync, heartbeat, leave, timers), with the steps of a
+rebalance in `rebalance` and its request and output values in `requests`; `offsets` runs
 commits, fetches, deletions and expiry; `records` is the byte layout of both in
 `__consumer_offsets`; `placement` maps a group to its partition of that topic.
 """

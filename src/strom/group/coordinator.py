@@ -6,7 +6,9 @@ Requests come in with the shell's reply token and `now_ms`; every call returns a
 SyncGroup until the leader sent the assignment) and `__consumer_offsets` records to
 write. The shell writes the records first and delivers the replies once they are
 durable. `tick(now_ms)` fires session, join and rebalance timeouts; `next_deadline_ms()`
-says when to call it next. Offsets are in `offsets.py`; the state table in `state.py`.
+says when to call it next. Offsets are in `offsets.py`; the state table in `state.py`;
+the steps of a rebalance in `rebalance.py`; the request and output values in
+`requests.py` (re-exported here).
 """
 
 from __future__ import annotations
@@ -14,74 +16,33 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from random import Random
 
 from kio.schema.errors import ErrorCode
 
-from strom.group.records import GroupMetadataKey, Key, Value
-from strom.group.state import (
-    Group,
-    GroupConfig,
-    GroupState,
-    JoinedMember,
-    JoinResult,
-    Member,
-    SyncResult,
-    Token,
+from strom.group.rebalance import Rebalancer, join_result, new_member, remove_member
+from strom.group.records import GroupMetadataKey
+from strom.group.requests import (
+    GroupRecord,
+    JoinRequest,
+    LeavingMember,
+    Output,
+    Reply,
+    SyncRequest,
 )
+from strom.group.state import Group, GroupConfig, GroupState, JoinResult, Member, SyncResult, Token
+
+__all__ = [
+    "GroupCoordinator",
+    "GroupRecord",
+    "JoinRequest",
+    "LeavingMember",
+    "Output",
+    "Reply",
+    "SyncRequest",
+]
 
 log = logging.getLogger(__name__)
-
-Reply = JoinResult | SyncResult
-GroupRecord = tuple[Key, Value | None]
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    client_id: str = ""
-    client_host: str = ""
-    require_known_member_id: bool = True
-    """JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED and its id."""
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    generation_id: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignments: tuple[tuple[str, bytes], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class LeavingMember:
-    member_id: str
-    group_instance_id: str | None = None
-
-
-@dataclass(slots=True)
-class Output:
-    replies: list[tuple[Token, Reply]] = field(default_factory=list)
-    records: list[GroupRecord] = field(default_factory=list)
-
-    def reply(self, token: Token | None, result: Reply) -> None:
-        if token is not None:
-            self.replies.append((token, result))
-
-    def extend(self, other: Output) -> None:
-        self.replies += other.replies
-        self.records += other.records
 
 
 class GroupCoordinator:
@@ -95,6 +56,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self._rng = rng
         self._label = label
+        self._rebalance = Rebalancer(config, label)
 
     # ---------------------------------------------------------------------- JoinGroup
 
@@ -167,15 +129,15 @@ class GroupCoordinator:
         unchanged = member.protocols == req.protocols
         if group.state is GroupState.PREPARING_REBALANCE:
             self._update_member(member, req, token, out)
-            self._maybe_complete_join(group, now_ms, out)
+            self._rebalance.maybe_complete_join(group, now_ms, out)
         elif group.state is GroupState.COMPLETING_REBALANCE and unchanged:
             # It missed the JoinGroup answer of this generation: give it again.
-            out.reply(token, self._join_result(group, member))
+            out.reply(token, join_result(group, member))
         elif group.state is GroupState.STABLE and unchanged and member_id != group.leader_id:
-            out.reply(token, self._join_result(group, member))
+            out.reply(token, join_result(group, member))
         else:
             self._update_member(member, req, token, out)
-            self._prepare_rebalance(group, now_ms, out, f"member {member_id} rejoined")
+            self._rebalance.prepare_rebalance(group, now_ms, out, f"member {member_id} rejoined")
 
     def _add_member(
         self,
@@ -186,7 +148,7 @@ class GroupCoordinator:
         now_ms: int,
         out: Output,
     ) -> None:
-        member = _new_member(member_id, req, now_ms)
+        member = new_member(member_id, req, now_ms)
         member.join_token = token
         if not group.members:
             group.protocol_type = req.protocol_type
@@ -198,9 +160,9 @@ class GroupCoordinator:
         if group.initial_delay_deadline_ms is not None:
             group.new_member_during_delay = True
         if group.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group, now_ms, out)
+            self._rebalance.maybe_complete_join(group, now_ms, out)
         else:
-            self._prepare_rebalance(group, now_ms, out, f"member {member_id} joined")
+            self._rebalance.prepare_rebalance(group, now_ms, out, f"member {member_id} joined")
 
     def _update_member(self, member: Member, req: JoinRequest, token: Token, out: Output) -> None:
         if member.join_token is not None:
@@ -230,7 +192,7 @@ class GroupCoordinator:
         unchanged = chosen in dict(req.protocols) and dict(req.protocols)[
             chosen
         ] == old.metadata_for(chosen)
-        member = _new_member(new_id, req, now_ms)
+        member = new_member(new_id, req, now_ms)
         member.assignment = old.assignment
         group.members[new_id] = member
         group.static_members[instance_id] = new_id
@@ -247,142 +209,19 @@ class GroupCoordinator:
             # No rebalance: the member gets the current generation and, at SyncGroup,
             # its old assignment. A returning leader must not compute a new one.
             is_leader = new_id == group.leader_id
-            out.reply(token, self._join_result(group, member, skip_assignment=is_leader))
+            out.reply(token, join_result(group, member, skip_assignment=is_leader))
             out.records.append((GroupMetadataKey(group.group_id), group.to_record()))
         else:
             member.join_token = token
             if group.state is GroupState.PREPARING_REBALANCE:
-                self._maybe_complete_join(group, now_ms, out)
+                self._rebalance.maybe_complete_join(group, now_ms, out)
             else:
-                self._prepare_rebalance(group, now_ms, out, f"static member {instance_id} changed")
+                self._rebalance.prepare_rebalance(
+                    group, now_ms, out, f"static member {instance_id} changed"
+                )
 
     def _new_member_id(self, prefix: str) -> str:
         return f"{prefix}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
-
-    # ------------------------------------------------------------------- rebalancing
-
-    def _prepare_rebalance(self, group: Group, now_ms: int, out: Output, reason: str) -> None:
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            for member in group.members.values():
-                member.assignment = b""
-                out.reply(member.sync_token, SyncResult(ErrorCode.rebalance_in_progress))
-                member.sync_token = None
-        from_empty = group.state is GroupState.EMPTY
-        group.transition(GroupState.PREPARING_REBALANCE, now_ms)
-        timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        delay_ms = min(self.config.initial_rebalance_delay_ms, timeout_ms)
-        if from_empty and delay_ms > 0:
-            group.initial_delay_deadline_ms = now_ms + delay_ms
-            group.initial_delay_remaining_ms = timeout_ms - delay_ms
-            group.new_member_during_delay = False
-            group.rebalance_deadline_ms = None
-        else:
-            group.rebalance_deadline_ms = now_ms + timeout_ms
-        log.info(
-            "%sgroup %s: preparing rebalance from generation %d (%s)",
-            self._label,
-            group.group_id,
-            group.generation_id,
-            reason,
-        )
-        self._maybe_complete_join(group, now_ms, out)
-
-    def _maybe_complete_join(self, group: Group, now_ms: int, out: Output) -> None:
-        if (
-            group.state is GroupState.PREPARING_REBALANCE
-            and group.initial_delay_deadline_ms is None
-            and not group.pending_members
-            and all(m.join_token is not None for m in group.members.values())
-        ):
-            self._complete_join(group, now_ms, out)
-
-    def _complete_join(self, group: Group, now_ms: int, out: Output) -> None:
-        for member in list(group.members.values()):
-            if member.join_token is None:
-                log.info(
-                    "%sgroup %s: member %s did not rejoin in time; removed",
-                    self._label,
-                    group.group_id,
-                    member.member_id,
-                )
-                self._remove_member(group, member, out)
-        group.rebalance_deadline_ms = None
-        group.initial_delay_deadline_ms = None
-        group.generation_id += 1
-        if not group.members:
-            group.protocol_name = None
-            group.leader_id = None
-            group.transition(GroupState.EMPTY, now_ms)
-            out.records.append((GroupMetadataKey(group.group_id), group.to_record()))
-            log.info(
-                "%sgroup %s: empty at generation %d",
-                self._label,
-                group.group_id,
-                group.generation_id,
-            )
-            return
-        group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
-        group.transition(GroupState.COMPLETING_REBALANCE, now_ms)
-        for member in group.members.values():
-            out.reply(member.join_token, self._join_result(group, member))
-            member.join_token = None
-            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-        log.info(
-            "%sgroup %s: generation %d with %d member(s), protocol %s, leader %s",
-            self._label,
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-            group.protocol_name,
-            group.leader_id,
-        )
-
-    def _join_result(
-        self, group: Group, member: Member, *, skip_assignment: bool = False
-    ) -> JoinResult:
-        is_leader = member.member_id == group.leader_id
-        members = (
-            tuple(
-                JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                for m in group.members.values()
-            )
-            if is_leader
-            else ()
-        )
-        return JoinResult(
-            ErrorCode.none,
-            member_id=member.member_id,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=group.leader_id or "",
-            members=members,
-            skip_assignment=skip_assignment,
-        )
-
-    def _remove_member(
-        self,
-        group: Group,
-        member: Member,
-        out: Output,
-        error: ErrorCode = ErrorCode.unknown_member_id,
-    ) -> None:
-        out.reply(member.join_token, JoinResult(error, member.member_id))
-        out.reply(member.sync_token, SyncResult(error))
-        del group.members[member.member_id]
-        instance_id = member.group_instance_id
-        if instance_id is not None and group.static_members.get(instance_id) == member.member_id:
-            del group.static_members[instance_id]
-        if group.leader_id == member.member_id:
-            group.leader_id = next(iter(group.members), None)
-
-    def _member_gone(self, group: Group, now_ms: int, out: Output, reason: str) -> None:
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, now_ms, out, reason)
-        else:
-            self._maybe_complete_join(group, now_ms, out)
 
     # ---------------------------------------------------------------------- SyncGroup
 
@@ -500,7 +339,7 @@ class GroupCoordinator:
             if member is None:
                 errors.append(ErrorCode.unknown_member_id)
                 continue
-            self._remove_member(group, member, out)
+            remove_member(group, member, out)
             removed.append(member_id)
             errors.append(ErrorCode.none)
         if removed:
@@ -510,9 +349,9 @@ class GroupCoordinator:
                 group_id,
                 ", ".join(removed),
             )
-            self._member_gone(group, now_ms, out, f"{len(removed)} member(s) left")
+            self._rebalance.member_gone(group, now_ms, out, f"{len(removed)} member(s) left")
         elif group.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group, now_ms, out)
+            self._rebalance.maybe_complete_join(group, now_ms, out)
         return ErrorCode.none, errors, out
 
     # ------------------------------------------------------------------------ timers
@@ -528,7 +367,7 @@ class GroupCoordinator:
         for member_id in expired_pending:
             del group.pending_members[member_id]
         if expired_pending and group.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join(group, now_ms, out)
+            self._rebalance.maybe_complete_join(group, now_ms, out)
         expired = [
             m
             for m in group.members.values()
@@ -542,9 +381,9 @@ class GroupCoordinator:
                 member.member_id,
                 member.session_timeout_ms,
             )
-            self._remove_member(group, member, out)
+            remove_member(group, member, out)
         if expired:
-            self._member_gone(group, now_ms, out, f"{len(expired)} member(s) expired")
+            self._rebalance.member_gone(group, now_ms, out, f"{len(expired)} member(s) expired")
         delay_deadline = group.initial_delay_deadline_ms
         if delay_deadline is not None and delay_deadline <= now_ms:
             remaining = group.initial_delay_remaining_ms
@@ -554,14 +393,14 @@ class GroupCoordinator:
                 group.initial_delay_remaining_ms = remaining - step
                 group.new_member_during_delay = False
             else:
-                self._complete_join(group, now_ms, out)
+                self._rebalance.complete_join(group, now_ms, out)
         deadline = group.rebalance_deadline_ms
         if (
             deadline is not None
             and deadline <= now_ms
             and group.state is GroupState.PREPARING_REBALANCE
         ):
-            self._complete_join(group, now_ms, out)
+            self._rebalance.complete_join(group, now_ms, out)
         if (
             group.state is GroupState.EMPTY
             and group.generation_id == 0
@@ -595,17 +434,3 @@ class GroupCoordinator:
             instance_id,
             group.static_members.get(instance_id or ""),
         )
-
-
-def _new_member(member_id: str, req: JoinRequest, now_ms: int) -> Member:
-    return Member(
-        member_id=member_id,
-        group_instance_id=req.group_instance_id,
-        client_id=req.client_id,
-        client_host=req.client_host,
-        rebalance_timeout_ms=req.rebalance_timeout_ms,
-        session_timeout_ms=req.session_timeout_ms,
-        protocol_type=req.protocol_type,
-        protocols=req.protocols,
-        heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
-    )

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from strom.durable_files import sync_directory
 from strom.log.cleaner import (
     MAX_RELATIVE_OFFSET,
     CleanedSegment,
@@ -26,7 +27,6 @@ from strom.log.cleaner import (
 from strom.log.index import OffsetIndex, TimeIndex
 from strom.log.offset_map import OffsetMap
 from strom.log.record_filter import RecordFields, batch_records, empty_batch, rewrite_batch
-from strom.log.recovery import sync_directory
 from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,

@@ -26,7 +26,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.log.files import write_file_atomically
+from strom.durable_files import replace_file
 
 __all__ = [
     "CLEANER_CHECKPOINT_FILE",
@@ -113,4 +113,4 @@ def read_cleaner_checkpoint(directory: Path) -> CleanerCheckpoint:
 
 
 def write_cleaner_checkpoint(directory: Path, checkpoint: CleanerCheckpoint) -> None:
-    write_file_atomically(directory / CLEANER_CHECKPOINT_FILE, checkpoint.to_bytes(), sync=True)
+    replace_file(directory / CLEANER_CHECKPOINT_FILE, checkpoint.to_bytes(), sync_dir=False)

@@ -29,11 +29,11 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from strom.durable_files import replace_file, sync_directory
 from strom.log.cleaner import CleanedSegment, CleaningResult, cleaned_path
 from strom.log.cleaner_checkpoint import CleanerCheckpoint, write_cleaner_checkpoint
 from strom.log.config import LogConfig
-from strom.log.files import write_file_atomically
-from strom.log.recovery import load_segment, recover_segment, sync_directory
+from strom.log.recovery import load_segment, recover_segment
 from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,
@@ -72,7 +72,7 @@ def commit_swap(directory: Path, result: CleaningResult, step: Step = no_step) -
         "new": [c.base_offset for c in result.cleaned],
         "checkpoint": result.checkpoint.to_bytes().decode(),
     }
-    write_file_atomically(directory / SWAP_MANIFEST_FILE, json.dumps(manifest).encode(), sync=True)
+    replace_file(directory / SWAP_MANIFEST_FILE, json.dumps(manifest).encode(), sync_dir=False)
     step("manifest written")
     sync_directory(directory)
     step("manifest committed")

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strom.durable_files import TMP_SUFFIX, replace_file
 from strom.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
 SNAPSHOT_SUFFIX = ".snapshot"
-_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+_STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
 _NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.snapshot)$")
 
 
@@ -78,18 +79,10 @@ def list_directory(directory: Path) -> DirectoryListing:
 
 
 def write_file_atomically(path: Path, data: bytes, *, sync: bool) -> None:
-    """Write to ``<path>.tmp`` and rename over ``path``; fsync the data first if ``sync``."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    """``durable_files.replace_file`` without the directory fsync (the caller syncs it).
+
+    The name partition_log still imports; new code calls ``replace_file`` itself."""
+    replace_file(path, data, sync=sync, sync_dir=False)
 
 
 def read_recovery_point(directory: Path) -> int:
@@ -101,4 +94,5 @@ def read_recovery_point(directory: Path) -> int:
 
 
 def write_recovery_point(directory: Path, offset: int) -> None:
-    write_file_atomically(directory / RECOVERY_POINT_FILE, f"{offset}\n".encode(), sync=True)
+    """Replace the recovery point: the file is fsynced, its directory is not."""
+    replace_file(directory / RECOVERY_POINT_FILE, f"{offset}\n".encode(), sync_dir=False)

@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from strom.log.files import write_file_atomically
-from strom.log.recovery import sync_directory
+from strom.durable_files import replace_file
 
 __all__ = [
     "REPLICATION_OFFSET_CHECKPOINT_FILE",
@@ -108,8 +107,7 @@ def write_checkpoint_file(path: Path, entries: Iterable[Sequence[object]]) -> No
     """Replace ``path`` atomically and durably with ``entries`` (fields joined by spaces)."""
     lines = [" ".join(str(field) for field in entry) for entry in entries]
     text = "".join(f"{line}\n" for line in [str(_VERSION), str(len(lines)), *lines])
-    write_file_atomically(path, text.encode("ascii"), sync=True)
-    sync_directory(path.parent)
+    replace_file(path, text.encode("ascii"))
 
 
 def _offset_entry(fields: list[str]) -> tuple[str, int, int]:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import crc32c
 
+from strom.durable_files import sync_directory  # also re-exported from here (see __all__)
 from strom.log.config import LogConfig
 from strom.log.segment import (
     LOG_SUFFIX,
@@ -270,15 +271,6 @@ def load_segment(segment: Segment, *, eager: bool, gap_limit: int) -> str | None
         return "time index points past the end of the log"
     segment.adopt_loaded_indexes(tail, expected, size)
     return None
-
-
-def sync_directory(directory: Path) -> None:
-    """fsync a directory so that created, renamed and removed names are durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_segments(

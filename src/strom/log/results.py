@@ -39,7 +39,10 @@ class AppendResult:
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """A run of whole batches in one segment file, ready for ``os.sendfile``.
+    """A run of whole batches in one segment file: its descriptor, position and size.
+
+    ``read_bytes`` copies them out with ``os.pread``; the fetch handler puts those bytes
+    in its response.
 
     ``fd`` belongs to the log: it stays valid until the next ``delete_old_segments``,
     ``truncate_to``, ``close`` or ``delete`` of that log; never close it.

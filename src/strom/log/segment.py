@@ -2,7 +2,7 @@
 
 Files are named by the segment's base offset, zero-padded to 20 digits, as Kafka does.
 The log file is opened once, ``O_RDWR | O_APPEND``: appends are a single ``os.writev``,
-reads are positional (``os.pread`` / ``os.sendfile``) on the same descriptor.
+reads are positional (``os.pread``) on the same descriptor.
 """
 
 from __future__ import annotations

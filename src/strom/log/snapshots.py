@@ -12,7 +12,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 
-from strom.log.files import SNAPSHOT_SUFFIX, snapshot_path, write_file_atomically
+from strom.durable_files import replace_file
+from strom.log.files import SNAPSHOT_SUFFIX, snapshot_path
 from strom.log.producer_state import ProducerStateManager, SnapshotError
 from strom.log.segment import Segment
 
@@ -45,8 +46,8 @@ def write_snapshot(
     sync: bool,
     log_start_offset: int,
 ) -> None:
-    write_file_atomically(
-        snapshot_path(directory, offset), producers.to_snapshot(offset), sync=sync
+    replace_file(
+        snapshot_path(directory, offset), producers.to_snapshot(offset), sync=sync, sync_dir=False
     )
     prune_snapshots(directory, log_start_offset)
 

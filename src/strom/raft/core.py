@@ -15,7 +15,8 @@ lease (a voter that heard from a leader within the election timeout ignores
 election timeout steps down), leadership transfer (TimeoutNow), a no-op at the start of
 each term, commit by counting only entries of the leader's term (§5.4.2), and snapshots
 for followers whose entries were compacted away. The leader's side of replication is in
-leader.py, the in-memory log in log.py, the majority arithmetic in quorum.py.
+leader.py, the in-memory log in log.py, the majority arithmetic in quorum.py, the roles
+and their legal changes in roles.py, the settings in config.py.
 
 After a restart the commit and applied index are the snapshot's (the shell rebuilds its
 state machine from the snapshot itself); the entries after it are applied again once a
@@ -27,11 +28,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import Enum
 from random import Random
 
-from strom.raft.leader import LeaderState
+from strom.raft.config import RaftConfig
+from strom.raft.leader import RaftLeaderState
 from strom.raft.log import RaftLog
 from strom.raft.messages import (
     AppendRequest,
@@ -49,59 +49,23 @@ from strom.raft.messages import (
 )
 from strom.raft.progress import ReplicaProgress
 from strom.raft.quorum import VoteResult, vote_result
+from strom.raft.roles import TRANSITIONS, RaftRole
 
-__all__ = ["RaftConfig", "RaftNode", "ReplicaProgress", "Role"]
+__all__ = ["RaftConfig", "RaftNode", "RaftRole", "ReplicaProgress", "Role"]
 
 log = logging.getLogger(__name__)
 
-
-class Role(Enum):
-    FOLLOWER = "follower"
-    PRE_CANDIDATE = "pre-candidate"
-    CANDIDATE = "candidate"
-    LEADER = "leader"
-
-
-# The legal role changes; `_set_role` refuses anything else.
-#   FOLLOWER      -> PRE_CANDIDATE  election timer fired (voters only)
-#   FOLLOWER      -> CANDIDATE      TimeoutNow from the leader (transfer: no pre-vote)
-#   PRE_CANDIDATE -> PRE_CANDIDATE  election timer fired again: a new pre-vote round
-#   PRE_CANDIDATE -> CANDIDATE      pre-votes from a majority: term + 1, vote for self
-#   PRE_CANDIDATE -> FOLLOWER       a leader of our term or newer; a newer term; pre-vote lost
-#   CANDIDATE     -> PRE_CANDIDATE  election timer fired: the vote went nowhere
-#   CANDIDATE     -> LEADER         votes from a majority
-#   CANDIDATE     -> FOLLOWER       a leader of our term; a newer term; the vote lost
-#   LEADER        -> FOLLOWER       a newer term; check-quorum failed
-#   FOLLOWER      -> FOLLOWER       a newer term, or the leader of our term became known
-_TRANSITIONS: dict[Role, frozenset[Role]] = {
-    Role.FOLLOWER: frozenset({Role.FOLLOWER, Role.PRE_CANDIDATE, Role.CANDIDATE}),
-    Role.PRE_CANDIDATE: frozenset({Role.PRE_CANDIDATE, Role.CANDIDATE, Role.FOLLOWER}),
-    Role.CANDIDATE: frozenset({Role.PRE_CANDIDATE, Role.LEADER, Role.FOLLOWER}),
-    Role.LEADER: frozenset({Role.FOLLOWER}),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class RaftConfig:
-    election_timeout_ms: int = 1000  # randomized per election in [T, 2T) with the node's rng
-    heartbeat_interval_ms: int = 100  # the leader sends (empty) appends this often
-    max_append_bytes: int = 1 << 20  # entry data per AppendRequest (at least one entry)
-    check_quorum_ms: int | None = None
-    """How long a leader that hears from no majority keeps leading (None: one election
-    timeout). Brokers set 1.5 x controller.quorum.fetch.timeout.ms, as Kafka does, so a
-    busy follower's pause of a second or two does not cost the controller."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.heartbeat_interval_ms < self.election_timeout_ms:
-            raise ValueError("need 0 < heartbeat_interval_ms < election_timeout_ms")
-        if self.max_append_bytes <= 0:
-            raise ValueError("max_append_bytes must be positive")
-        if self.check_quorum_ms is not None and self.check_quorum_ms < self.election_timeout_ms:
-            raise ValueError("check_quorum_ms must be at least election_timeout_ms")
+Role = RaftRole
+"""The former name of `RaftRole`, kept only while tests/sim still imports it."""
 
 
 class RaftNode:
-    """One Raft member. Its role changes only through `_set_role` (table above)."""
+    """One Raft member.
+
+    Roles: FOLLOWER -> PRE_CANDIDATE -> CANDIDATE -> LEADER, and back to FOLLOWER on a
+    newer term or a lost vote; every change goes through `_set_role`, which refuses what
+    `roles.TRANSITIONS` (the full table, with the reason for each change) does not list.
+    """
 
     def __init__(
         self,
@@ -123,11 +87,11 @@ class RaftNode:
         self._term = restored.hard_state.term
         self._voted_for = restored.hard_state.voted_for
         self._handed_hard_state = restored.hard_state
-        self._role = Role.FOLLOWER
+        self._role = RaftRole.FOLLOWER
         self._leader_id: int | None = None
         self._leader_contact_ms: int | None = None  # last message from the current leader
         self._votes: dict[int, bool] = {}
-        self._leader: LeaderState | None = None
+        self._leader: RaftLeaderState | None = None
         self._messages: list[Message] = []
         self._apply_snapshot: Snapshot | None = None
         self._applied_index = self._log.snapshot_index
@@ -142,7 +106,7 @@ class RaftNode:
         return self._id
 
     @property
-    def role(self) -> Role:
+    def role(self) -> RaftRole:
         return self._role
 
     @property
@@ -374,7 +338,7 @@ class RaftNode:
             self._reply_vote(message, self._term, granted=False)
 
     def _in_lease(self, now_ms: int) -> bool:
-        if self._role is Role.LEADER:
+        if self._role is RaftRole.LEADER:
             return True
         return (
             self._leader_id is not None
@@ -386,11 +350,11 @@ class RaftNode:
 
     def _campaign(self, now_ms: int, *, pre_vote: bool, transfer: bool) -> None:
         if pre_vote:
-            self._set_role(Role.PRE_CANDIDATE, self._term, None)
+            self._set_role(RaftRole.PRE_CANDIDATE, self._term, None)
             vote_term = self._term + 1
         else:
             self._voted_for = self._id
-            self._set_role(Role.CANDIDATE, self._term + 1, None)
+            self._set_role(RaftRole.CANDIDATE, self._term + 1, None)
             vote_term = self._term
         self._votes = {self._id: True}
         self._reset_election_timer(now_ms)
@@ -412,7 +376,7 @@ class RaftNode:
                 )
 
     def _won(self, now_ms: int) -> None:
-        if self._role is Role.PRE_CANDIDATE:
+        if self._role is RaftRole.PRE_CANDIDATE:
             self._campaign(now_ms, pre_vote=False, transfer=False)
         else:
             self._become_leader(now_ms)
@@ -454,11 +418,11 @@ class RaftNode:
         )
 
     def _on_vote_response(self, message: VoteResponse, now_ms: int) -> None:
-        if self._role is Role.PRE_CANDIDATE:
+        if self._role is RaftRole.PRE_CANDIDATE:
             expected_term = self._term + 1 if message.granted else self._term
             if not message.pre_vote or message.term != expected_term:
                 return
-        elif self._role is Role.CANDIDATE:
+        elif self._role is RaftRole.CANDIDATE:
             if message.pre_vote:
                 return
         else:
@@ -471,7 +435,7 @@ class RaftNode:
             self._become_follower(self._term, None, now_ms)
 
     def _on_timeout_now(self, message: TimeoutNow, now_ms: int) -> None:
-        if self._role is Role.FOLLOWER and self._id in self._voters:
+        if self._role is RaftRole.FOLLOWER and self._id in self._voters:
             log.info("[node %d] told to campaign by leader %d", self._id, message.sender)
             self._campaign(now_ms, pre_vote=False, transfer=True)
 
@@ -479,10 +443,10 @@ class RaftNode:
 
     def _follow(self, leader_id: int, now_ms: int) -> bool:
         """An AppendRequest or SnapshotRequest of our term; False if we lead it (a bug)."""
-        if self._role is Role.LEADER:
+        if self._role is RaftRole.LEADER:
             log.error("[node %d] another leader %d in my term %d", self._id, leader_id, self._term)
             return False
-        if self._role is not Role.FOLLOWER or self._leader_id != leader_id:
+        if self._role is not RaftRole.FOLLOWER or self._leader_id != leader_id:
             self._become_follower(self._term, leader_id, now_ms)
         self._leader_contact_ms = now_ms
         self._reset_election_timer(now_ms)
@@ -531,9 +495,9 @@ class RaftNode:
     # -- leading --------------------------------------------------------------------
 
     def _become_leader(self, now_ms: int) -> None:
-        self._set_role(Role.LEADER, self._term, self._id)
+        self._set_role(RaftRole.LEADER, self._term, self._id)
         self._votes = {}
-        leader = LeaderState(
+        leader = RaftLeaderState(
             node_id=self._id,
             term=self._term,
             voters=self._voters,
@@ -549,7 +513,7 @@ class RaftNode:
         self._log.append(Entry(index=self._log.last_index + 1, term=self._term, data=b""))
         leader.broadcast(now_ms, empty_ok=True)
 
-    def _tick_leader(self, leader: LeaderState, now_ms: int) -> None:
+    def _tick_leader(self, leader: RaftLeaderState, now_ms: int) -> None:
         if not leader.has_quorum(now_ms):
             log.info(
                 "[node %d] lost contact with a majority in term %d: stepping down",
@@ -570,7 +534,7 @@ class RaftNode:
         if leader.on_append_response(message, now_ms):
             self._maybe_commit(leader, now_ms)
 
-    def _maybe_commit(self, leader: LeaderState, now_ms: int) -> None:
+    def _maybe_commit(self, leader: RaftLeaderState, now_ms: int) -> None:
         index = leader.commit_index()
         if index is not None and self._log.commit_to(index):
             leader.broadcast(now_ms, empty_ok=True)
@@ -580,26 +544,26 @@ class RaftNode:
     def _become_follower(self, term: int, leader_id: int | None, now_ms: int) -> None:
         if term > self._term:
             self._voted_for = None
-        self._set_role(Role.FOLLOWER, term, leader_id)
+        self._set_role(RaftRole.FOLLOWER, term, leader_id)
         self._votes = {}
         if leader_id is not None:
             self._leader_contact_ms = now_ms
         self._reset_election_timer(now_ms)
 
-    def _set_role(self, role: Role, term: int, leader_id: int | None) -> None:
-        if role not in _TRANSITIONS[self._role]:
+    def _set_role(self, role: RaftRole, term: int, leader_id: int | None) -> None:
+        if role not in TRANSITIONS[self._role]:
             raise RuntimeError(f"illegal Raft transition {self._role.name} -> {role.name}")
         changed = (role, term, leader_id) != (self._role, self._term, self._leader_id)
-        if role is not Role.LEADER:
+        if role is not RaftRole.LEADER:
             self._leader = None
         self._role = role
         self._term = term
         self._leader_id = leader_id
         if not changed:
             return
-        if role is Role.LEADER:
+        if role is RaftRole.LEADER:
             log.info("[node %d] became leader in term %d", self._id, term)
-        elif role is Role.FOLLOWER:
+        elif role is RaftRole.FOLLOWER:
             log.info("[node %d] became follower in term %d (leader %s)", self._id, term, leader_id)
         else:
             log.info("[node %d] became %s in term %d", self._id, role.value, term)

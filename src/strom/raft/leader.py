@@ -1,6 +1,6 @@
 """The Raft leader's side of replication: what to send each follower, and when.
 
-`LeaderState` lives only while its node leads a term. It keeps a `Progress` per
+`RaftLeaderState` lives only while its node leads a term. It keeps a `Progress` per
 follower, builds AppendRequests (batched up to `max_append_bytes`, at least one entry),
 falls back to the whole snapshot when the entries a follower needs were compacted away,
 computes the commit index (only entries of its own term are committed by counting,
@@ -25,7 +25,7 @@ from strom.raft.messages import (
 from strom.raft.progress import Progress, ReplicaProgress, ReplicaState
 
 
-class LeaderState:
+class RaftLeaderState:
     """One term of leadership.
 
     Transfer transitions: not transferring -> transferring (transfer_leadership) ->

@@ -5,7 +5,7 @@
 Written by hand: no library keeps a Raft log with these crash rules. Synchronous file
 I/O, called from one worker thread at a time, so nothing here locks.
 
-Files (all integers big-endian):
+Files (all integers big-endian; the bytes are encoded and checked in storage_format):
 
 - ``quorum-state``: ``[magic "SRQS"][version u8 = 1][term i64][voted_for i64, -1 = none]
   [crc32c u32 of the bytes before it]``. Replaced as a whole: written to
@@ -52,15 +52,29 @@ from __future__ import annotations
 import logging
 import os
 import re
-import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import crc32c
-
+from strom.durable_files import (
+    TMP_SUFFIX,
+    StagedReplacement,
+    replace_file,
+    sync_directory,
+    write_all,
+)
 from strom.raft.messages import Entry, HardState, Ready, Restored, Snapshot
+from strom.raft.storage_format import (
+    RaftStorageError,
+    decode_hard_state,
+    decode_snapshot,
+    encode_hard_state,
+    encode_records,
+    encode_snapshot,
+    scan_records,
+    valid_record_after,
+)
 
 __all__ = ["QUORUM_STATE", "SEGMENT_BYTES", "RaftStorage", "RaftStorageError"]
 
@@ -68,27 +82,10 @@ log = logging.getLogger(__name__)
 
 SEGMENT_BYTES = 8 * 1024 * 1024
 QUORUM_STATE = "quorum-state"
-TMP_SUFFIX = ".tmp"
 
-_RECORD = struct.Struct(">IIqq")  # length, crc32c, index, term
-_RECORD_HEADER_BYTES = _RECORD.size  # 24
-_RECORD_MIN_LENGTH = 16  # index + term
-_LENGTH_AND_CRC_BYTES = 8
-_CRC = struct.Struct(">I")
-_QUORUM = struct.Struct(">4sBqq")
-_QUORUM_MAGIC = b"SRQS"
-_SNAPSHOT = struct.Struct(">4sBqqQ")
-_SNAPSHOT_MAGIC = b"SRSN"
-_VERSION = 1
 _SEGMENT_NAME = re.compile(r"(\d{20})\.log")
 _SNAPSHOT_NAME = re.compile(r"snapshot-(\d{20})-(\d{20})\.bin")
-_HOLE_BYTES = 512
-_ZEROS = bytes(_HOLE_BYTES)
 _fdatasync = getattr(os, "fdatasync", os.fsync)
-
-
-class RaftStorageError(Exception):
-    """The stored Raft state is damaged in a way a crash cannot explain, or unreadable."""
 
 
 @dataclass(slots=True)
@@ -101,14 +98,6 @@ class _Segment:
     @property
     def next_index(self) -> int:
         return self.base_index + len(self.positions)
-
-
-@dataclass(slots=True)
-class _Scan:
-    positions: array[int]
-    entries: list[Entry]  # those with index >= the scan's keep_from
-    end: int  # byte position after the last good record
-    problem: str | None  # why the scan stopped before the end of the data
 
 
 class RaftStorage:
@@ -142,13 +131,13 @@ class RaftStorage:
         directory = self._directory
         if not directory.is_dir():
             directory.mkdir(parents=True, exist_ok=True)
-            _sync_directory(directory.parent)
+            sync_directory(directory.parent)
         for tmp in directory.glob(f"*{TMP_SUFFIX}"):
             log.info("%s: removing %s left by an interrupted write", directory, tmp.name)
             tmp.unlink()
         state_path = directory / QUORUM_STATE
         if state_path.exists():
-            self._hard_state = _decode_hard_state(state_path)
+            self._hard_state = decode_hard_state(state_path, state_path.read_bytes())
         self._snapshot = self._load_latest_snapshot()
         snapshot_index = self.snapshot_index
         bases = sorted(
@@ -164,7 +153,7 @@ class RaftStorage:
         if self._segments and not self._segments[-1].positions:
             _unlink(self._segments.pop().path)
         self._drop_covered(snapshot_index)
-        _sync_directory(directory)
+        sync_directory(directory)
         self._restored = Restored(self._hard_state, self._snapshot, tuple(entries))
 
     def _load_segment(self, base: int, *, last: bool) -> list[Entry]:
@@ -185,9 +174,9 @@ class RaftStorage:
                 f"{self._segments[-1].next_index - 1}"
             )
         data = path.read_bytes()
-        scan = _scan(path, data, base, keep_from=self.snapshot_index + 1)
+        scan = scan_records(path, data, base, keep_from=self.snapshot_index + 1)
         if scan.problem is not None:
-            resumes_at = _valid_record_after(data, scan.end, base + len(scan.positions))
+            resumes_at = valid_record_after(data, scan.end, base + len(scan.positions))
             if not last or resumes_at is not None:
                 after = "" if resumes_at is None else f", and a valid record at byte {resumes_at}"
                 raise RaftStorageError(f"{path}: {scan.problem} at byte {scan.end}{after}")
@@ -218,7 +207,7 @@ class RaftStorage:
         )
         for index, term, path in found:
             try:
-                return _decode_snapshot(path, index, term)
+                return decode_snapshot(path, path.read_bytes(), index, term)
             except RaftStorageError as exc:
                 log.warning("%s: ignoring a damaged snapshot: %s", self._directory, exc)
         return None
@@ -273,7 +262,7 @@ class RaftStorage:
             with segment.path.open("rb") as file:
                 file.seek(start)
                 data = file.read(end - start)
-            scan = _scan(segment.path, data, start_index, keep_from=start_index)
+            scan = scan_records(segment.path, data, start_index, keep_from=start_index)
             if scan.problem is not None or len(scan.entries) != end_index - start_index:
                 raise RaftStorageError(
                     f"{segment.path}: {scan.problem or 'short read'} at byte {start + scan.end}"
@@ -291,12 +280,12 @@ class RaftStorage:
         """
         self._check_open()
         state = ready.hard_state if ready.hard_state != self._hard_state else None
-        state_fd: int | None = None
-        state_tmp = self._directory / (QUORUM_STATE + TMP_SUFFIX)
+        staged = (
+            None
+            if state is None
+            else StagedReplacement(self._directory / QUORUM_STATE, encode_hard_state(state))
+        )
         try:
-            if state is not None:
-                state_fd = os.open(state_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                _write_all(state_fd, _encode_hard_state(state))
             if ready.truncate_from is not None:  # before the snapshot: see the docstring
                 self._truncate(ready.truncate_from)
             if ready.snapshot is not None:
@@ -305,18 +294,15 @@ class RaftStorage:
             created = self._append(ready.entries) if ready.entries else False
             if ready.entries and self._active_fd is not None:
                 _fdatasync(self._active_fd)
-            if state is not None and state_fd is not None:
-                os.fsync(state_fd)
-                os.close(state_fd)
-                state_fd = None
-                os.replace(state_tmp, self._directory / QUORUM_STATE)
+            if state is not None and staged is not None:
+                staged.commit(sync_dir=False)  # the one directory fsync follows
                 self._hard_state = state
                 created = True
             if created:
-                _sync_directory(self._directory)
+                sync_directory(self._directory)
         finally:
-            if state_fd is not None:
-                os.close(state_fd)
+            if staged is not None:
+                staged.discard()  # nothing once committed; else the temp file goes
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         """Save a snapshot atomically and durably, then remove the older snapshot files.
@@ -331,23 +317,14 @@ class RaftStorage:
                 f"index {self.snapshot_index}"
             )
         name = f"snapshot-{snapshot.index:020d}-{snapshot.term:020d}.bin"
-        path = self._directory / name
-        tmp = self._directory / (name + TMP_SUFFIX)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, _encode_snapshot(snapshot))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _sync_directory(self._directory)
+        replace_file(self._directory / name, encode_snapshot(snapshot))
         self._snapshot = snapshot
         for old in self._directory.iterdir():
             if old.name != name and _SNAPSHOT_NAME.fullmatch(old.name):
                 old.unlink()
         if self._segments and self._segments[-1].next_index - 1 < snapshot.index:
             self._drop_segments(len(self._segments))
-            _sync_directory(self._directory)
+            sync_directory(self._directory)
 
     def compact(self, up_to_index: int) -> None:
         """Delete the segment files whose entries all lie at or below `up_to_index`."""
@@ -358,7 +335,7 @@ class RaftStorage:
                 f"index {self.snapshot_index}"
             )
         if self._drop_covered(up_to_index):
-            _sync_directory(self._directory)
+            sync_directory(self._directory)
 
     def close(self) -> None:
         if self._active_fd is not None:
@@ -412,7 +389,7 @@ class RaftStorage:
         doomed = sum(1 for segment in self._segments if segment.base_index >= from_index)
         if doomed:
             self._drop_segments(doomed)
-            _sync_directory(self._directory)
+            sync_directory(self._directory)
         if not self._segments or self._segments[-1].next_index <= from_index:
             return
         segment = self._segments[-1]
@@ -446,177 +423,11 @@ class RaftStorage:
             self._segments.append(segment)
             created = True
         segment = self._segments[-1]
-        data = _encode_records(entries, first, segment.size_bytes, segment.positions)
-        _write_all(self._active(), data)
+        data = encode_records(entries, first, segment.size_bytes, segment.positions)
+        write_all(self._active(), data)
         segment.size_bytes += len(data)
         return created
 
 
-# --- records and files ----------------------------------------------------------------
-
-
-def _encode_records(
-    entries: Sequence[Entry], first_index: int, start: int, positions: array[int]
-) -> bytearray:
-    """Frame `entries` (which must be consecutive from `first_index`); record positions."""
-    out = bytearray(_RECORD_HEADER_BYTES * len(entries) + sum(len(e.data) for e in entries))
-    view = memoryview(out)
-    pack_header = _RECORD.pack_into
-    pack_crc = _CRC.pack_into
-    checksum = crc32c.crc32c
-    append = positions.append
-    position = 0
-    expected = first_index
-    try:
-        for entry in entries:
-            if entry.index != expected:
-                raise ValueError(f"entry index {entry.index} where {expected} was expected")
-            data = entry.data
-            end = position + _RECORD_HEADER_BYTES + len(data)
-            pack_header(out, position, _RECORD_MIN_LENGTH + len(data), 0, expected, entry.term)
-            out[position + _RECORD_HEADER_BYTES : end] = data
-            pack_crc(out, position + 4, checksum(view[position + _LENGTH_AND_CRC_BYTES : end]))
-            append(start + position)
-            position = end
-            expected += 1
-    except BaseException:
-        del positions[len(positions) - (expected - first_index) :]
-        raise
-    finally:
-        view.release()
-    return out
-
-
-def _scan(path: Path, data: bytes, base_index: int, *, keep_from: int) -> _Scan:
-    """Read the records of `data` (the first with `base_index`) up to the first bad one."""
-    positions: array[int] = array("Q")
-    entries: list[Entry] = []
-    view = memoryview(data)
-    unpack = _RECORD.unpack_from
-    checksum = crc32c.crc32c
-    size = len(data)
-    position = 0
-    index = base_index
-    problem: str | None = None
-    while position < size:
-        if size - position < _RECORD_HEADER_BYTES:
-            problem = "a torn record header"
-            break
-        length, crc, stored_index, term = unpack(data, position)
-        end = position + _LENGTH_AND_CRC_BYTES + length
-        if length < _RECORD_MIN_LENGTH or end > size:
-            problem = f"a record of impossible or torn length {length}"
-            break
-        if checksum(view[position + _LENGTH_AND_CRC_BYTES : end]) != crc:
-            problem = "a record with a CRC-32C mismatch"
-            break
-        if stored_index != index:
-            view.release()
-            raise RaftStorageError(
-                f"{path}: a record with index {stored_index} where {index} was expected, "
-                f"at byte {position}"
-            )
-        positions.append(position)
-        if index >= keep_from:
-            entries.append(Entry(index, term, data[position + _RECORD_HEADER_BYTES : end]))
-        position = end
-        index += 1
-    view.release()
-    return _Scan(positions, entries, position, problem)
-
-
-def _valid_record_after(data: bytes, bad: int, index: int) -> int | None:
-    """Where a valid record (index >= `index`) follows the bad one at byte `bad`, when that
-    means damage; None when the rest is the torn end of an interrupted write: no valid
-    record follows, or a zeroed block (a hole a crash left) lies before the next one."""
-    view = memoryview(data)
-    unpack = _RECORD.unpack_from
-    size = len(data)
-    try:
-        for position in range(bad + 1, size - _RECORD_HEADER_BYTES + 1):
-            length, crc, stored_index, _ = unpack(data, position)
-            end = position + _LENGTH_AND_CRC_BYTES + length
-            if length < _RECORD_MIN_LENGTH or end > size or stored_index < index:
-                continue
-            if crc32c.crc32c(view[position + _LENGTH_AND_CRC_BYTES : end]) == crc:
-                return None if _has_hole(data, bad, position) else position
-        return None
-    finally:
-        view.release()
-
-
-def _has_hole(data: bytes, start: int, end: int) -> bool:
-    block = -(-start // _HOLE_BYTES) * _HOLE_BYTES
-    while block + _HOLE_BYTES <= end:
-        if data[block : block + _HOLE_BYTES] == _ZEROS:
-            return True
-        block += _HOLE_BYTES
-    return False
-
-
-def _encode_hard_state(state: HardState) -> bytes:
-    voted_for = -1 if state.voted_for is None else state.voted_for
-    body = _QUORUM.pack(_QUORUM_MAGIC, _VERSION, state.term, voted_for)
-    return body + _CRC.pack(crc32c.crc32c(body))
-
-
-def _decode_hard_state(path: Path) -> HardState:
-    data = path.read_bytes()
-    if len(data) != _QUORUM.size + _CRC.size:
-        raise RaftStorageError(f"{path}: {len(data)} bytes, not {_QUORUM.size + _CRC.size}")
-    magic, version, term, voted_for = _QUORUM.unpack_from(data)
-    (crc,) = _CRC.unpack_from(data, _QUORUM.size)
-    if magic != _QUORUM_MAGIC or version != _VERSION:
-        raise RaftStorageError(f"{path}: not a version {_VERSION} quorum-state file")
-    if crc32c.crc32c(data[: _QUORUM.size]) != crc:
-        raise RaftStorageError(f"{path}: CRC-32C mismatch")
-    if term < 0 or voted_for < -1:
-        raise RaftStorageError(f"{path}: impossible term {term} or vote {voted_for}")
-    return HardState(term, None if voted_for == -1 else voted_for)
-
-
-def _encode_snapshot(snapshot: Snapshot) -> bytes:
-    header = _SNAPSHOT.pack(
-        _SNAPSHOT_MAGIC, _VERSION, snapshot.index, snapshot.term, len(snapshot.data)
-    )
-    crc = crc32c.crc32c(snapshot.data, crc32c.crc32c(header))
-    return b"".join((header, snapshot.data, _CRC.pack(crc)))
-
-
-def _decode_snapshot(path: Path, index: int, term: int) -> Snapshot:
-    data = path.read_bytes()
-    if len(data) < _SNAPSHOT.size + _CRC.size:
-        raise RaftStorageError(f"{path}: only {len(data)} bytes")
-    magic, version, stored_index, stored_term, length = _SNAPSHOT.unpack_from(data)
-    if magic != _SNAPSHOT_MAGIC or version != _VERSION:
-        raise RaftStorageError(f"{path}: not a version {_VERSION} snapshot file")
-    if (stored_index, stored_term) != (index, term):
-        raise RaftStorageError(f"{path}: holds index {stored_index} term {stored_term}")
-    if len(data) != _SNAPSHOT.size + length + _CRC.size:
-        raise RaftStorageError(f"{path}: {len(data)} bytes for {length} bytes of data")
-    (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
-    if crc32c.crc32c(memoryview(data)[: -_CRC.size]) != crc:
-        raise RaftStorageError(f"{path}: CRC-32C mismatch")
-    return Snapshot(index, term, data[_SNAPSHOT.size : -_CRC.size])
-
-
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    try:
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-    finally:
-        view.release()
-
-
 def _unlink(path: Path) -> None:
     path.unlink(missing_ok=True)
-
-
-def _sync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

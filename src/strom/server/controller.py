@@ -33,7 +33,7 @@ from strom.metadata.controller import NewTopic
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ClusterRecord, ConfigResourceType, MetadataRecord, encode_entry
 from strom.server.clock import now_ms
-from strom.server.raft_driver import NotLeader
+from strom.server.metadata_store import NotMetadataLeader
 from strom.server.tasks import TaskSet
 from strom.server.zookeeper.store import ZooKeeperStore
 
@@ -143,7 +143,7 @@ class ControllerService:
             return result
         try:
             index = store.propose(encode_entry(records))
-        except NotLeader as exc:
+        except NotMetadataLeader as exc:
             raise NotController(exc.leader_id) from None
         self._speculative = self._speculative.replay(records, offset=index)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -9,9 +9,10 @@ the quorum's cluster is not the one its directory belongs to.
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from pathlib import Path
+
+from strom.durable_files import replace_file
 
 META_PROPERTIES = "meta.properties"
 
@@ -75,15 +76,4 @@ def _write(
     ]
     if cluster_id is not None:
         lines.append(f"cluster.id={cluster_id}")
-    path = log_dir / META_PROPERTIES
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-    dir_fd = os.open(log_dir, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(log_dir / META_PROPERTIES, ("\n".join(lines) + "\n").encode())

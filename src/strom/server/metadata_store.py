@@ -14,7 +14,7 @@ What a store owns:
   change it calls the `on_change` callback it was built with, and the broker activates or
   deactivates its ControllerService;
 - `propose(data)`: accept one encoded entry while leading and return its offset, or raise
-  NotLeader. Offsets grow by one within a term and keep growing across terms. The entry is
+  NotMetadataLeader. Offsets grow by one within a term and keep growing across terms. The entry is
   applied to MetadataState once durable; if that cannot happen the store stops leading
   (and the controller fails the waiting decisions);
 - `controller_endpoint(node_id)`: where another node reaches that controller.
@@ -28,6 +28,14 @@ zookeeper/store.py does with metadata/znodes.py. See docs/metadata-stores.md.
 from __future__ import annotations
 
 from typing import Protocol
+
+
+class NotMetadataLeader(Exception):
+    """`propose` on a store that is not leading; `leader_id` is the leader it knows of."""
+
+    def __init__(self, leader_id: int | None) -> None:
+        super().__init__(f"not the leader (leader: {leader_id})")
+        self.leader_id = leader_id
 
 
 class MetadataStore(Protocol):

@@ -27,10 +27,11 @@ from typing import Protocol
 from strom.client import ClientError, KafkaConnection
 from strom.config.listeners import QuorumVoter
 from strom.raft import wire
-from strom.raft.core import RaftConfig, RaftNode, Role
+from strom.raft.core import RaftConfig, RaftNode, RaftRole
 from strom.raft.messages import Entry, Message, Ready, Snapshot
 from strom.raft.storage import RaftStorage
 from strom.server.clock import now_ms
+from strom.server.metadata_store import NotMetadataLeader
 from strom.server.private import (
     PrivateApi,
     PrivatePayloadError,
@@ -57,12 +58,6 @@ class StateMachine(Protocol):
     def take_snapshot(self) -> Snapshot | None:
         """The applied state as a snapshot, or None when nothing was applied yet."""
         ...
-
-
-class NotLeader(Exception):
-    def __init__(self, leader_id: int | None) -> None:
-        super().__init__(f"not the leader (leader: {leader_id})")
-        self.leader_id = leader_id
 
 
 class RaftDriver:
@@ -95,7 +90,7 @@ class RaftDriver:
         self._queues: dict[int, asyncio.Queue[Message]] = {}
         self._bytes_since_snapshot = 0
         self._stopping = False
-        self._seen: tuple[Role, int, int | None] | None = None
+        self._seen: tuple[RaftRole, int, int | None] | None = None
         self.storage: RaftStorage
         self.node: RaftNode
         self.failure: BaseException | None = None
@@ -135,7 +130,7 @@ class RaftDriver:
 
     async def stop(self) -> None:
         """Hand leadership to another voter (briefly waiting for it), then stop."""
-        leading = self.node.role == Role.LEADER and len(self._voters) > 1
+        leading = self.node.role == RaftRole.LEADER and len(self._voters) > 1
         if leading and self.node.transfer_leadership(None, now_ms()):
             self._wake.set()
             deadline = asyncio.get_running_loop().time() + TRANSFER_WAIT_S
@@ -165,7 +160,7 @@ class RaftDriver:
 
     @property
     def is_leader(self) -> bool:
-        return self.node.role == Role.LEADER
+        return self.node.role == RaftRole.LEADER
 
     @property
     def term(self) -> int:
@@ -184,7 +179,7 @@ class RaftDriver:
     def propose(self, data: bytes) -> int:
         index = self.node.propose(data, now_ms())
         if index is None:
-            raise NotLeader(self.node.leader_id)
+            raise NotMetadataLeader(self.node.leader_id)
         self._wake.set()
         return index
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 
 from strom.spark.arrow import BatchBuilder, WritePlan, outgoing_records
 from strom.spark.errors import BrokerError, DataLossError, OptionError, WriteError
-from strom.spark.offsets import DataLoss, OffsetRange, PartitionState, TopicPartition, clamp_range
+from strom.spark.offsets import AvailableOffsets, DataLoss, OffsetRange, TopicPartition, clamp_range
 from strom.spark.options import ReadOptions, Subscription
 
 log = logging.getLogger(__name__)
@@ -99,11 +99,13 @@ class OffsetLookup:
         }
         return subscription.select(counts)
 
-    def states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, PartitionState]:
+    def states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, AvailableOffsets]:
         wanted = list(partitions)
         earliest = self.offsets(wanted, _earliest_spec())
         latest = self.offsets(wanted, _latest_spec())
-        return {tp: PartitionState(earliest[tp], latest[tp]) for tp in wanted}
+        return {tp: AvailableOffsets(earliest[tp], latest[tp]) for tp in wanted}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self.offsets(list(partitions), _earliest_spec())

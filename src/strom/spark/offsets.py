@@ -77,7 +77,7 @@ OffsetRequest = Boundary | SpecificOffsets | GlobalTimestamp | PartitionTimestam
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
+class AvailableOffsets:
     """What the broker says about one partition: its log start offset and high watermark."""
 
     earliest: int
@@ -243,7 +243,7 @@ def resolve(
     request: OffsetRequest,
     option: str,
     side: Side,
-    states: Mapping[TopicPartition, PartitionState],
+    states: Mapping[TopicPartition, AvailableOffsets],
     found_by_time: Mapping[TopicPartition, int | None],
     strategy: TimestampStrategy = TimestampStrategy.ERROR,
 ) -> Offsets:
@@ -303,7 +303,7 @@ def _check_covers(option: str, given: set[TopicPartition], existing: set[TopicPa
 def check_within(
     option: str,
     offsets: Mapping[TopicPartition, int],
-    states: Mapping[TopicPartition, PartitionState],
+    states: Mapping[TopicPartition, AvailableOffsets],
 ) -> None:
     """An offset past a partition's end is a mistake in the option, not data loss."""
     for tp in sorted(offsets):
@@ -316,7 +316,7 @@ def check_within(
 def plan_batch(
     start: Mapping[TopicPartition, int],
     end: Mapping[TopicPartition, int],
-    states: Mapping[TopicPartition, PartitionState],
+    states: Mapping[TopicPartition, AvailableOffsets],
     *,
     start_option: str,
     end_option: str,
@@ -343,7 +343,7 @@ def plan_batch(
 
 def next_end(
     start: Mapping[TopicPartition, int],
-    states: Mapping[TopicPartition, PartitionState],
+    states: Mapping[TopicPartition, AvailableOffsets],
     *,
     max_records: int | None,
     target: Mapping[TopicPartition, int] | None = None,

@@ -29,11 +29,11 @@ from pyspark.sql.streaming.datasource import (
 from strom.spark.errors import OptionError, StromSparkError
 from strom.spark.kafka import OffsetLookup, read_range, report
 from strom.spark.offsets import (
+    AvailableOffsets,
     DataLoss,
     LossKind,
     OffsetRange,
     Offsets,
-    PartitionState,
     Side,
     TopicPartition,
     check_within,
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 def current_states(
     lookup: OffsetLookup, options: ReadOptions, *, at_start: bool
-) -> dict[TopicPartition, PartitionState]:
+) -> dict[TopicPartition, AvailableOffsets]:
     """The subscription's partitions now, with their log bounds. At the start of a query
     every assigned partition must exist; later a missing one is data loss."""
     partitions = lookup.partitions(options.subscription)
@@ -68,7 +68,7 @@ def resolve_side(
     lookup: OffsetLookup,
     options: ReadOptions,
     side: Side,
-    states: Mapping[TopicPartition, PartitionState],
+    states: Mapping[TopicPartition, AvailableOffsets],
 ) -> Offsets:
     request, option = (
         (options.starting, options.starting_option)

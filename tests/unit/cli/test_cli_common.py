@@ -10,7 +10,7 @@ import typer
 
 from strom.cli.common import (
     CommandError,
-    Connection,
+    ConnectionSettings,
     ErrorRecorder,
     ExitCode,
     parse_key_value,
@@ -115,8 +115,8 @@ def test_recorder_takes_failure_lines_from_librdkafkas_log() -> None:
     assert recorder.last_text == REFUSED
 
 
-def connection() -> Connection:
-    return Connection.create("127.0.0.1:9092", 5.0)
+def connection() -> ConnectionSettings:
+    return ConnectionSettings.create("127.0.0.1:9092", 5.0)
 
 
 def test_transport_error_after_a_recorded_cause_means_unreachable() -> None:
@@ -149,7 +149,7 @@ def test_unknown_topic_error_names_the_topic() -> None:
 
 
 def test_client_config_bounds_connection_setup_and_silences_librdkafka() -> None:
-    conn = Connection.create(" 10.0.0.1:9092 ", 2.5)
+    conn = ConnectionSettings.create(" 10.0.0.1:9092 ", 2.5)
     config = conn.client_config()
     assert config["bootstrap.servers"] == "10.0.0.1:9092"
     assert config["socket.connection.setup.timeout.ms"] == 2500
@@ -159,7 +159,7 @@ def test_client_config_bounds_connection_setup_and_silences_librdkafka() -> None
 
 def test_empty_bootstrap_is_a_usage_error() -> None:
     with pytest.raises(CommandError) as caught:
-        Connection.create("  ", 5.0)
+        ConnectionSettings.create("  ", 5.0)
     assert caught.value.exit_code == ExitCode.USAGE
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError
 from kio.schema.errors import ErrorCode
 from typer.testing import CliRunner
 
-from strom.cli.common import CommandError, Connection, ExitCode
+from strom.cli.common import CommandError, ConnectionSettings, ExitCode
 from strom.cli.config_cmd import (
     DESCRIBE_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -137,7 +137,7 @@ def test_change_lines() -> None:
 
 
 def test_broker_errors_read_as_one_line_naming_the_target() -> None:
-    connection = Connection.create("127.0.0.1:9092", 5)
+    connection = ConnectionSettings.create("127.0.0.1:9092", 5)
     invalid = KafkaError(KafkaError.INVALID_CONFIG, "Invalid value soon for retention.ms")
     error = kafka_error(connection, invalid, TOPIC)
     assert error.message == "topic 'orders': INVALID_CONFIG: Invalid value soon for retention.ms"

@@ -19,7 +19,7 @@ from strom.cli.dev_plan import (
     render_config,
 )
 from strom.cli.main import app
-from strom.config import Role, load_config, parse_properties
+from strom.config import ProcessRole, load_config, parse_properties
 from strom.config.listeners import Listener, QuorumVoter
 
 runner = CliRunner()
@@ -44,7 +44,7 @@ def test_each_config_loads_as_a_combined_kraft_node_with_every_voter() -> None:
     voters = tuple(QuorumVoter(i, "127.0.0.1", 19191 + i) for i in (1, 2, 3))
     for plan, config in zip(plans, check_plan(plans), strict=True):
         assert config.node_id == plan.node_id
-        assert config.process_roles == frozenset({Role.BROKER, Role.CONTROLLER})
+        assert config.process_roles == frozenset({ProcessRole.BROKER, ProcessRole.CONTROLLER})
         assert config.controller_quorum_voters == voters
         port = 19091 + plan.node_id
         assert config.client_listeners == (Listener("PLAINTEXT", "127.0.0.1", port),)
@@ -110,7 +110,7 @@ def test_a_zookeeper_plan_keeps_the_metadata_there_with_client_listeners_only() 
         assert config.zookeeper is not None and str(config.zookeeper) == connect
         assert config.controller_quorum_voters == ()
         assert config.controller_listeners == ()
-        assert config.process_roles == frozenset({Role.BROKER, Role.CONTROLLER})
+        assert config.process_roles == frozenset({ProcessRole.BROKER, ProcessRole.CONTROLLER})
     assert [row[2] for row in plan_rows(plans, ROOT)] == ["-", "-", "-"]
 
 

@@ -14,7 +14,7 @@ from random import Random
 
 import pytest
 
-from strom.raft.core import RaftConfig, RaftNode, Role
+from strom.raft.core import RaftConfig, RaftNode, RaftRole
 from strom.raft.messages import (
     AppendResponse,
     Entry,
@@ -100,7 +100,7 @@ class Cluster:
         self.tick(node_id, by_ms=2 * TIMEOUT_MS)
         self.deliver()
         node = self.nodes[node_id]
-        assert node.role is Role.LEADER
+        assert node.role is RaftRole.LEADER
         return node
 
 
@@ -115,7 +115,7 @@ def test_an_election_starts_with_a_pre_vote_that_moves_no_term() -> None:
     cluster = Cluster()
     cluster.tick(1, by_ms=2 * TIMEOUT_MS)
     node1 = cluster.nodes[1]
-    assert (node1.role, node1.term, node1.voted_for) == (Role.PRE_CANDIDATE, 0, None)
+    assert (node1.role, node1.term, node1.voted_for) == (RaftRole.PRE_CANDIDATE, 0, None)
     (ready,) = cluster.readies[1]
     assert ready.hard_state is None  # a pre-vote persists nothing
     assert sent(ready, VoteRequest) == [
@@ -136,11 +136,11 @@ def test_a_majority_of_pre_votes_starts_the_real_election_and_a_leader_appends_a
     cluster.deliver(lambda m: isinstance(m, VoteRequest) and m.pre_vote)
     cluster.deliver(lambda m: isinstance(m, VoteResponse) and m.recipient == 1 and m.sender == 2)
     node1 = cluster.nodes[1]
-    assert (node1.role, node1.term, node1.voted_for) == (Role.CANDIDATE, 1, 1)
+    assert (node1.role, node1.term, node1.voted_for) == (RaftRole.CANDIDATE, 1, 1)
     assert cluster.readies[1][-1].hard_state == HardState(term=1, voted_for=1)
 
     cluster.deliver()
-    assert (node1.role, node1.leader_id) == (Role.LEADER, 1)
+    assert (node1.role, node1.leader_id) == (RaftRole.LEADER, 1)
     assert node1.last_index == 1 and node1.last_term == 1
     assert [e for r in cluster.readies[1] for e in r.entries] == [Entry(1, 1, b"")]
     for node in cluster.nodes.values():  # the no-op commits and everyone applies it
@@ -156,11 +156,11 @@ def test_a_voter_refuses_a_candidate_whose_log_is_behind() -> None:
     cluster = Cluster(restored={1: behind, 2: ahead, 3: ahead})
     cluster.tick(1, by_ms=2 * TIMEOUT_MS)
     cluster.deliver()
-    assert cluster.nodes[1].role is Role.FOLLOWER  # both refused: the pre-vote was lost
+    assert cluster.nodes[1].role is RaftRole.FOLLOWER  # both refused: the pre-vote was lost
     assert cluster.nodes[1].term == 1
     cluster.tick(2, by_ms=2 * TIMEOUT_MS)
     cluster.deliver()
-    assert cluster.nodes[2].role is Role.LEADER  # an up-to-date node wins
+    assert cluster.nodes[2].role is RaftRole.LEADER  # an up-to-date node wins
 
 
 def test_a_pre_vote_refused_from_a_newer_term_brings_the_pre_candidate_to_that_term() -> None:
@@ -170,7 +170,7 @@ def test_a_pre_vote_refused_from_a_newer_term_brings_the_pre_candidate_to_that_t
     assert cluster.take(lambda m: m.recipient == 1) == [VoteResponse(2, 1, 5, False, True)]
     cluster.nodes[1].step(VoteResponse(2, 1, 5, False, True), cluster.now_ms)
     (ready,) = cluster.flush(1)
-    assert (cluster.nodes[1].role, cluster.nodes[1].term) == (Role.FOLLOWER, 5)
+    assert (cluster.nodes[1].role, cluster.nodes[1].term) == (RaftRole.FOLLOWER, 5)
     assert ready.hard_state == HardState(term=5, voted_for=None)
 
 
@@ -184,10 +184,10 @@ def test_a_voter_that_hears_from_its_leader_ignores_pre_votes() -> None:
     cluster.tick(3)
     cluster.cut = set()
     cluster.deliver(lambda m: isinstance(m, VoteRequest))
-    assert cluster.nodes[3].role is Role.PRE_CANDIDATE
+    assert cluster.nodes[3].role is RaftRole.PRE_CANDIDATE
     assert cluster.take(lambda m: isinstance(m, VoteResponse)) == []  # ignored, no answer
     assert [(n.role, n.term) for n in cluster.nodes.values()] == [
-        (Role.LEADER, 1), (Role.FOLLOWER, 1), (Role.PRE_CANDIDATE, 1)
+        (RaftRole.LEADER, 1), (RaftRole.FOLLOWER, 1), (RaftRole.PRE_CANDIDATE, 1)
     ]  # fmt: skip
 
 
@@ -204,7 +204,7 @@ def test_a_stale_leader_learns_the_new_term_from_an_append_answer() -> None:
         AppendResponse(3, 1, term=2, success=False, match_index=0, hint_index=0)
     ]
     cluster.nodes[1].step(AppendResponse(3, 1, 2, False, 0, 0), cluster.now_ms)
-    assert (cluster.nodes[1].role, cluster.nodes[1].term) == (Role.FOLLOWER, 2)
+    assert (cluster.nodes[1].role, cluster.nodes[1].term) == (RaftRole.FOLLOWER, 2)
 
 
 def test_check_quorum_a_leader_that_hears_from_no_majority_steps_down() -> None:
@@ -212,9 +212,9 @@ def test_check_quorum_a_leader_that_hears_from_no_majority_steps_down() -> None:
     leader = cluster.elect(1)
     cluster.cut = {2, 3}
     cluster.tick(1, by_ms=TIMEOUT_MS - 1)
-    assert leader.role is Role.LEADER
+    assert leader.role is RaftRole.LEADER
     cluster.tick(1, by_ms=1)
-    assert (leader.role, leader.term, leader.leader_id) == (Role.FOLLOWER, 1, None)
+    assert (leader.role, leader.term, leader.leader_id) == (RaftRole.FOLLOWER, 1, None)
     assert leader.propose(b"x", cluster.now_ms) is None
 
 
@@ -226,9 +226,9 @@ def test_a_longer_check_quorum_keeps_a_leader_through_a_pause_of_its_followers()
     leader = cluster.elect(1)
     cluster.cut = {2, 3}  # both followers silent, as on a saturated event loop
     cluster.tick(1, by_ms=3 * TIMEOUT_MS - 1)
-    assert leader.role is Role.LEADER
+    assert leader.role is RaftRole.LEADER
     cluster.tick(1, by_ms=1)
-    assert (leader.role, leader.term, leader.leader_id) == (Role.FOLLOWER, 1, None)
+    assert (leader.role, leader.term, leader.leader_id) == (RaftRole.FOLLOWER, 1, None)
 
 
 def test_check_quorum_shorter_than_an_election_is_refused() -> None:
@@ -243,7 +243,7 @@ def test_one_follower_answering_keeps_the_leader_of_three() -> None:
     for _ in range(30):
         cluster.tick(1, by_ms=CONFIG.heartbeat_interval_ms)
         cluster.deliver()
-    assert leader.role is Role.LEADER
+    assert leader.role is RaftRole.LEADER
     progress = leader.replica_progress()
     assert progress[1] == ReplicaProgress(match_index=1, last_contact_ms=cluster.now_ms)
     assert progress[2].last_contact_ms == cluster.now_ms
@@ -254,7 +254,7 @@ def test_one_follower_answering_keeps_the_leader_of_three() -> None:
 def test_nodes_outside_the_voters_never_campaign_and_are_not_heard() -> None:
     observer = RaftNode(9, (1, 2, 3), EMPTY, CONFIG, Random(9), 0)
     observer.tick(10 * TIMEOUT_MS)
-    assert observer.role is Role.FOLLOWER and not observer.has_ready()
+    assert observer.role is RaftRole.FOLLOWER and not observer.has_ready()
     cluster = Cluster()
     cluster.nodes[1].step(VoteRequest(9, 1, 5, 0, 0, False, False), 0)
     assert cluster.nodes[1].term == 0 and not cluster.nodes[1].has_ready()
@@ -284,7 +284,7 @@ def test_transfer_brings_the_target_up_to_date_then_it_wins_despite_the_lease() 
     assert all(m.leadership_transfer for m in sent(ready, VoteRequest))
     cluster.deliver()
     assert [(n.role, n.term) for n in cluster.nodes.values()] == [
-        (Role.FOLLOWER, 2), (Role.LEADER, 2), (Role.FOLLOWER, 2)
+        (RaftRole.FOLLOWER, 2), (RaftRole.LEADER, 2), (RaftRole.FOLLOWER, 2)
     ]  # fmt: skip
     assert [e.data for e in cluster.applied[2]] == [b"", b"a", b""]  # with its own no-op
 
@@ -304,7 +304,7 @@ def test_transfer_picks_the_most_up_to_date_voter_and_gives_up_after_a_timeout()
         cluster.deliver()
     assert leader.transferring_to == 3 and leader.propose(b"b", cluster.now_ms) is None
     cluster.tick(1, by_ms=CONFIG.heartbeat_interval_ms)
-    assert leader.transferring_to is None and leader.role is Role.LEADER
+    assert leader.transferring_to is None and leader.role is RaftRole.LEADER
     assert leader.propose(b"b", cluster.now_ms) == 3
 
 
@@ -323,7 +323,7 @@ def test_only_a_leader_with_another_voter_can_transfer() -> None:
 def test_a_single_voter_elects_itself_at_its_first_tick_and_commits_once_persisted() -> None:
     node = RaftNode(1, (1,), EMPTY, CONFIG, Random(1), 0)
     node.tick(0)
-    assert (node.role, node.term, node.leader_id) == (Role.LEADER, 1, 1)
+    assert (node.role, node.term, node.leader_id) == (RaftRole.LEADER, 1, 1)
     ready = node.ready()
     assert ready.hard_state == HardState(term=1, voted_for=1)
     assert ready.entries == (Entry(1, 1, b""),) and ready.committed == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from test_core import CONFIG, Cluster, sent
 
-from strom.raft.core import RaftConfig, Role
+from strom.raft.core import RaftConfig, RaftRole
 from strom.raft.messages import (
     AppendRequest,
     AppendResponse,
@@ -53,7 +53,7 @@ def test_an_older_terms_entry_commits_only_with_one_of_the_leaders_term() -> Non
     cluster.deliver(lambda m: isinstance(m, (VoteRequest, VoteResponse)))
     leader = cluster.nodes[1]  # node 2 voted for it (node 3 would not: its log is newer)
     assert (leader.role, leader.term, leader.last_index, leader.term_at(3)) == (
-        Role.LEADER, 4, 3, 4
+        RaftRole.LEADER, 4, 3, 4
     )  # fmt: skip
 
     def no_op_node_2_could_take(m: Message) -> bool:
@@ -214,7 +214,7 @@ def test_a_restarted_node_applies_its_entries_again_once_the_leader_tells_the_co
     snapshot = Snapshot(index=2, term=1, data=b"state after 2")
     disk = Restored(HardState(old.term, old.voted_for), snapshot, old.log_entries()[2:])
     node = cluster.start(2, disk)
-    assert (node.role, node.term, node.last_index) == (Role.FOLLOWER, 1, 3)
+    assert (node.role, node.term, node.last_index) == (RaftRole.FOLLOWER, 1, 3)
     assert (node.commit_index, node.applied_index) == (2, 2)
     assert not node.has_ready()
     cluster.tick(1, by_ms=CONFIG.heartbeat_interval_ms)
@@ -228,8 +228,8 @@ def test_a_restarted_leader_keeps_its_term_and_vote_and_follows() -> None:
     leader = cluster.elect(1)
     disk = Restored(HardState(leader.term, leader.voted_for), None, leader.log_entries())
     node = cluster.start(1, disk)
-    assert (node.role, node.term, node.voted_for, node.commit_index) == (Role.FOLLOWER, 1, 1, 0)
+    assert (node.role, node.term, node.voted_for, node.commit_index) == (RaftRole.FOLLOWER, 1, 1, 0)
     cluster.tick(1, by_ms=2 * CONFIG.election_timeout_ms)
     cluster.deliver()
-    assert node.role is Role.LEADER and node.term == 2
+    assert node.role is RaftRole.LEADER and node.term == 2
     assert node.commit_index == 2 and [e.data for e in cluster.applied[1]] == [b"", b""]

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from strom.spark.errors import OptionError, StromSparkError
 from strom.spark.offsets import (
+    AvailableOffsets,
     Boundary,
     DataLoss,
     GlobalTimestamp,
     LossKind,
     OffsetRange,
-    PartitionState,
     PartitionTimestamps,
     Side,
     SpecificOffsets,
@@ -40,10 +40,10 @@ A0, A1, A2 = (TopicPartition("a", p) for p in range(3))
 B0 = TopicPartition("b", 0)
 
 
-def states(**bounds: tuple[int, int]) -> dict[TopicPartition, PartitionState]:
-    """states(a0=(0, 10)) -> {a-0: PartitionState(0, 10)}"""
+def states(**bounds: tuple[int, int]) -> dict[TopicPartition, AvailableOffsets]:
+    """states(a0=(0, 10)) -> {a-0: AvailableOffsets(0, 10)}"""
     return {
-        TopicPartition(name[:-1], int(name[-1])): PartitionState(*pair)
+        TopicPartition(name[:-1], int(name[-1])): AvailableOffsets(*pair)
         for name, pair in bounds.items()
     }
 
@@ -269,7 +269,7 @@ def test_share_limit_examples() -> None:
 def test_available_now_with_a_limit_reaches_the_target_and_stops(
     latest: dict[TopicPartition, int], limit: int
 ) -> None:
-    bounds = {tp: PartitionState(0, n) for tp, n in latest.items()}
+    bounds = {tp: AvailableOffsets(0, n) for tp, n in latest.items()}
     start: dict[TopicPartition, int] = {}
     read = 0
     for _ in range(2_000):

@@ -41,7 +41,7 @@ from strom.metadata import znode_batches, znodes
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ConfigResourceType, decode_entry
 from strom.raft.messages import Entry
-from strom.server.raft_driver import NotLeader
+from strom.server.metadata_store import NotMetadataLeader
 from strom.server.tasks import TaskSet
 from strom.server.zookeeper.session import (
     BadVersionError,
@@ -110,7 +110,7 @@ class ZooKeeperStore:
     def propose(self, data: bytes) -> int:
         """Queue one entry (one decision) for writing to ZooKeeper; its offset."""
         if not self.is_leader:
-            raise NotLeader(self.leader_id)
+            raise NotMetadataLeader(self.leader_id)
         index = self._next_index
         self._next_index += 1
         new = self._image.replay(decode_entry(data), offset=index)

@@ -1,0 +1,169 @@
+"""The broker keys of what the cluster holds: topic defaults and replication, and
+consumer groups with their `__consumer_offsets` topic.
+
+Kafka's names and (unless noted) Kafka's defaults; `keys` assembles every key.
+"""
+
+from __future__ import annotations
+
+from strom.config.schema import AtLeast, Between, ConfigKey, ConfigType
+
+__all__ = ["GROUP_KEYS", "REPLICATION_KEYS"]
+
+INT = ConfigType.INT
+LONG = ConfigType.LONG
+BOOLEAN = ConfigType.BOOLEAN
+
+_REPLICATION_FACTOR = Between(1, 32767)
+
+REPLICATION_KEYS: tuple[ConfigKey, ...] = (
+    # --- topics
+    ConfigKey(
+        "num.partitions", INT, "1", "Partitions of an automatically created topic.", AtLeast(1)
+    ),
+    ConfigKey(
+        "default.replication.factor",
+        INT,
+        "1",
+        "Replication factor of automatically created topics.",
+        _REPLICATION_FACTOR,
+    ),
+    ConfigKey(
+        "auto.create.topics.enable",
+        BOOLEAN,
+        "true",
+        "Create a topic when a client asks for one that does not exist.",
+    ),
+    ConfigKey("delete.topic.enable", BOOLEAN, "true", "Allow deleting topics."),
+    ConfigKey(
+        "min.insync.replicas",
+        INT,
+        "1",
+        "Replicas that must have a write for an acks=all produce to succeed.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "unclean.leader.election.enable",
+        BOOLEAN,
+        "false",
+        "Allow a replica outside the ISR to become leader, losing data.",
+    ),
+    ConfigKey(
+        "auto.leader.rebalance.enable",
+        BOOLEAN,
+        "true",
+        "Move leadership back to each partition's preferred replica once it is in sync.",
+    ),
+    ConfigKey(
+        "replica.lag.time.max.ms",
+        LONG,
+        "30000",
+        "A follower that has not caught up for this long leaves the ISR.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "replica.fetch.max.bytes",
+        INT,
+        "1048576",
+        "Bytes a follower asks for per partition in one fetch (at least one batch comes).",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "replica.fetch.response.max.bytes",
+        INT,
+        "10485760",
+        "Bytes a follower asks for in one fetch, over all its partitions.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "replica.fetch.wait.max.ms",
+        INT,
+        "500",
+        "How long a follower's fetch waits at the leader for new records.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "replica.fetch.backoff.ms",
+        INT,
+        "1000",
+        "How long a follower waits before fetching again after an error.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "replica.high.watermark.checkpoint.interval.ms",
+        LONG,
+        "5000",
+        "How often the high watermarks are written to replication-offset-checkpoint.",
+        AtLeast(1),
+    ),
+)
+
+GROUP_KEYS: tuple[ConfigKey, ...] = (
+    # --- consumer groups
+    ConfigKey(
+        "offsets.topic.num.partitions", INT, "50", "Partitions of __consumer_offsets.", AtLeast(1)
+    ),
+    ConfigKey(
+        "offsets.topic.replication.factor",
+        INT,
+        "1",
+        "Replication factor of __consumer_offsets (Kafka: 3).",
+        _REPLICATION_FACTOR,
+    ),
+    ConfigKey(
+        "offsets.topic.segment.bytes",
+        INT,
+        "104857600",
+        "Segment size of __consumer_offsets (kept small so compaction can work).",
+        Between(14, 2**31 - 1),
+    ),
+    ConfigKey(
+        "offset.metadata.max.bytes",
+        INT,
+        "4096",
+        "Largest metadata string a consumer may commit with an offset.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "group.max.size",
+        INT,
+        str(2**31 - 1),
+        "Most members a consumer group may have.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "offsets.retention.minutes",
+        INT,
+        "10080",
+        "Committed offsets of an empty group are kept this long.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "offsets.retention.check.interval.ms",
+        LONG,
+        "600000",
+        "Time between checks for expired offsets.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "group.initial.rebalance.delay.ms",
+        INT,
+        "3000",
+        "Time the first rebalance of a new group waits for more members.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "group.min.session.timeout.ms",
+        INT,
+        "6000",
+        "Smallest session timeout a consumer may ask for.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "group.max.session.timeout.ms",
+        INT,
+        "1800000",
+        "Largest session timeout a consumer may ask for.",
+        AtLeast(0),
+    ),
+)

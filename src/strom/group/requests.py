@@ -1,0 +1,68 @@
+"""What the classic group coordinator takes and gives: request values, and the `Output`
+of every call (replies for waiting requests, `__consumer_offsets` records to write)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from strom.group.records import Key, Value
+from strom.group.state import JoinResult, SyncResult, Token
+
+__all__ = [
+    "GroupRecord",
+    "JoinRequest",
+    "LeavingMember",
+    "Output",
+    "Reply",
+    "SyncRequest",
+]
+
+Reply = JoinResult | SyncResult
+GroupRecord = tuple[Key, Value | None]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str = ""
+    client_host: str = ""
+    require_known_member_id: bool = True
+    """JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED and its id."""
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class Output:
+    replies: list[tuple[Token, Reply]] = field(default_factory=list)
+    records: list[GroupRecord] = field(default_factory=list)
+
+    def reply(self, token: Token | None, result: Reply) -> None:
+        if token is not None:
+            self.replies.append((token, result))
+
+    def extend(self, other: Output) -> None:
+        self.replies += other.replies
+        self.records += other.records
