@@ -37,6 +37,7 @@ __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "LeaderEpochCache",
+    "LeaderEpochs",
     "open_leader_epochs",
     "read_leader_epochs",
 ]
@@ -46,18 +47,16 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-class LeaderEpochCache:
-    """``(leader_epoch, start_offset)`` entries of one partition, mirrored to ``path``
-    (``leader-epoch-checkpoint`` in the partition directory)."""
+class LeaderEpochs:
+    """``(leader_epoch, start_offset)`` entries in memory: the pure part of the cache,
+    also what the replication simulation keeps for each simulated log."""
 
     # Transitions: empty or loaded -> (assign | truncate_from_end | truncate_from_start
-    #   | clear)*. Every call that changes the entries has replaced the file (fsynced,
-    #   directory too) before it returns; ``clear`` removes the file instead.
-    __slots__ = ("_epochs", "_starts", "path")
+    #   | clear)*; ``_changed`` is called after every call that changed the entries.
+    __slots__ = ("_epochs", "_starts")
 
-    def __init__(self, directory: Path, entries: Iterable[tuple[int, int]] = ()) -> None:
-        """A cache of ``directory``, not written yet; ``entries`` must be in order."""
-        self.path = directory / LEADER_EPOCH_CHECKPOINT_FILE
+    def __init__(self, entries: Iterable[tuple[int, int]] = ()) -> None:
+        """``entries`` must be in order (strictly increasing in both columns)."""
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for epoch, start_offset in entries:
@@ -72,7 +71,7 @@ class LeaderEpochCache:
             self._starts.append(start_offset)
 
     def __repr__(self) -> str:
-        return f"LeaderEpochCache({self.path}, {list(self.entries)})"
+        return f"{type(self).__name__}({list(self.entries)})"
 
     @property
     def latest_epoch(self) -> int:
@@ -104,20 +103,22 @@ class LeaderEpochCache:
     # ------------------------------------------------------------------ changes
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset``, persisted before returning.
+        """Record that ``epoch`` starts at ``start_offset``.
 
         No-op unless ``epoch`` is newer than the latest. Entries starting at or after
         ``start_offset`` are dropped first, so both columns stay strictly increasing.
         """
         if self._remember(epoch, start_offset):
-            self._persist()
+            self._changed()
 
     def truncate_from_end(self, end_offset: int) -> None:
-        """Drop the entries starting at or after ``end_offset`` (the log was cut there)."""
+        """Drop the entries starting at or after ``end_offset`` (the log was cut there,
+        or a follower learned that its epochs starting there never wrote anything its
+        leader kept)."""
         cut = bisect_left(self._starts, end_offset)
         if cut < len(self._starts):
             del self._epochs[cut:], self._starts[cut:]
-            self._persist()
+            self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop the entries wholly before it; the
@@ -127,25 +128,15 @@ class LeaderEpochCache:
             return
         del self._epochs[:kept], self._starts[:kept]
         self._starts[0] = start_offset
-        self._persist()
+        self._changed()
 
     def clear(self) -> None:
-        """Forget every entry and remove the file (directory fsynced).
-
-        With no file, the next open rebuilds the cache from whatever batches the log
-        still has, so a crash in the middle of emptying the log cannot leave a cache
-        that lacks an epoch of the batches left behind.
-        """
+        """Forget every entry."""
         self._epochs.clear()
         self._starts.clear()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            return
-        sync_directory(self.path.parent)
 
     def _remember(self, epoch: int, start_offset: int) -> bool:
-        """``assign`` in memory only; True when the entries changed."""
+        """``assign`` without ``_changed``; True when the entries changed."""
         if epoch <= self.latest_epoch:
             return False
         if start_offset < 0:
@@ -155,6 +146,42 @@ class LeaderEpochCache:
         self._epochs.append(epoch)
         self._starts.append(start_offset)
         return True
+
+    def _changed(self) -> None:
+        """Called after the entries changed; the cache persists them."""
+
+
+class LeaderEpochCache(LeaderEpochs):
+    """``LeaderEpochs`` of one partition, mirrored to ``path`` (``leader-epoch-checkpoint``
+    in the partition directory): every call that changes the entries has replaced the file
+    (fsynced, directory too) before it returns; ``clear`` removes the file instead."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, directory: Path, entries: Iterable[tuple[int, int]] = ()) -> None:
+        """A cache of ``directory``, not written yet; ``entries`` must be in order."""
+        super().__init__(entries)
+        self.path = directory / LEADER_EPOCH_CHECKPOINT_FILE
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochCache({self.path}, {list(self.entries)})"
+
+    def clear(self) -> None:
+        """Forget every entry and remove the file (directory fsynced).
+
+        With no file, the next open rebuilds the cache from whatever batches the log
+        still has, so a crash in the middle of emptying the log cannot leave a cache
+        that lacks an epoch of the batches left behind.
+        """
+        super().clear()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return
+        sync_directory(self.path.parent)
+
+    def _changed(self) -> None:
+        self._persist()
 
     def _persist(self) -> None:
         write_checkpoint_file(self.path, self.entries)

@@ -15,45 +15,32 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 
-from kio.schema.errors import ErrorCode
-
 from strom.log import timestamps
+from strom.log.append_layout import append_end, lay_out
 from strom.log.cleaner import Cleanability, CleaningPlan, CleaningResult
-from strom.log.cleaner_checkpoint import CleanerCheckpoint, read_cleaner_checkpoint
+from strom.log.cleaner_checkpoint import CleanerCheckpoint
 from strom.log.cleaner_state import CleanerState
-from strom.log.cleaner_swap import Step, complete_interrupted_swap, no_step
+from strom.log.cleaner_swap import Step, no_step
 from strom.log.config import LogConfig
 from strom.log.durability import DurabilityTracker
 from strom.log.files import (
     CLEAN_SHUTDOWN_FILE,
-    list_directory,
-    read_recovery_point,
     write_file_atomically,
     write_recovery_point,
 )
 from strom.log.leader_epochs import LeaderEpochCache, open_leader_epochs
+from strom.log.opening import load_directory
 from strom.log.producer_state import ProducerEntry, ProducerStateManager
 from strom.log.record_filter import check_keys
 from strom.log.recovery import (
     RecoveryReport,
     RecoveryReportBuilder,
-    load_segments,
     sync_directory,
 )
 from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadResult, SegmentInfo
-from strom.log.segment import BatchInfo, Segment
+from strom.log.segment import Segment
 from strom.log.snapshots import prune_snapshots, restore_producer_state, write_snapshot
-from strom.protocol.records import BatchHeader, RecordsError, TimestampType, stamp_batch
-
-# The result types are re-exported: callers import them from here or from strom.log.
-__all__ = [
-    "AppendResult",
-    "FlushPlan",
-    "OffsetOutOfRange",
-    "PartitionLog",
-    "ReadResult",
-    "SegmentInfo",
-]
+from strom.protocol.records import BatchHeader, TimestampType
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 DEFAULT_MAP_BUDGET_BYTES = 128 * 1024 * 1024
@@ -108,23 +95,8 @@ class PartitionLog:
         """Open (and, unless ``create`` is False, create) a partition directory,
         repairing whatever an unclean shutdown left; see ``recovery_report``."""
         directory = Path(directory)
-        if create:
-            directory.mkdir(parents=True, exist_ok=True)
-        elif not directory.is_dir():
-            raise FileNotFoundError(f"no partition directory {directory}")
-        marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        if clean:
-            marker.unlink()
-            sync_directory(directory)
-        stored_point = read_recovery_point(directory)
-        report = RecoveryReportBuilder(str(directory), clean, stored_point)
-        report.completed_swap = complete_interrupted_swap(directory)
-        listing = list_directory(directory)
-        report.removed_files.extend(listing.removed)
-        cleaned_offset = read_cleaner_checkpoint(directory).cleaned_offset
-        segments = load_segments(
-            directory, config, listing.logs, clean, stored_point, now_ms, report, cleaned_offset
+        segments, report, stored_point = load_directory(
+            directory, config, now_ms=now_ms, create=create
         )
         log = cls(directory, config, segments)
         try:
@@ -277,49 +249,22 @@ class PartitionLog:
                     duplicate=True,
                 )
         first_offset = self.log_end_offset
-        total_bytes = 0
-        next_offset = first_offset
-        for header in headers:
-            if not assign_offsets:
-                # A compacted leader's log may skip offsets, never go back.
-                if header.base_offset < next_offset:
-                    raise ValueError(
-                        f"batch at offset {header.base_offset} does not continue the log "
-                        f"at {next_offset}"
-                    )
-                next_offset = header.base_offset
-            total_bytes += header.batch_length + 12
-            next_offset += header.last_offset_delta + 1
-        if total_bytes > self._config.segment_bytes:
-            raise RecordsError(
-                ErrorCode.record_list_too_large,
-                f"{total_bytes} bytes in one append exceed segment.bytes "
-                f"{self._config.segment_bytes}",
-            )
+        next_offset, total_bytes = append_end(
+            headers,
+            log_end_offset=first_offset,
+            assign_offsets=assign_offsets,
+            segment_bytes=self._config.segment_bytes,
+        )
         self._maybe_roll(total_bytes, next_offset - 1, now_ms)
         log_append = log_append and assign_offsets
-        append_time = now_ms if log_append else None
-        pieces: list[bytes | memoryview] = []
-        infos: list[BatchInfo] = []
-        position = 0
-        base = first_offset
-        for view, header in batches:
-            if assign_offsets:
-                pieces += stamp_batch(
-                    view,
-                    header,
-                    base_offset=base,
-                    leader_epoch=leader_epoch,
-                    log_append_time_ms=append_time,
-                )
-            else:
-                pieces.append(view)
-            size = header.batch_length + 12
-            if not assign_offsets:
-                base = header.base_offset
-            infos.append((position, base, now_ms if log_append else header.max_timestamp, size))
-            position += size
-            base += header.last_offset_delta + 1
+        pieces, infos = lay_out(
+            batches,
+            first_offset=first_offset,
+            leader_epoch=leader_epoch,
+            assign_offsets=assign_offsets,
+            append_time_ms=now_ms if log_append else None,
+            now_ms=now_ms,
+        )
         if assign_offsets:
             self._leader_epochs.assign(leader_epoch, first_offset)
         else:
@@ -505,9 +450,16 @@ class PartitionLog:
         ``offset``. Truncating below the log start empties the log and restarts it at
         ``offset``. Producer state is rebuilt, leader epochs starting at or after the new
         end are dropped; ReadResults from before become invalid.
+
+        At or past the log end no record goes, but leader epochs starting at the log end
+        still do: a replica that became leader records its epoch at its log end, and if it
+        appended nothing before leadership moved on, its followers' leader knows nothing
+        of that epoch. Kept, it would be this log's last fetched epoch forever: every
+        fetch would be answered with a divergence at this same log end.
         """
         self._check_open()
         if offset >= self.log_end_offset:
+            self._leader_epochs.truncate_from_end(self.log_end_offset)
             return self.log_end_offset
         if offset < self.log_start_offset:
             self._restart_at(offset)

@@ -160,27 +160,38 @@ class LeaderState:
             and now_ms - progress.last_caught_up_ms > lag_ms
         ]
 
-    def caught_up(self, high_watermark: int) -> list[int]:
-        """Replicas outside the maximal ISR that may join it now."""
+    def caught_up(self, high_watermark: int, ineligible: frozenset[int] = frozenset()) -> list[int]:
+        """Replicas outside the maximal ISR that may join it now. A fenced or shutting
+        down broker (`ineligible`) may not, however far it is (KIP-841): the controller
+        would refuse the whole change, keeping out the eligible ones with it."""
         members = set(self.maximal_isr)
         return [
             progress.broker_id
             for progress in self._followers.values()
             if progress.broker_id not in members
+            and progress.broker_id not in ineligible
             and progress.log_end_offset >= 0
             and progress.log_end_offset >= high_watermark
             and progress.log_end_offset >= self.epoch_start_offset
         ]
 
-    def next_isr(self, now_ms: int, lag_ms: int, high_watermark: int) -> tuple[int, ...] | None:
+    def next_isr(
+        self,
+        now_ms: int,
+        lag_ms: int,
+        high_watermark: int,
+        *,
+        ineligible: frozenset[int] = frozenset(),
+    ) -> tuple[int, ...] | None:
         """The ISR to propose now, or None: nothing to change, or a change is in flight.
-        Lagging members leave first; only when none lags do caught-up replicas join."""
+        Lagging members leave first; only when none lags do caught-up, eligible replicas
+        join."""
         if self.pending_isr is not None:
             return None
         lagging = set(self.lagging(now_ms, lag_ms))
         if lagging:
             return tuple(b for b in self.isr if b not in lagging)
-        joining = set(self.caught_up(high_watermark))
+        joining = set(self.caught_up(high_watermark, ineligible))
         if joining:
             return tuple(b for b in self.replicas if b in self.isr or b in joining)
         return None

@@ -41,7 +41,8 @@ from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
 from strom.server.metadata_store import MetadataStore
-from strom.server.partitions import METADATA_LOG_DIR, Partition, PartitionManager
+from strom.server.partition import Partition, ReplicaPorts
+from strom.server.partitions import METADATA_LOG_DIR, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
 from strom.server.raft_driver import RaftDriver
 from strom.server.replica_fetcher import ReplicaFetchers
@@ -83,7 +84,9 @@ class Broker:
         self.fetchers = ReplicaFetchers(self)
         self.isr = IsrManager(self)
         self.partitions = PartitionManager(
-            config, on_opened=self._on_partitions_opened, on_role=self.fetchers.on_role
+            config,
+            on_opened=self._on_partitions_opened,
+            ports=ReplicaPorts(propose_isr=self.isr.propose, on_role=self.fetchers.on_role),
         )
         self.flusher = Flusher(on_flushed=Partition.on_flushed)
         self.groups = GroupService(self)

@@ -31,7 +31,7 @@ from strom.log.cleaner import CleaningAborted, CleaningPlan, CleaningResult
 from strom.log.cleaner_build import build_cleaned
 from strom.log.partition_log import PartitionLog
 from strom.server.clock import now_ms
-from strom.server.partitions import Partition
+from strom.server.partition import Partition
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker

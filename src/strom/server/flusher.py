@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from strom.server.partitions import Partition
+from strom.server.partition import Partition
 
 log = logging.getLogger(__name__)
 

@@ -52,11 +52,11 @@ from strom.protocol.records import (
 )
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
-from strom.server.partitions import NotLeader
+from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
-    from strom.server.partitions import Partition
+    from strom.server.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ class GroupService:
             waits.append(partition.committed(result.last_offset + 1, COMMIT_TIMEOUT_S))
         try:
             await asyncio.gather(*waits)
-        except (NotLeader, TimeoutError) as exc:
+        except (LeadershipMoved, TimeoutError) as exc:
             raise PartitionGone(OFFSETS_TOPIC, -1) from exc
         applied = now_ms()
         for key, value in records:

@@ -1,7 +1,9 @@
-"""Leaders propose ISR changes to the controller with AlterPartition.
+"""Leaders' ISR changes go to the controller with AlterPartition.
 
-A leader checks its partitions every half `replica.lag.time.max.ms` (for members to drop)
-and after each follower fetch (for a follower that has caught up). A change goes to the
+The decisions are the replication core's (replication.replica): it proposes a change
+after a follower fetch (a follower caught up) and at the check every half
+`replica.lag.time.max.ms` (members lagging); this module only carries the proposals to
+the controller and the answers back. A change goes to the
 controller with the partition epoch it was based on; the controller refuses a change
 based on a stale epoch, so two leaders (an old and a new one) cannot both move the ISR.
 One request carries every change waiting at the time it is sent, and at most one
@@ -11,7 +13,7 @@ in a few requests, not one per partition.
 The proposed ISR counts for the high watermark while it is in flight (see
 replication.leader). The answer carries the committed ISR and partition epoch, which
 the leader takes at once; the metadata image confirms them shortly after. A refused
-change is proposed again at the next check, no sooner than `RETRY_S` later.
+change is proposed again at the next check, no sooner than `ISR_RETRY_MS` later.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from kio.schema.errors import ErrorCode
 from strom.client import ClientError, build_request
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
+from strom.replication.replica import ProposeIsr
 from strom.server.clock import now_ms
 from strom.server.controller import NotController
 from strom.server.handlers.quorum import handle_alter_partition
-from strom.server.partitions import Partition
+from strom.server.partition import Partition
 from strom.server.tasks import TaskSet
 
 if TYPE_CHECKING:
@@ -37,15 +40,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_VERSION = 3
-RETRY_S = 0.5
+RETRY_S = 0.1  # after a failed send, before the next one
 REQUEST_TIMEOUT_S = 10.0
 
 
 class IsrManager:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._waiting: dict[tuple[str, int], tuple[Partition, tuple[int, ...]]] = {}
-        self._not_before: dict[tuple[str, int], float] = {}
+        self._waiting: dict[tuple[str, int], tuple[Partition, ProposeIsr]] = {}
         self._wake = asyncio.Event()
         self._tasks = TaskSet(f"[node {broker.node_id}] isr")
 
@@ -56,42 +58,30 @@ class IsrManager:
     async def stop(self) -> None:
         await self._tasks.stop()
 
-    # --- deciding -----------------------------------------------------------------------
-
-    def check(self, partition: Partition) -> None:
-        """Propose the ISR change `partition` needs now, if any."""
-        leader = partition.leader
-        if leader is None or partition.log.closed:
-            return
-        loop = asyncio.get_running_loop()
-        if self._not_before.get(partition.key, 0.0) > loop.time():
-            return
-        isr = leader.next_isr(
-            now_ms(), self._broker.config.replica_lag_time_max_ms, partition.high_watermark
-        )
-        if isr is None or not isr:
-            return
-        leader.propose(isr)
-        self._waiting[partition.key] = (partition, isr)
+    def propose(self, partition: Partition, change: ProposeIsr) -> None:
+        """A partition's core proposes `change` (a ReplicaPorts port)."""
+        self._waiting[partition.key] = (partition, change)
         self._wake.set()
-        dropped = [b for b in partition.isr if b not in isr]
-        added = [b for b in isr if b not in partition.isr]
         log.info(
             "[node %d] %s-%d: proposing ISR %s (%s)",
             self._broker.node_id,
             partition.topic,
             partition.index,
-            list(isr),
-            ", ".join([f"{b} lagging" for b in dropped] + [f"{b} caught up" for b in added]),
+            list(change.isr),
+            ", ".join(
+                [f"{b} lagging" for b in change.leaving]
+                + [f"{b} caught up" for b in change.joining]
+            ),
         )
 
     async def _check_loop(self) -> None:
         while True:
             interval_s = max(0.05, self._broker.config.replica_lag_time_max_ms / 2000)
             await asyncio.sleep(interval_s)
+            current = now_ms()
             for partition in self._broker.partitions:
-                if partition.leader is not None:
-                    self.check(partition)
+                if partition.is_leader and not partition.log.closed:
+                    partition.isr_tick(current)
 
     # --- sending ------------------------------------------------------------------------
 
@@ -101,9 +91,9 @@ class IsrManager:
             self._wake.clear()
             batch, self._waiting = self._waiting, {}
             batch = {
-                key: (partition, isr)
-                for key, (partition, isr) in batch.items()
-                if partition.leader is not None and partition.leader.pending_isr == isr
+                key: (partition, change)
+                for key, (partition, change) in batch.items()
+                if partition.leader is not None and partition.leader.pending_isr == change.isr
             }
             if not batch:
                 continue
@@ -111,12 +101,12 @@ class IsrManager:
                 response = await self._send(list(batch.values()))
             except (NotController, ClientError, OSError, TimeoutError) as exc:
                 log.info("[node %d] AlterPartition not sent: %s", self._broker.node_id, exc)
-                self._refuse_all(batch.values())
-                await asyncio.sleep(RETRY_S / 5)
+                self._unanswered(batch.values())
+                await asyncio.sleep(RETRY_S)
                 continue
             self._apply(batch, response)
 
-    async def _send(self, items: list[tuple[Partition, tuple[int, ...]]]) -> Any:
+    async def _send(self, items: list[tuple[Partition, ProposeIsr]]) -> Any:
         broker = self._broker
         lifecycle = broker.lifecycle
         epoch = lifecycle.epoch if lifecycle is not None else None
@@ -124,21 +114,20 @@ class IsrManager:
             raise NotController(None)
         brokers = broker.image.brokers
         topics: dict[Any, list[dict[str, Any]]] = {}
-        for partition, isr in items:
-            assert partition.leader is not None
+        for partition, change in items:
             topics.setdefault(partition.topic_id, []).append(
                 {
                     "partition_index": partition.index,
-                    "leader_epoch": partition.leader_epoch,
+                    "leader_epoch": change.leader_epoch,
                     "new_isr_with_epochs": [
                         {
                             "broker_id": member,
                             "broker_epoch": brokers[member].epoch if member in brokers else -1,
                         }
-                        for member in isr
+                        for member in change.isr
                     ],
                     "leader_recovery_state": 0,
-                    "partition_epoch": partition.leader.partition_epoch,
+                    "partition_epoch": change.partition_epoch,
                 }
             )
         fields = {
@@ -160,16 +149,16 @@ class IsrManager:
         )
 
     def _apply(
-        self, batch: dict[tuple[str, int], tuple[Partition, tuple[int, ...]]], response: Any
+        self, batch: dict[tuple[str, int], tuple[Partition, ProposeIsr]], response: Any
     ) -> None:
         top = ErrorCode(response.error_code)
         if top != ErrorCode.none:
             log.info("[node %d] AlterPartition refused: %s", self._broker.node_id, top.name)
-            self._refuse_all(batch.values())
+            self._unanswered(batch.values())  # not looked at: sent again later
             return
         by_id = {
-            (partition.topic_id, partition.index): (partition, isr)
-            for partition, isr in batch.values()
+            (partition.topic_id, partition.index): (partition, change)
+            for partition, change in batch.values()
         }
         answered = set()
         current = now_ms()
@@ -178,10 +167,10 @@ class IsrManager:
                 found = by_id.get((topic.topic_id, int(result.partition_index)))
                 if found is None:
                     continue
-                partition, isr = found
+                partition, change = found
                 answered.add(partition.key)
                 leader = partition.leader
-                if leader is None or leader.pending_isr != isr:
+                if leader is None or leader.pending_isr != change.isr:
                     continue
                 error = ErrorCode(result.error_code)
                 if error != ErrorCode.none:
@@ -190,31 +179,20 @@ class IsrManager:
                         self._broker.node_id,
                         partition.topic,
                         partition.index,
-                        list(isr),
+                        list(change.isr),
                         error.name,
                     )
-                    self._refuse(partition)
+                    partition.isr_refused(error, current)
                     continue
-                new_isr = tuple(int(b) for b in result.isr)
-                partition_epoch = int(result.partition_epoch)
-                if partition_epoch >= partition.partition_epoch:
-                    partition.isr = new_isr
-                    partition.partition_epoch = partition_epoch
-                leader.pending_isr = None
-                leader.update(
-                    replicas=partition.replicas,
-                    isr=new_isr,
-                    partition_epoch=partition_epoch,
-                    now_ms=current,
+                partition.isr_answered(
+                    tuple(int(b) for b in result.isr), int(result.partition_epoch), current
                 )
-                partition.advance_high_watermark()
-        self._refuse_all(p for key, p in batch.items() if key not in answered)
+        self._unanswered(p for key, p in batch.items() if key not in answered)
 
-    def _refuse(self, partition: Partition) -> None:
-        if partition.leader is not None:
-            partition.leader.refused()
-        self._not_before[partition.key] = asyncio.get_running_loop().time() + RETRY_S
-
-    def _refuse_all(self, items: Any) -> None:
-        for partition, _isr in items:
-            self._refuse(partition)
+    @staticmethod
+    def _unanswered(items: Any) -> None:
+        """No answer says whether these changes were made: they keep counting for the
+        high watermark and go again (replication.replica.NOT_APPLIED)."""
+        current = now_ms()
+        for partition, _change in items:
+            partition.isr_unanswered(current)

@@ -62,8 +62,10 @@ class BrokerLifecycle:
             await asyncio.sleep(FAST_HEARTBEAT_S if self.fenced else interval_s)
 
     def _note(self, problem: str) -> None:
+        """Say why a registration or heartbeat did not go through, once per new reason: a
+        broker left fenced must say why in its log."""
         if problem != self._last_error:
-            log.debug("[node %d] %s", self._broker.node_id, problem)
+            log.info("[node %d] heartbeat: %s", self._broker.node_id, problem)
             self._last_error = problem
 
     async def _register(self) -> None:
@@ -171,6 +173,7 @@ class BrokerLifecycle:
         if error != ErrorCode.none:
             self._note(f"heartbeat refused: {error.name}")
             return False
+        self._last_error = None
         self._set_fenced(is_fenced)
         return bool(should_shutdown)
 

@@ -13,12 +13,12 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig, effective_topic_config
+from strom.durable_files import replace_file
 from strom.log.config import LogConfig
 from strom.log.offset_checkpoint import (
     CheckpointError,
@@ -29,7 +29,8 @@ from strom.log.partition_log import PartitionLog
 from strom.log.recovery import log_recovery
 from strom.metadata.image import MetadataImage, PartitionImage
 from strom.protocol.records import TimestampType
-from strom.replication.leader import LeaderState
+from strom.replication.replica import Assignment, Replica
+from strom.server.partition import NO_PORTS, Partition, ReplicaPorts
 from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -70,148 +71,6 @@ def log_config_for(config: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
     )
 
 
-class NotLeader(Exception):
-    """The partition's leadership moved while a produce waited for its records."""
-
-
-@dataclass(slots=True, eq=False)
-class Partition:
-    """One partition replica on this broker: leading it or following its leader.
-
-    The high watermark is the offset below which every in-sync replica holds the
-    records; consumers read below it only. As leader it is computed from the followers'
-    fetches (see replication.leader); as follower it is the leader's, as last fetched.
-    With `flush.messages=1` (the default) a replica counts its records only once they
-    are fsynced, so nothing a consumer read or acks=all acknowledged is lost by a crash
-    of fewer than all in-sync replicas, machine crashes included.
-    """
-
-    topic: str
-    topic_id: uuid.UUID
-    index: int
-    log: PartitionLog
-    config: LogConfig
-    waiters: set[asyncio.Future[None]] = field(default_factory=set)
-    leader_id: int = -1
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    replicas: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    node_id: int = -1
-    min_insync_replicas: int = 1
-    high_watermark: int = 0
-    leader: LeaderState | None = None
-    """The followers' progress, while this broker leads the partition."""
-    hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader is not None
-
-    @property
-    def fsync_before_ack(self) -> bool:
-        return self.config.flush_messages <= 1
-
-    @property
-    def durable_end(self) -> int:
-        """The end of what this replica may count as held: fsynced, where that is asked."""
-        if self.fsync_before_ack:
-            return min(self.log.flushed_offset, self.log.log_end_offset)
-        return self.log.log_end_offset
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.index)
-
-    def wake_fetchers(self) -> None:
-        for waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self.waiters.clear()
-
-    # --- roles ------------------------------------------------------------------------------
-
-    def become_leader(self, now_ms: int) -> None:
-        """Lead at `leader_epoch`: the epoch starts at the log end, the followers' progress
-        starts unknown, and the high watermark moves as they fetch."""
-        end = self.log.log_end_offset
-        self.log.assign_epoch_start(self.leader_epoch, end)
-        self.high_watermark = min(self.high_watermark, end)
-        self.leader = LeaderState(
-            node_id=self.node_id,
-            replicas=self.replicas,
-            isr=self.isr,
-            leader_epoch=self.leader_epoch,
-            partition_epoch=self.partition_epoch,
-            epoch_start_offset=end,
-            now_ms=now_ms,
-        )
-        self.advance_high_watermark()
-
-    def stop_leading(self) -> None:
-        """Follow (or go offline): produces still waiting fail; they were not committed
-        here and the client will retry at the new leader."""
-        self.leader = None
-        waiting, self.hw_waiters = self.hw_waiters, []
-        for _, future in waiting:
-            if not future.done():
-                future.set_exception(NotLeader(f"{self.topic}-{self.index} changed leader"))
-        self.wake_fetchers()
-
-    # --- the high watermark ------------------------------------------------------------------
-
-    def advance_high_watermark(self) -> bool:
-        """As leader, move the high watermark to what the ISR holds; True if it moved."""
-        if self.leader is None:
-            return False
-        candidate = self.leader.high_watermark(self.durable_end, self.min_insync_replicas)
-        if candidate is None or candidate <= self.high_watermark:
-            return False
-        self.high_watermark = candidate
-        self._release_hw_waiters()
-        self.wake_fetchers()
-        return True
-
-    def follow_high_watermark(self, leader_high_watermark: int) -> None:
-        """As follower: the leader's high watermark, capped by what this log holds."""
-        self.high_watermark = max(0, min(leader_high_watermark, self.log.log_end_offset))
-
-    def on_flushed(self) -> None:
-        if not self.advance_high_watermark():
-            self.wake_fetchers()
-
-    def on_appended(self) -> None:
-        """After a leader append: followers' long polls wake; without fsync-before-ack
-        the records count at once."""
-        if not self.fsync_before_ack:
-            self.advance_high_watermark()
-        self.wake_fetchers()
-
-    async def committed(self, offset: int, timeout_s: float) -> None:
-        """Return once the high watermark reaches `offset`; NotLeader if leadership moves,
-        TimeoutError after `timeout_s`."""
-        if self.high_watermark >= offset:
-            return
-        if self.leader is None:
-            raise NotLeader(f"{self.topic}-{self.index} is not led here")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.hw_waiters.append((offset, future))
-        await asyncio.wait_for(future, timeout_s)  # a timed-out future is dropped at release
-
-    def _release_hw_waiters(self) -> None:
-        if not self.hw_waiters:
-            return
-        waiting = []
-        for offset, future in self.hw_waiters:
-            if future.done():
-                continue
-            if offset <= self.high_watermark:
-                future.set_result(None)
-            else:
-                waiting.append((offset, future))
-        self.hw_waiters = waiting
-
-
 class PartitionManager:
     """Follows the image: sync(image) -> open/close/delete logs; get(topic, p) -> Partition."""
 
@@ -220,11 +79,10 @@ class PartitionManager:
         config: BrokerConfig,
         *,
         on_opened: Callable[[], None] | None = None,
-        on_role: Callable[[Partition], None] | None = None,
+        ports: ReplicaPorts = NO_PORTS,
     ) -> None:
         """`on_opened` is called after partitions opened in the background appear;
-        `on_role(partition)` after a partition's leader (or leader epoch) changed, to
-        follow the new leader or stop following."""
+        `ports` carry the partitions' effects out of them (ISR proposals, role changes)."""
         self._config = config
         self._log_dir = config.log_dir
         self._by_name: dict[tuple[str, int], Partition] = {}
@@ -240,7 +98,9 @@ class PartitionManager:
         self._opening: set[tuple[str, int]] = set()
         self._tasks = TaskSet(f"[node {config.node_id}] partitions")
         self._on_opened = on_opened
-        self._on_role = on_role
+        self._ports = ports
+        self._ineligible: frozenset[int] = frozenset()
+        """Fenced brokers, which may not join an ISR (KIP-841)."""
 
     def __iter__(self) -> Iterator[Partition]:
         return iter(list(self._by_name.values()))
@@ -251,6 +111,8 @@ class PartitionManager:
         self._config = config
         self._log_configs.clear()
         self._synced = None
+        for partition in self._by_name.values():
+            partition.replica.lag_time_max_ms = config.replica_lag_time_max_ms
 
     def _log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         """The log config for a topic's overrides, computed once per distinct set: sync
@@ -305,6 +167,7 @@ class PartitionManager:
         time, so the event loop (Raft heartbeats among it) keeps running: each appears
         once its files exist.
         """
+        self._sync_ineligible(image, now_ms)
         last, self._synced = self._synced, image
         keys: set[tuple[str, int]] | None  # the partitions to look at; None: all
         if last is None or last.configs is not image.configs:
@@ -417,41 +280,27 @@ class PartitionManager:
         if found is None:
             return
         state, min_isr = found
-        opened.min_insync_replicas = min_isr
-        leader_changed = (state.leader, state.leader_epoch) != (
-            opened.leader_id,
-            opened.leader_epoch,
+        opened.apply(
+            Assignment(
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                partition_epoch=state.partition_epoch,
+                replicas=state.replicas,
+                isr=state.isr,
+                min_insync_replicas=min_isr,
+            ),
+            now_ms,
         )
-        if not leader_changed and state.partition_epoch < opened.partition_epoch:
-            return  # an AlterPartition answer told this leader more than the image has yet
-        opened.replicas, opened.isr = state.replicas, state.isr
-        opened.partition_epoch = state.partition_epoch
-        if not leader_changed:
-            if opened.leader is not None:
-                opened.leader.update(
-                    replicas=state.replicas,
-                    isr=state.isr,
-                    partition_epoch=state.partition_epoch,
-                    now_ms=now_ms,
-                )
-                opened.advance_high_watermark()
+
+    def _sync_ineligible(self, image: MetadataImage, now_ms: int) -> None:
+        """Fenced brokers changed: tell the led partitions (a caught-up replica that was
+        fenced may join an ISR now)."""
+        fenced = frozenset(b.broker_id for b in image.brokers.values() if b.fenced)
+        if fenced == self._ineligible:
             return
-        opened.leader_id, opened.leader_epoch = state.leader, state.leader_epoch
-        if state.leader == self._config.node_id:
-            log.info(
-                "[node %d] leader of %s-%d (leader epoch %d, ISR %s)",
-                self._config.node_id,
-                opened.topic,
-                opened.index,
-                state.leader_epoch,
-                list(state.isr),
-            )
-            opened.become_leader(now_ms)
-        elif opened.leader is not None:
-            opened.stop_leading()
-        if self._on_role is not None:
-            self._on_role(opened)
-        opened.wake_fetchers()
+        self._ineligible = fenced
+        for partition in self._by_name.values():
+            partition.set_ineligible(fenced, now_ms)
 
     # --- high watermark checkpoint ------------------------------------------------------------
 
@@ -511,11 +360,15 @@ class PartitionManager:
             log, f"[node {self._config.node_id}] {name}-{index}", partition_log.recovery_report
         )
         _write_topic_id(directory, topic_id)
-        partition = Partition(
-            name, topic_id, index, partition_log, log_config, node_id=self._config.node_id
+        replica = Replica(
+            self._config.node_id,
+            high_watermark=min(
+                self._checkpointed_high_watermark((name, index)), partition_log.log_end_offset
+            ),
+            lag_time_max_ms=self._config.replica_lag_time_max_ms,
         )
-        partition.follow_high_watermark(self._checkpointed_high_watermark((name, index)))
-        return partition
+        replica.ineligible = self._ineligible
+        return Partition(name, topic_id, index, partition_log, log_config, replica, self._ports)
 
     def _register(self, partition: Partition) -> None:
         self._by_name[(partition.topic, partition.index)] = partition
@@ -526,9 +379,7 @@ class PartitionManager:
         self._by_name.pop((partition.topic, partition.index), None)
         self._by_id.pop((partition.topic_id, partition.index), None)
         partition.stop_leading()
-        partition.leader_id = -1
-        if self._on_role is not None:
-            self._on_role(partition)
+        self._ports.on_role(partition)
         partition.log.delete()
 
     def close(self) -> None:
@@ -548,9 +399,7 @@ def _write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
     path = directory / PARTITION_METADATA_FILE
     text = f"version: 0\ntopic_id: {topic_id}\n"
     if not path.exists() or path.read_text() != text:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        replace_file(path, text.encode())
 
 
 def _read_topic_id(directory: Path) -> uuid.UUID | None:

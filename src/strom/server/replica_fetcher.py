@@ -30,9 +30,8 @@ from kio.schema.errors import ErrorCode
 from strom.client import ClientError, KafkaConnection
 from strom.protocol.apis import ApiKey
 from strom.protocol.records import RecordsError, replica_batches
-from strom.replication.follower import truncation_offset
 from strom.server.clock import now_ms
-from strom.server.partitions import Partition
+from strom.server.partition import Partition
 from strom.server.tasks import TaskSet
 
 if TYPE_CHECKING:
@@ -246,17 +245,8 @@ class _LeaderFetcher:
 
     def _truncate_to_leader(self, followed: _Followed, epoch: int, end_offset: int) -> None:
         partition = followed.partition
-        partition_log = partition.log
-        end = partition_log.log_end_offset
-        offset = truncation_offset(
-            epoch,
-            end_offset,
-            local_end_offset_for=partition_log.end_offset_for_epoch,
-            log_end_offset=end,
-            high_watermark=partition.high_watermark,
-        )
-        if offset < end:
-            new_end = partition_log.truncate_to(offset)
+        end, new_end = partition.truncate_to_leader(epoch, end_offset)
+        if new_end < end:
             log.info(
                 "[node %d] %s-%d: truncated from %d to %d to match leader %d "
                 "(its epoch %d ends at %d)",
@@ -269,7 +259,6 @@ class _LeaderFetcher:
                 epoch,
                 end_offset,
             )
-            partition.follow_high_watermark(partition.high_watermark)
 
     def _refused(self, followed: _Followed, error: ErrorCode, what: str) -> None:
         """The leader does not agree it leads at our epoch: wait for newer metadata."""

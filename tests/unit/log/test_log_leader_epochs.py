@@ -613,8 +613,10 @@ class LeaderEpochMachine(RuleBasedStateMachine):
         offset = data.draw(st.integers(0, self.log.log_end_offset + 2), label="offset")
         if offset < self.log.log_end_offset:
             self.cut(self.log.truncate_to(offset))
-        else:
-            assert self.log.truncate_to(offset) == self.log.log_end_offset
+        else:  # no record goes, but epochs starting at the log end do
+            end = self.log.log_end_offset
+            assert self.log.truncate_to(offset) == end
+            self.cut(end)
 
     @rule(data=st.data())
     def truncate_fully(self, data: st.DataObject) -> None:
@@ -656,3 +658,18 @@ LeaderEpochMachine.TestCase.settings = settings(
     max_examples=60, stateful_step_count=30, deadline=None
 )
 test_leader_epochs_match_a_model = LeaderEpochMachine.TestCase
+
+
+def test_truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path: Path) -> None:
+    """A replica that became leader (epoch 3 at its end, 4) and appended nothing before
+    leadership moved on: its next leader knows nothing of epoch 3, so the follower's
+    truncation to its own log end must drop it, or it would be its last fetched epoch
+    forever and every fetch would diverge at the same offset."""
+    log = open_log(tmp_path / "p")
+    log.append([make_batch(4)], now_ms=0, leader_epoch=1)
+    log.assign_epoch_start(3, log.log_end_offset)
+    assert log.leader_epochs.entries == ((1, 0), (3, 4))
+    assert log.truncate_to(4) == 4
+    assert log.leader_epochs.entries == ((1, 0),)
+    assert stored(tmp_path / "p") == [(1, 0)]
+    log.close()

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.log.partition_log import OffsetOutOfRange
+from strom.log.results import OffsetOutOfRange
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
 from strom.server.clock import now_ms
-from strom.server.partitions import Partition
+from strom.server.partition import Partition
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -64,12 +64,10 @@ def replica_id_of(body: Any, version: int) -> int:
 
 def _diverging(partition: Partition, fetch_offset: int, last_fetched_epoch: int) -> Any:
     """(epoch, end offset) where the fetcher's log left this one, or None."""
-    if last_fetched_epoch < 0:
+    found = partition.diverging(fetch_offset, last_fetched_epoch)
+    if found is None:
         return None
-    epoch, end_offset = partition.log.end_offset_for_epoch(last_fetched_epoch)
-    if epoch < last_fetched_epoch or end_offset < fetch_offset:
-        return {"epoch": epoch, "end_offset": end_offset}
-    return None
+    return {"epoch": found[0], "end_offset": found[1]}
 
 
 def _empty_entry(index: int) -> dict[str, Any]:
@@ -136,7 +134,7 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
                     entry["log_start_offset"] = partition.log.log_start_offset
                     partition = None
             if partition is not None and replica_id >= 0:
-                error = _follower_fetch(broker, partition, replica_id, fetch_offset, current_ms)
+                error = partition.follower_fetch(replica_id, fetch_offset, current_ms)
                 if error != ErrorCode.none:
                     partition = None
             if partition is None:
@@ -171,22 +169,6 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
         version,
         {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses},
     )
-
-
-def _follower_fetch(
-    broker: Broker, partition: Partition, replica_id: int, fetch_offset: int, current_ms: int
-) -> ErrorCode:
-    """Record a follower's progress (its fetch offset: what it holds) at the leader."""
-    leader = partition.leader
-    assert leader is not None
-    log_end = partition.log.log_end_offset
-    if fetch_offset > log_end or fetch_offset < partition.log.log_start_offset:
-        return ErrorCode.offset_out_of_range
-    if not leader.on_fetch(replica_id, fetch_offset, log_end, current_ms):
-        return ErrorCode.not_leader_or_follower  # not a replica of this partition
-    partition.advance_high_watermark()
-    broker.isr.check(partition)
-    return ErrorCode.none
 
 
 def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:

@@ -30,7 +30,7 @@ from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.records import RecordsError, validate_batches
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
-from strom.server.partitions import NotLeader, Partition
+from strom.server.partition import LeadershipMoved, Partition
 from strom.server.producer_ids import ProducerIdsUnavailable
 
 if TYPE_CHECKING:
@@ -79,15 +79,10 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                 entry["error_code"] = ErrorCode.transactional_id_authorization_failed
                 entry["error_message"] = "strom does not support transactions yet"
                 continue
-            if acks == -1:
-                isr = partition.isr
-                required = partition.min_insync_replicas
-                if len(isr) < required:
-                    entry["error_code"] = ErrorCode.not_enough_replicas
-                    entry["error_message"] = (
-                        f"{len(isr)} in-sync replica(s), min.insync.replicas is {required}"
-                    )
-                    continue
+            refused, why = partition.replica.admit(acks)
+            if refused != ErrorCode.none:
+                entry["error_code"], entry["error_message"] = refused, why
+                continue
             try:
                 if data.records is None:
                     raise RecordsError(ErrorCode.corrupt_message, "records are null")
@@ -145,21 +140,11 @@ async def _await_committed(
     """acks=all: wait for the high watermark to pass `offset`; errors go into `entry`."""
     try:
         await partition.committed(offset, timeout_s)
-    except NotLeader as exc:
+    except LeadershipMoved as exc:
         entry["error_code"] = ErrorCode.not_leader_or_follower
         entry["error_message"] = str(exc)
     except TimeoutError:
-        if len(partition.isr) < partition.min_insync_replicas:
-            entry["error_code"] = ErrorCode.not_enough_replicas_after_append
-            entry["error_message"] = (
-                f"the ISR shrank to {len(partition.isr)}, below min.insync.replicas "
-                f"{partition.min_insync_replicas}, after the append"
-            )
-        else:
-            entry["error_code"] = ErrorCode.request_timed_out
-            entry["error_message"] = (
-                f"not replicated to the ISR {list(partition.isr)} within {timeout_s:g} s"
-            )
+        entry["error_code"], entry["error_message"] = partition.replica.not_committed(timeout_s)
 
 
 async def handle_init_producer_id(broker: Broker, request: Request) -> Any:

@@ -1,0 +1,295 @@
+"""One partition replica on this broker: the shell around its replication core.
+
+`Partition` holds the partition's log and the futures waiting on it (acks=all writes,
+long polls), feeds the core (replication.replica.Replica) what happens to the log and on
+the wire, and carries out the core's effects: the one owner of both, on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from strom.log.config import LogConfig
+from strom.log.partition_log import PartitionLog
+from strom.replication.leader import LeaderState
+from strom.replication.replica import (
+    Assignment,
+    Commit,
+    Effect,
+    FailWaiters,
+    Follow,
+    ProposeIsr,
+    Replica,
+    StartEpoch,
+    Truncate,
+)
+
+log = logging.getLogger(__name__)
+
+
+class LeadershipMoved(Exception):
+    """The partition's leadership moved while a write waited for its records."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPorts:
+    """What a partition's effects reach outside it."""
+
+    propose_isr: Callable[[Partition, ProposeIsr], None]
+    """Send an ISR change to the controller (server/isr.py)."""
+    on_role: Callable[[Partition], None]
+    """Its leader (or leader epoch) changed: follow the new one, or stop following."""
+
+
+def _no_isr_change(_partition: Partition, _change: ProposeIsr) -> None:
+    pass
+
+
+def _no_role_change(_partition: Partition) -> None:
+    pass
+
+
+NO_PORTS = ReplicaPorts(_no_isr_change, _no_role_change)
+
+
+@dataclass(slots=True, eq=False)
+class Partition:
+    """One partition replica on this broker: the shell around its replication core.
+
+    The decisions (role, high watermark, ISR, admission, truncation) are the core's
+    (replication.replica.Replica); this object holds the log and the futures that wait on
+    it, and carries out the core's effects. The high watermark is the offset below which
+    every in-sync replica holds the records; consumers read below it only. With
+    `flush.messages=1` (the default) a replica counts its records only once they are
+    fsynced, so nothing a consumer read or acks=all acknowledged is lost by a crash of
+    fewer than all in-sync replicas, machine crashes included.
+    """
+
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+    log: PartitionLog
+    config: LogConfig
+    replica: Replica
+    ports: ReplicaPorts = NO_PORTS
+    waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    """Long polls (consumers' and followers' fetches) waiting for data."""
+    hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    """Writes waiting for the high watermark to pass an offset."""
+
+    # --- the core's view, read by handlers ----------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.replica.node_id
+
+    @property
+    def leader_id(self) -> int:
+        return self.replica.leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.replica.leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.replica.partition_epoch
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self.replica.replicas
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.replica.isr
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self.replica.min_insync_replicas
+
+    @property
+    def high_watermark(self) -> int:
+        return self.replica.high_watermark
+
+    @property
+    def leader(self) -> LeaderState | None:
+        """The followers' progress, while this broker leads the partition."""
+        return self.replica.leader
+
+    @property
+    def is_leader(self) -> bool:
+        return self.replica.leader is not None
+
+    @property
+    def fsync_before_ack(self) -> bool:
+        return self.config.flush_messages <= 1
+
+    @property
+    def durable_end(self) -> int:
+        """The end of what this replica may count as held: fsynced, where that is asked."""
+        if self.fsync_before_ack:
+            return min(self.log.flushed_offset, self.log.log_end_offset)
+        return self.log.log_end_offset
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    def wake_fetchers(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+
+    # --- inputs to the core --------------------------------------------------------------------
+
+    def apply(self, assignment: Assignment, now_ms: int) -> None:
+        """The metadata's view of the partition."""
+        log_end = self.log.log_end_offset
+        self.carry_out(
+            self.replica.apply(
+                assignment, log_end=log_end, durable_end=self.durable_end, now_ms=now_ms
+            )
+        )
+
+    def set_ineligible(self, brokers: frozenset[int], now_ms: int) -> None:
+        self.carry_out(self.replica.set_ineligible(brokers, now_ms=now_ms))
+
+    def stop_leading(self) -> None:
+        """Deleted or closed here: produces still waiting fail; they were not committed
+        here and the client will retry at the new leader."""
+        self.carry_out(self.replica.go_offline())
+        self.wake_fetchers()
+
+    def on_flushed(self) -> None:
+        self.carry_out(self.replica.on_durable(self.durable_end))
+        self.wake_fetchers()
+
+    def on_appended(self) -> None:
+        """After a leader append: followers' long polls wake; without fsync-before-ack
+        the records count at once."""
+        if not self.fsync_before_ack:
+            self.carry_out(self.replica.on_durable(self.durable_end))
+        self.wake_fetchers()
+
+    def follower_fetch(self, broker_id: int, fetch_offset: int, now_ms: int) -> ErrorCode:
+        """Record a follower's progress (its fetch offset: what it holds) at the leader."""
+        error, effects = self.replica.on_follower_fetch(
+            broker_id,
+            fetch_offset,
+            log_start=self.log.log_start_offset,
+            log_end=self.log.log_end_offset,
+            durable_end=self.durable_end,
+            now_ms=now_ms,
+        )
+        self.carry_out(effects)
+        return error
+
+    def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        return self.replica.diverging(
+            fetch_offset, last_fetched_epoch, self.log.end_offset_for_epoch
+        )
+
+    def isr_tick(self, now_ms: int) -> None:
+        self.carry_out(self.replica.tick(now_ms=now_ms))
+
+    def isr_answered(self, isr: tuple[int, ...], partition_epoch: int, now_ms: int) -> None:
+        self.carry_out(
+            self.replica.isr_answered(
+                isr, partition_epoch, durable_end=self.durable_end, now_ms=now_ms
+            )
+        )
+
+    def isr_refused(self, error: ErrorCode, now_ms: int) -> None:
+        self.replica.isr_refused(error, now_ms=now_ms)
+
+    def isr_unanswered(self, now_ms: int) -> None:
+        self.replica.isr_unanswered(now_ms=now_ms)
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """As follower: the leader's high watermark, capped by what this log holds."""
+        self.replica.on_leader_high_watermark(
+            leader_high_watermark, log_end=self.log.log_end_offset
+        )
+
+    def truncate_to_leader(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, int]:
+        """As follower: cut the log where it left the leader's; (old end, new end)."""
+        end = self.log.log_end_offset
+        self.carry_out(
+            [
+                self.replica.truncation(
+                    leader_epoch,
+                    leader_end_offset,
+                    end_offset_for=self.log.end_offset_for_epoch,
+                    log_end=end,
+                )
+            ]
+        )
+        return end, self.log.log_end_offset
+
+    # --- the core's effects ----------------------------------------------------------------------
+
+    def carry_out(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            match effect:
+                case StartEpoch(leader_epoch=epoch, start_offset=start):
+                    log.info(
+                        "[node %d] leader of %s-%d (leader epoch %d, ISR %s)",
+                        self.node_id,
+                        self.topic,
+                        self.index,
+                        epoch,
+                        list(self.isr),
+                    )
+                    self.log.assign_epoch_start(epoch, start)
+                    self.ports.on_role(self)
+                    self.wake_fetchers()
+                case Follow():
+                    self.ports.on_role(self)
+                    self.wake_fetchers()
+                case Commit(high_watermark=high_watermark):
+                    self._release_hw_waiters(high_watermark)
+                    self.wake_fetchers()
+                case FailWaiters(reason=reason):
+                    waiting, self.hw_waiters = self.hw_waiters, []
+                    for _, future in waiting:
+                        if not future.done():
+                            future.set_exception(
+                                LeadershipMoved(f"{self.topic}-{self.index}: {reason}")
+                            )
+                    self.wake_fetchers()
+                case ProposeIsr():
+                    self.ports.propose_isr(self, effect)
+                case Truncate(offset=offset):
+                    self.log.truncate_to(offset)
+                    self.replica.truncated(log_end=self.log.log_end_offset)
+
+    async def committed(self, offset: int, timeout_s: float) -> None:
+        """Return once the high watermark reaches `offset`; LeadershipMoved if leadership
+        moves, TimeoutError after `timeout_s`."""
+        if self.high_watermark >= offset:
+            return
+        if not self.is_leader:
+            raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.hw_waiters.append((offset, future))
+        await asyncio.wait_for(future, timeout_s)  # a timed-out future is dropped at release
+
+    def _release_hw_waiters(self, high_watermark: int) -> None:
+        if not self.hw_waiters:
+            return
+        waiting = []
+        for offset, future in self.hw_waiters:
+            if future.done():
+                continue
+            if offset <= high_watermark:
+                future.set_result(None)
+            else:
+                waiting.append((offset, future))
+        self.hw_waiters = waiting
