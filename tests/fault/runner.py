@@ -66,6 +66,7 @@ DEFAULT_SETTINGS = (
     "offsets.topic.replication.factor=3",
     "offsets.topic.num.partitions=3",
     "group.initial.rebalance.delay.ms=0",
+    "leader.imbalance.check.interval.seconds=2",  # preferred leaders back soon
 )
 
 

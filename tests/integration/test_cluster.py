@@ -42,6 +42,7 @@ FAST_SESSIONS = [
     "offsets.topic.replication.factor=3",
     "offsets.topic.num.partitions=6",
     "group.initial.rebalance.delay.ms=0",
+    "leader.imbalance.check.interval.seconds=2",  # preferred leaders back soon
 ]
 
 

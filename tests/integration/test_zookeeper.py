@@ -36,6 +36,7 @@ SETTINGS = [
     "offsets.topic.num.partitions=6",
     "group.initial.rebalance.delay.ms=0",
     "replica.lag.time.max.ms=3000",
+    "leader.imbalance.check.interval.seconds=2",  # preferred leaders back soon
 ]
 
 

@@ -97,6 +97,8 @@ class BrokerConfig:
     min_insync_replicas: int
     unclean_leader_election_enable: bool
     auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
     replica_lag_time_max_ms: int
     replica_fetch_max_bytes: int
     replica_fetch_response_max_bytes: int
@@ -328,6 +330,10 @@ def build_config(
         min_insync_replicas=v.integer("min.insync.replicas"),
         unclean_leader_election_enable=v.boolean("unclean.leader.election.enable"),
         auto_leader_rebalance_enable=v.boolean("auto.leader.rebalance.enable"),
+        leader_imbalance_check_interval_seconds=v.integer(
+            "leader.imbalance.check.interval.seconds"
+        ),
+        leader_imbalance_per_broker_percentage=v.integer("leader.imbalance.per.broker.percentage"),
         replica_lag_time_max_ms=v.integer("replica.lag.time.max.ms"),
         replica_fetch_max_bytes=v.integer("replica.fetch.max.bytes"),
         replica_fetch_response_max_bytes=v.integer("replica.fetch.response.max.bytes"),

@@ -55,6 +55,20 @@ REPLICATION_KEYS: tuple[ConfigKey, ...] = (
         "Move leadership back to each partition's preferred replica once it is in sync.",
     ),
     ConfigKey(
+        "leader.imbalance.check.interval.seconds",
+        LONG,
+        "300",
+        "How often the controller checks whether preferred replicas should lead again.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "leader.imbalance.per.broker.percentage",
+        INT,
+        "10",
+        "Share of a broker's preferred partitions led elsewhere that triggers rebalancing.",
+        Between(0, 100),
+    ),
+    ConfigKey(
         "replica.lag.time.max.ms",
         LONG,
         "30000",

@@ -229,14 +229,32 @@ def unfence_broker(
     return records
 
 
-def preferred_leader_elections(image: MetadataImage) -> list[MetadataRecord]:
+def preferred_leader_elections(
+    image: MetadataImage, *, imbalance_percentage: int = 0
+) -> list[MetadataRecord]:
     """Lead every partition by its preferred (first) replica where that one is unfenced,
-    in the ISR and not already the leader."""
+    in the ISR and not already the leader — for the preferred brokers whose share of
+    partitions led by another exceeds `imbalance_percentage` (Kafka's
+    leader.imbalance.per.broker.percentage; 0: any imbalance)."""
+    preferred_of: dict[int, int] = {}
+    imbalanced: dict[int, int] = {}
+    for _, partition in image.partitions():
+        if partition.replicas:
+            preferred = partition.replicas[0]
+            preferred_of[preferred] = preferred_of.get(preferred, 0) + 1
+            if partition.leader != preferred:
+                imbalanced[preferred] = imbalanced.get(preferred, 0) + 1
+    due = {
+        broker
+        for broker, count in imbalanced.items()
+        if count * 100 > imbalance_percentage * preferred_of[broker]
+    }
     records: list[MetadataRecord] = []
     for topic, partition in image.partitions():
         preferred = partition.replicas[0] if partition.replicas else NO_LEADER
         if (
-            preferred != partition.leader
+            preferred in due
+            and preferred != partition.leader
             and preferred in partition.isr
             and image.is_live(preferred)
         ):

@@ -45,8 +45,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LIVENESS_CHECK_S = 0.25
-PREFERRED_LEADER_CHECK_S = 30.0
-PREFERRED_LEADER_DELAY_S = 0.2  # after an ISR grows: several changes, one decision
 
 
 class NotController(Exception):
@@ -69,7 +67,6 @@ class ControllerService:
         self._heard_this_term: set[int] = set()
         self._tasks = TaskSet(f"[node {self.node_id}] controller", expected=(NotController,))
         self.activated_ms = 0
-        self._preferred_pending = False
 
     @property
     def active(self) -> bool:
@@ -229,14 +226,24 @@ class ControllerService:
         )
 
     async def _preferred_leader_loop(self) -> None:
+        """Every leader.imbalance.check.interval.seconds, as Kafka: a broker that just came
+        back does not take its leaderships back at once, so a broker flapping in and out
+        of the network does not drag leadership (and its clients) with it."""
         while True:
-            await asyncio.sleep(PREFERRED_LEADER_CHECK_S)
+            await asyncio.sleep(self._broker.config.leader_imbalance_check_interval_seconds)
             await self.restore_preferred_leaders()
 
     async def restore_preferred_leaders(self) -> None:
-        if not self._broker.config.auto_leader_rebalance_enable:
+        config = self._broker.config
+        if not config.auto_leader_rebalance_enable:
             return
-        await self.decide(lambda image: (broker_decisions.preferred_leader_elections(image), None))
+        percentage = config.leader_imbalance_per_broker_percentage
+        await self.decide(
+            lambda image: (
+                broker_decisions.preferred_leader_elections(image, imbalance_percentage=percentage),
+                None,
+            )
+        )
 
     # --- broker registration and heartbeats ---------------------------------------------
 
@@ -297,7 +304,6 @@ class ControllerService:
             self.heard_from(broker_id)
             if was_fenced and not self._fenced(broker_id):
                 log.info("[node %d] unfenced broker %d", self.node_id, broker_id)
-                await self.restore_preferred_leaders()
         return result
 
     async def allocate_producer_ids(
@@ -336,25 +342,7 @@ class ControllerService:
                     done.partition_epoch,
                     ", completing its reassignment" if done.completed_reassignment else "",
                 )
-        if any(done.changed for done in result.partitions):
-            self._soon_preferred_leaders()
         return result
-
-    def _soon_preferred_leaders(self) -> None:
-        """A replica rejoined an ISR: if it is a partition's preferred replica, it leads
-        again now rather than at the next periodic check."""
-        if self._preferred_pending or not self.active:
-            return
-        self._preferred_pending = True
-
-        async def run() -> None:
-            try:
-                await asyncio.sleep(PREFERRED_LEADER_DELAY_S)
-                await self.restore_preferred_leaders()
-            finally:
-                self._preferred_pending = False
-
-        self._tasks.spawn(run(), "preferred-leaders-soon")
 
     async def alter_reassignments(
         self, targets: Sequence[reassignments.PartitionTarget]

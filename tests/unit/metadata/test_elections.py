@@ -158,3 +158,14 @@ def test_a_preferred_replica_out_of_sync_does_not_take_leadership() -> None:
     image = commit(image, brokers.unfence_broker(image, 3, unclean=never, rejoin_isr=False))
     assert state(image, "t", 2) == (1, (1, 2))
     assert brokers.preferred_leader_elections(image) == []
+
+
+def test_preferred_leaders_return_only_past_the_imbalance_percentage() -> None:
+    """Broker 3 is preferred for one partition of three (t-2), led elsewhere: 100% of its
+    preferred partitions, over any percentage below 100."""
+    image = three_brokers_one_topic()
+    image = fence(image, 3)
+    image, _ = heartbeat(image, 3)
+    image = rejoin(image, "t", 2, 3)
+    assert len(brokers.preferred_leader_elections(image, imbalance_percentage=10)) == 1
+    assert brokers.preferred_leader_elections(image, imbalance_percentage=100) == []
