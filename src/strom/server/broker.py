@@ -81,14 +81,18 @@ class Broker:
         self.fetcher: MetadataFetcher | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.channel = ControllerChannel(self)
+        self.flusher = Flusher(on_flushed=Partition.on_flushed)
         self.fetchers = ReplicaFetchers(self)
         self.isr = IsrManager(self)
         self.partitions = PartitionManager(
             config,
             on_opened=self._on_partitions_opened,
-            ports=ReplicaPorts(propose_isr=self.isr.propose, on_role=self.fetchers.on_role),
+            ports=ReplicaPorts(
+                propose_isr=self.isr.propose,
+                on_role=self.fetchers.on_role,
+                durability=self.flusher,
+            ),
         )
-        self.flusher = Flusher(on_flushed=Partition.on_flushed)
         self.groups = GroupService(self)
         self.producer_ids = ProducerIdBlocks(self)
         self.serving = False  # partitions opened; client listeners may serve
@@ -480,5 +484,4 @@ class Broker:
             await asyncio.sleep(interval_s)
             current = now_ms()
             for partition in self.partitions:
-                if not partition.fsync_before_ack and partition.log.needs_flush(current):
-                    self.flusher.request(partition)
+                partition.flush_if_due(current)

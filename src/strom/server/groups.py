@@ -305,16 +305,10 @@ class GroupService:
             view = memoryview(batch)
             if partition.leader is None:
                 raise PartitionGone(OFFSETS_TOPIC, index)
-            result = partition.log.append(
-                [(view, parse_batch_header(view))],
-                now_ms=current,
-                leader_epoch=partition.leader_epoch,
-                producer_check=False,
+            result = partition.append(
+                [(view, parse_batch_header(view))], now_ms=current, producer_check=False
             )
-            partition.on_appended()
-            if partition.fsync_before_ack or partition.log.needs_flush(current):
-                self._broker.flusher.request(partition)
-            waits.append(partition.committed(result.last_offset + 1, COMMIT_TIMEOUT_S))
+            waits.append(partition.acknowledged(result.last_offset + 1, -1, COMMIT_TIMEOUT_S))
         try:
             await asyncio.gather(*waits)
         except (LeadershipMoved, TimeoutError) as exc:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.log.append_layout import BATCH_OVERHEAD_BYTES
 from strom.log.config import LogConfig
 from strom.log.partition_log import PartitionLog
+from strom.log.results import AppendResult
+from strom.protocol.records import BatchHeader
 from strom.replication.leader import LeaderState
 from strom.replication.replica import (
     Assignment,
@@ -37,6 +41,26 @@ class LeadershipMoved(Exception):
     """The partition's leadership moved while a write waited for its records."""
 
 
+class Durability(Protocol):
+    """Group commit (server/flusher.py): fsyncs rounds of logs in a worker thread."""
+
+    def request(self, partition: Partition) -> None:
+        """Flush `partition` in the next round; do not wait."""
+
+    async def flushed(self, partition: Partition, offset: int) -> None:
+        """Return once every record of `partition` below `offset` is on disk."""
+
+
+class _NoDurability:
+    """For partitions outside a broker (tests): nothing is fsynced, nothing waits."""
+
+    def request(self, partition: Partition) -> None:
+        pass
+
+    async def flushed(self, partition: Partition, offset: int) -> None:
+        pass
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaPorts:
     """What a partition's effects reach outside it."""
@@ -45,6 +69,8 @@ class ReplicaPorts:
     """Send an ISR change to the controller (server/isr.py)."""
     on_role: Callable[[Partition], None]
     """Its leader (or leader epoch) changed: follow the new one, or stop following."""
+    durability: Durability = field(default_factory=_NoDurability)
+    """Where appended records go to be fsynced."""
 
 
 def _no_isr_change(_partition: Partition, _change: ProposeIsr) -> None:
@@ -147,6 +173,82 @@ class Partition:
                 waiter.set_result(None)
         self.waiters.clear()
 
+    # --- the one write path ---------------------------------------------------------------------
+
+    def append(
+        self,
+        batches: Sequence[tuple[memoryview, BatchHeader]],
+        *,
+        now_ms: int,
+        producer_check: bool = True,
+    ) -> AppendResult:
+        """As leader: append validated batches (a produce, or a coordinator's records) at
+        this leader epoch, and start making them durable as the topic asks: an fsync in
+        the next group-commit round with flush.messages=1, else when the interval or
+        message count is due. Wait with `acknowledged`. RecordsError leaves the log
+        as it was; LeadershipMoved when this broker does not lead."""
+        if not self.is_leader:
+            raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
+        result = self.log.append(
+            batches, now_ms=now_ms, leader_epoch=self.leader_epoch, producer_check=producer_check
+        )
+        self._after_append(now_ms)
+        if not self.fsync_before_ack:
+            self.carry_out(self.replica.on_durable(self.durable_end))
+        return result
+
+    def append_copy(self, batches: Sequence[tuple[memoryview, BatchHeader]], now_ms: int) -> None:
+        """As follower: append what the leader sent, as it is (offsets, epochs and
+        timestamps the leader's), in chunks no larger than a segment. The fetcher
+        awaits `durable` before its next fetch says it holds them."""
+        limit = self.config.segment_bytes
+        chunk: list[tuple[memoryview, BatchHeader]] = []
+        size = 0
+        for view, header in batches:
+            batch_size = header.batch_length + BATCH_OVERHEAD_BYTES
+            if chunk and size + batch_size > limit:
+                self._append_chunk(chunk, now_ms)
+                chunk, size = [], 0
+            chunk.append((view, header))
+            size += batch_size
+        if chunk:
+            self._append_chunk(chunk, now_ms)
+        self._after_append(now_ms)
+
+    def _append_chunk(self, chunk: list[tuple[memoryview, BatchHeader]], now_ms: int) -> None:
+        self.log.append(
+            chunk,
+            now_ms=now_ms,
+            leader_epoch=self.leader_epoch,
+            producer_check=False,
+            assign_offsets=False,
+        )
+
+    def _after_append(self, now_ms: int) -> None:
+        if self.fsync_before_ack or self.log.needs_flush(now_ms):
+            self.ports.durability.request(self)
+        self.wake_fetchers()
+
+    def flush_if_due(self, now_ms: int) -> None:
+        """Interval flushing (flush.ms, flush.messages above 1): flush now if due."""
+        if not self.fsync_before_ack and self.log.needs_flush(now_ms):
+            self.ports.durability.request(self)
+
+    async def durable(self, offset: int) -> None:
+        """Return once this log holds every record below `offset` as the topic asks:
+        fsynced with flush.messages=1, at once otherwise. PartitionGone if deleted."""
+        if self.fsync_before_ack:
+            await self.ports.durability.flushed(self, offset)
+
+    async def acknowledged(self, offset: int, acks: int, timeout_s: float) -> None:
+        """Wait as `acks` asks for the records below `offset`: 1, until this log holds
+        them durably; -1 (all), until the high watermark passes them. LeadershipMoved,
+        TimeoutError after `timeout_s` (acks=all), PartitionGone if deleted."""
+        if acks == 1:
+            await self.durable(offset)
+        elif acks == -1:
+            await self.committed(offset, timeout_s)
+
     # --- inputs to the core --------------------------------------------------------------------
 
     def apply(self, assignment: Assignment, now_ms: int) -> None:
@@ -169,13 +271,6 @@ class Partition:
 
     def on_flushed(self) -> None:
         self.carry_out(self.replica.on_durable(self.durable_end))
-        self.wake_fetchers()
-
-    def on_appended(self) -> None:
-        """After a leader append: followers' long polls wake; without fsync-before-ack
-        the records count at once."""
-        if not self.fsync_before_ack:
-            self.carry_out(self.replica.on_durable(self.durable_end))
         self.wake_fetchers()
 
     def follower_fetch(self, broker_id: int, fetch_offset: int, now_ms: int) -> ErrorCode:

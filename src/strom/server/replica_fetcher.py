@@ -327,11 +327,7 @@ class _LeaderFetcher:
                     continue
                 if self._apply(followed, fetch_offset, data):
                     flushing.append(followed.partition)
-        waits = [
-            self._broker.flusher.flushed(p, p.log.log_end_offset)
-            for p in flushing
-            if p.fsync_before_ack
-        ]
+        waits = [p.durable(p.log.log_end_offset) for p in flushing if p.fsync_before_ack]
         if waits:
             try:
                 await asyncio.wait_for(
@@ -404,27 +400,5 @@ class _LeaderFetcher:
             raise ValueError(
                 f"a batch starts at {batches[0][1].base_offset}, inside this log's end"
             )
-        limit = partition.config.segment_bytes
-        chunk: list[Any] = []
-        size = 0
-        current = now_ms()
-        for view, header in batches:
-            batch_size = header.batch_length + 12
-            if chunk and size + batch_size > limit:
-                self._append_chunk(partition, chunk, current)
-                chunk, size = [], 0
-            chunk.append((view, header))
-            size += batch_size
-        self._append_chunk(partition, chunk, current)
-        partition.wake_fetchers()
+        partition.append_copy(batches, now_ms())
         return True
-
-    @staticmethod
-    def _append_chunk(partition: Partition, chunk: list[Any], current_ms: int) -> None:
-        partition.log.append(
-            chunk,
-            now_ms=current_ms,
-            leader_epoch=partition.leader_epoch,
-            producer_check=False,
-            assign_offsets=False,
-        )

@@ -96,9 +96,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
                         ErrorCode.transactional_id_authorization_failed,
                         "transactional records need a transaction; strom has none yet",
                     )
-                result = partition.log.append(
-                    batches, now_ms=current_ms, leader_epoch=partition.leader_epoch
-                )
+                result = partition.append(batches, now_ms=current_ms)
             except RecordsError as exc:
                 entry["error_code"] = exc.error_code
                 entry["error_message"] = str(exc)
@@ -107,17 +105,12 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
             entry["base_offset"] = result.base_offset
             entry["log_append_time"] = result.log_append_time_ms
             entry["log_start_offset"] = result.log_start_offset
-            partition.on_appended()
-            if partition.fsync_before_ack:
-                if acks == 1:
-                    waits.append((entry, broker.flusher.flushed(partition, result.last_offset + 1)))
-                else:
-                    broker.flusher.request(partition)
-            elif partition.log.needs_flush(current_ms):
-                broker.flusher.request(partition)
-            if acks == -1:
+            if acks != 0:
                 waits.append(
-                    (entry, _await_committed(entry, partition, result.last_offset + 1, timeout_s))
+                    (
+                        entry,
+                        _acknowledged(entry, partition, result.last_offset + 1, acks, timeout_s),
+                    )
                 )
     if acks == 0:
         return None
@@ -134,12 +127,12 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
     )
 
 
-async def _await_committed(
-    entry: dict[str, Any], partition: Partition, offset: int, timeout_s: float
+async def _acknowledged(
+    entry: dict[str, Any], partition: Partition, offset: int, acks: int, timeout_s: float
 ) -> None:
-    """acks=all: wait for the high watermark to pass `offset`; errors go into `entry`."""
+    """Wait as `acks` asks for the records below `offset`; errors go into `entry`."""
     try:
-        await partition.committed(offset, timeout_s)
+        await partition.acknowledged(offset, acks, timeout_s)
     except LeadershipMoved as exc:
         entry["error_code"] = ErrorCode.not_leader_or_follower
         entry["error_message"] = str(exc)
