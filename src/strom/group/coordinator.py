@@ -1,27 +1,32 @@
 """The classic group protocol as a pure state machine: JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup and the timers behind them.
 
-Requests come in with the shell's reply token and `now_ms`; every call returns an
+Requests come in with the shell's reply token and `now_ms`; every decision returns an
 `Output`: replies for waiting requests (a JoinGroup waits until the rebalance ends, a
-SyncGroup until the leader sent the assignment) and `__consumer_offsets` records to
-write. The shell writes the records first and delivers the replies once they are
-durable. `tick(now_ms)` fires session, join and rebalance timeouts; `next_deadline_ms()`
-says when to call it next. Offsets are in `offsets.py`; the state table in `state.py`;
-the steps of a rebalance in `rebalance.py`; the request and output values in
-`requests.py` (re-exported here).
+SyncGroup until the leader sent the assignment), `__consumer_offsets` records to write
+and a write id. A decision reads the committed groups plus the pending writes and
+changes only its own copies of the groups (`layers.py`); the shell writes the records
+and reports `durable(write_id)` (the copies become the committed groups, the replies
+may go out) or `failed(write_id)` (the copies are discarded, with every later decision
+made on them). `groups` is the committed state. `tick(now_ms)` fires session, join and
+rebalance timeouts through the same path; `next_deadline_ms()` says when to call it
+next. Offsets are in `offsets.py`; the state table in `state.py`; the steps of a
+rebalance in `rebalance.py`; the request and output values in `requests.py`.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from random import Random
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.layers import Discarded, GroupStore
 from strom.group.rebalance import Rebalancer, join_result, new_member, remove_member
-from strom.group.records import GroupMetadataKey
+from strom.group.records import GroupMetadataKey, Key, Value
+from strom.group.replay import replay
 from strom.group.requests import (
     GroupRecord,
     JoinRequest,
@@ -33,6 +38,7 @@ from strom.group.requests import (
 from strom.group.state import Group, GroupConfig, GroupState, JoinResult, Member, SyncResult, Token
 
 __all__ = [
+    "Discarded",
     "GroupCoordinator",
     "GroupRecord",
     "JoinRequest",
@@ -53,26 +59,66 @@ class GroupCoordinator:
 
     def __init__(self, config: GroupConfig, rng: Random, *, label: str = "") -> None:
         self.config = config
-        self.groups: dict[str, Group] = {}
+        self.store = GroupStore()
         self._rng = rng
         self._label = label
         self._rebalance = Rebalancer(config, label)
 
+    @property
+    def groups(self) -> dict[str, Group]:
+        """The committed groups: what durable records say (read them, never change them)."""
+        return self.store.committed
+
+    # ------------------------------------------------------------ decisions and writes
+
+    def decide(self, now_ms: int, decision: Callable[[Output], None]) -> Output:
+        """Run one decision on copies of the groups it touches (`self.store.get`) and
+        push it as a pending write; its `write_id` goes back to `durable` or `failed`."""
+        out = Output()
+        self.store.begin()
+        try:
+            decision(out)
+        except BaseException:
+            self.store.abort()
+            raise
+        out.write_id = self.store.finish(out.records, (t for t, _ in out.replies), now_ms)
+        return out
+
+    def durable(self, write_id: int) -> list[int]:
+        """The write's records are durable: returns the writes whose state is committed
+        now (and whose replies may go out), oldest first."""
+        return self.store.durable(write_id)
+
+    def failed(self, write_id: int) -> Discarded:
+        """The write failed: the state is as before it, and before every later decision
+        made on it; returns those writes and the waiting requests nobody will answer."""
+        return self.store.failed(write_id)
+
+    def forget(self, group_ids: Iterable[str]) -> Discarded:
+        """Drop groups (their partition moved away), committed and pending."""
+        return self.store.forget(group_ids)
+
+    def load(self, key: Key, value: Value | None, now_ms: int) -> None:
+        """Replay one record read from `__consumer_offsets` into the committed state."""
+        replay(self.store.committed, key, value, now_ms, loading=True)
+
     # ---------------------------------------------------------------------- JoinGroup
 
     def join(self, req: JoinRequest, token: Token, now_ms: int) -> Output:
-        out = Output()
+        return self.decide(now_ms, lambda out: self._join(req, token, now_ms, out))
+
+    def _join(self, req: JoinRequest, token: Token, now_ms: int, out: Output) -> None:
         error = self._check_join(req)
         if error is not ErrorCode.none:
             out.reply(token, JoinResult(error, member_id=req.member_id))
-            return out
-        group = self.groups.get(req.group_id)
+            return
+        group = self.store.get(req.group_id)
         if group is None:
             if req.member_id:
                 out.reply(token, JoinResult(ErrorCode.unknown_member_id, req.member_id))
-                return out
+                return
             group = Group(req.group_id, GroupState.EMPTY, now_ms)
-            self.groups[req.group_id] = group
+            self.store.put(group)
         if group.state is GroupState.DEAD:
             out.reply(token, JoinResult(ErrorCode.coordinator_not_available, req.member_id))
         elif not group.accepts(req.protocol_type, req.protocols):
@@ -81,7 +127,6 @@ class GroupCoordinator:
             self._join_new(group, req, token, now_ms, out)
         else:
             self._join_known(group, req, token, now_ms, out)
-        return out
 
     def _check_join(self, req: JoinRequest) -> ErrorCode:
         if not req.group_id:
@@ -226,8 +271,10 @@ class GroupCoordinator:
     # ---------------------------------------------------------------------- SyncGroup
 
     def sync(self, req: SyncRequest, token: Token, now_ms: int) -> Output:
-        out = Output()
-        group = self.groups.get(req.group_id)
+        return self.decide(now_ms, lambda out: self._sync(req, token, now_ms, out))
+
+    def _sync(self, req: SyncRequest, token: Token, now_ms: int, out: Output) -> None:
+        group = self.store.get(req.group_id)
         member = group.members.get(req.member_id) if group is not None else None
         if group is not None and group.state is GroupState.DEAD:
             error = ErrorCode.coordinator_not_available
@@ -248,11 +295,11 @@ class GroupCoordinator:
             error = ErrorCode.none
         if error is not ErrorCode.none or group is None or member is None:
             out.reply(token, SyncResult(error))
-            return out
+            return
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if group.state is GroupState.STABLE:
             out.reply(token, self._sync_result(group, member))
-            return out
+            return
         # CompletingRebalance: wait for the leader's assignment.
         if member.sync_token is not None:
             out.reply(member.sync_token, SyncResult(ErrorCode.rebalance_in_progress))
@@ -272,7 +319,6 @@ class GroupCoordinator:
                 group.group_id,
                 group.generation_id,
             )
-        return out
 
     @staticmethod
     def _sync_result(group: Group, member: Member) -> SyncResult:
@@ -289,8 +335,27 @@ class GroupCoordinator:
         group_instance_id: str | None,
         generation_id: int,
         now_ms: int,
+    ) -> tuple[ErrorCode, Output]:
+        """The error to answer with once the output's write id is durable."""
+        errors: list[ErrorCode] = []
+
+        def decision(_out: Output) -> None:
+            errors.append(
+                self._heartbeat(group_id, member_id, group_instance_id, generation_id, now_ms)
+            )
+
+        out = self.decide(now_ms, decision)
+        return errors[0], out
+
+    def _heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
     ) -> ErrorCode:
-        group = self.groups.get(group_id)
+        group = self.store.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         if group.state is GroupState.DEAD:
@@ -314,12 +379,22 @@ class GroupCoordinator:
         self, group_id: str, leaving: Sequence[LeavingMember], now_ms: int
     ) -> tuple[ErrorCode, list[ErrorCode], Output]:
         """Returns the group-level error, one error per leaving member, and the output."""
-        out = Output()
-        group = self.groups.get(group_id)
+        result: list[tuple[ErrorCode, list[ErrorCode]]] = []
+
+        def decision(out: Output) -> None:
+            result.append(self._leave(group_id, leaving, now_ms, out))
+
+        out = self.decide(now_ms, decision)
+        return result[0][0], result[0][1], out
+
+    def _leave(
+        self, group_id: str, leaving: Sequence[LeavingMember], now_ms: int, out: Output
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        group = self.store.get(group_id)
         if group is None:
-            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving), out
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving)
         if group.state is GroupState.DEAD:
-            return ErrorCode.coordinator_not_available, [], out
+            return ErrorCode.coordinator_not_available, []
         errors: list[ErrorCode] = []
         removed: list[str] = []
         for each in leaving:
@@ -352,15 +427,36 @@ class GroupCoordinator:
             self._rebalance.member_gone(group, now_ms, out, f"{len(removed)} member(s) left")
         elif group.state is GroupState.PREPARING_REBALANCE:
             self._rebalance.maybe_complete_join(group, now_ms, out)
-        return ErrorCode.none, errors, out
+        return ErrorCode.none, errors
 
     # ------------------------------------------------------------------------ timers
 
     def tick(self, now_ms: int) -> Output:
-        out = Output()
-        for group in list(self.groups.values()):
-            self._tick_group(group, now_ms, out)
-        return out
+        def decision(out: Output) -> None:
+            for group_id in self.store.group_ids():
+                seen = self.store.peek(group_id)
+                if seen is not None and self._due(seen, now_ms):
+                    group = self.store.get(group_id)
+                    assert group is not None
+                    self._tick_group(group, now_ms, out)
+
+        return self.decide(now_ms, decision)
+
+    @staticmethod
+    def _due(group: Group, now_ms: int) -> bool:
+        """Whether `_tick_group` has anything to do for the group (only then is it copied)."""
+        delay = group.initial_delay_deadline_ms
+        rebalance = group.rebalance_deadline_ms
+        return (
+            any(deadline <= now_ms for deadline in group.pending_members.values())
+            or any(
+                not m.is_waiting and m.heartbeat_deadline_ms <= now_ms
+                for m in group.members.values()
+            )
+            or (delay is not None and delay <= now_ms)
+            or (rebalance is not None and rebalance <= now_ms)
+            or _never_formed(group)
+        )
 
     def _tick_group(self, group: Group, now_ms: int, out: Output) -> None:
         expired_pending = [m for m, d in group.pending_members.items() if d <= now_ms]
@@ -401,20 +497,14 @@ class GroupCoordinator:
             and group.state is GroupState.PREPARING_REBALANCE
         ):
             self._rebalance.complete_join(group, now_ms, out)
-        if (
-            group.state is GroupState.EMPTY
-            and group.generation_id == 0
-            and not group.members
-            and not group.pending_members
-            and not group.offsets
-        ):
+        if _never_formed(group):
             # A group that never formed (its only joiner went away): forget it.
-            del self.groups[group.group_id]
+            self.store.drop(group.group_id)
 
     def next_deadline_ms(self) -> int | None:
         """The earliest time `tick` has something to do; None when nothing is pending."""
         deadlines: list[int] = []
-        for group in self.groups.values():
+        for group in self.store.view():
             if group.rebalance_deadline_ms is not None:
                 deadlines.append(group.rebalance_deadline_ms)
             if group.initial_delay_deadline_ms is not None:
@@ -434,3 +524,13 @@ class GroupCoordinator:
             instance_id,
             group.static_members.get(instance_id or ""),
         )
+
+
+def _never_formed(group: Group) -> bool:
+    return (
+        group.state is GroupState.EMPTY
+        and group.generation_id == 0
+        and not group.members
+        and not group.pending_members
+        and not group.offsets
+    )

@@ -1,9 +1,10 @@
 """Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, expiry.
 
-Functions of the coordinator's groups and a command, like the membership code: they
-validate, return errors and the `__consumer_offsets` records to write, and change no
-offset themselves - a commit takes effect when its record is replayed (`replay`), after
-the shell made it durable. Deletions take effect at once and write tombstones.
+Decisions of the coordinator, like the membership code (`GroupCoordinator.decide`): they
+validate, return errors and an `Output` with the `__consumer_offsets` records to write,
+and change no offset themselves - a commit or a deletion takes effect when its records
+are replayed, and is committed state once the shell reports them durable. OffsetFetch
+reads the committed state only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from strom.group.coordinator import GroupCoordinator, GroupRecord
+from strom.group.coordinator import GroupCoordinator, GroupRecord, Output
+from strom.group.layers import GroupStore
 from strom.group.records import (
     NO_EXPIRE_TIMESTAMP,
     GroupMetadataKey,
@@ -48,37 +50,41 @@ class CommitRequest:
 
 def commit(
     coordinator: GroupCoordinator, req: CommitRequest, now_ms: int
-) -> tuple[list[ErrorCode], list[GroupRecord]]:
-    """One error per offset, in request order, and the records to write."""
-    error = _check_commit(coordinator, req, now_ms)
-    if error is not ErrorCode.none:
-        return [error] * len(req.offsets), []
+) -> tuple[list[ErrorCode], Output]:
+    """One error per offset, in request order, and the output with the records to write."""
     errors: list[ErrorCode] = []
-    records: list[GroupRecord] = []
-    max_bytes = coordinator.config.offset_metadata_max_bytes
-    expire_ms = now_ms + req.retention_ms if req.retention_ms >= 0 else NO_EXPIRE_TIMESTAMP
-    for each in req.offsets:
-        metadata = each.metadata or ""
-        if len(metadata.encode()) > max_bytes:
-            errors.append(ErrorCode.offset_metadata_too_large)
-            continue
-        key = OffsetCommitKey(req.group_id, each.topic, each.partition)
-        value = OffsetCommitValue(each.offset, each.leader_epoch, metadata, now_ms, expire_ms)
-        records.append((key, value))
-        errors.append(ErrorCode.none)
-    return errors, records
+
+    def decision(out: Output) -> None:
+        error = _check_commit(coordinator.store, req, now_ms)
+        if error is not ErrorCode.none:
+            errors.extend([error] * len(req.offsets))
+            return
+        max_bytes = coordinator.config.offset_metadata_max_bytes
+        expire_ms = now_ms + req.retention_ms if req.retention_ms >= 0 else NO_EXPIRE_TIMESTAMP
+        for each in req.offsets:
+            metadata = each.metadata or ""
+            if len(metadata.encode()) > max_bytes:
+                errors.append(ErrorCode.offset_metadata_too_large)
+                continue
+            key = OffsetCommitKey(req.group_id, each.topic, each.partition)
+            value = OffsetCommitValue(each.offset, each.leader_epoch, metadata, now_ms, expire_ms)
+            out.records.append((key, value))
+            errors.append(ErrorCode.none)
+
+    out = coordinator.decide(now_ms, decision)
+    return errors, out
 
 
-def _check_commit(coordinator: GroupCoordinator, req: CommitRequest, now_ms: int) -> ErrorCode:
+def _check_commit(store: GroupStore, req: CommitRequest, now_ms: int) -> ErrorCode:
     if not req.group_id:
         return ErrorCode.invalid_group_id
-    group = coordinator.groups.get(req.group_id)
+    group = store.get(req.group_id)
     managed = req.generation_id >= 0 or req.member_id or req.group_instance_id is not None
     if group is None:
         if managed:
             return ErrorCode.illegal_generation
         # A consumer using assign() keeps offsets without any group protocol.
-        coordinator.groups[req.group_id] = Group(req.group_id, GroupState.EMPTY, now_ms)
+        store.put(Group(req.group_id, GroupState.EMPTY, now_ms))
         return ErrorCode.none
     if group.state is GroupState.DEAD:
         return ErrorCode.coordinator_not_available
@@ -112,36 +118,55 @@ def fetch(
 
 def delete_groups(
     coordinator: GroupCoordinator, group_ids: Sequence[str], now_ms: int
-) -> tuple[list[ErrorCode], list[GroupRecord]]:
+) -> tuple[list[ErrorCode], Output]:
     errors: list[ErrorCode] = []
-    records: list[GroupRecord] = []
-    for group_id in group_ids:
-        group = coordinator.groups.get(group_id)
-        if not group_id:
-            errors.append(ErrorCode.invalid_group_id)
-        elif group is None or group.state is GroupState.DEAD:
-            errors.append(ErrorCode.group_id_not_found)
-        elif group.state is not GroupState.EMPTY or group.members:
-            errors.append(ErrorCode.non_empty_group)
-        else:
-            records += _tombstones(group, group.offsets)
-            records.append((GroupMetadataKey(group_id), None))
-            group.transition(GroupState.DEAD, now_ms)
-            del coordinator.groups[group_id]
-            log.info("group %s deleted", group_id)
-            errors.append(ErrorCode.none)
-    return errors, records
+
+    def decision(out: Output) -> None:
+        store = coordinator.store
+        for group_id in group_ids:
+            group = store.get(group_id) if group_id else None
+            if not group_id:
+                errors.append(ErrorCode.invalid_group_id)
+            elif group is None or group.state is GroupState.DEAD:
+                errors.append(ErrorCode.group_id_not_found)
+            elif group.state is not GroupState.EMPTY or group.members:
+                errors.append(ErrorCode.non_empty_group)
+            else:
+                out.records.extend(_tombstones(group, group.offsets))
+                out.records.append((GroupMetadataKey(group_id), None))
+                group.transition(GroupState.DEAD, now_ms)
+                store.drop(group_id)
+                log.info("group %s deleted", group_id)
+                errors.append(ErrorCode.none)
+
+    out = coordinator.decide(now_ms, decision)
+    return errors, out
 
 
 def delete_offsets(
-    coordinator: GroupCoordinator, group_id: str, partitions: Sequence[TopicPartition]
-) -> tuple[ErrorCode, list[ErrorCode], list[GroupRecord]]:
+    coordinator: GroupCoordinator,
+    group_id: str,
+    partitions: Sequence[TopicPartition],
+    now_ms: int,
+) -> tuple[ErrorCode, list[ErrorCode], Output]:
     """OffsetDelete: a live consumer group keeps the offsets of topics it subscribes to."""
-    group = coordinator.groups.get(group_id)
+    result: list[tuple[ErrorCode, list[ErrorCode]]] = []
+
+    def decision(out: Output) -> None:
+        result.append(_delete_offsets(coordinator.store, group_id, partitions, out))
+
+    out = coordinator.decide(now_ms, decision)
+    return result[0][0], result[0][1], out
+
+
+def _delete_offsets(
+    store: GroupStore, group_id: str, partitions: Sequence[TopicPartition], out: Output
+) -> tuple[ErrorCode, list[ErrorCode]]:
+    group = store.get(group_id)
     if group is None or group.state is GroupState.DEAD:
-        return ErrorCode.group_id_not_found, [], []
+        return ErrorCode.group_id_not_found, []
     if group.state is not GroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-        return ErrorCode.non_empty_group, [], []
+        return ErrorCode.non_empty_group, []
     subscribed = group.subscribed_topics() if group.state is not GroupState.EMPTY else frozenset()
     errors: list[ErrorCode] = []
     deleted: list[TopicPartition] = []
@@ -151,22 +176,24 @@ def delete_offsets(
         else:
             errors.append(ErrorCode.none)
             deleted.append(tp)
-    records = _tombstones(group, deleted)
-    for tp in deleted:
-        group.offsets.pop(tp, None)
-    return ErrorCode.none, errors, records
+    out.records.extend(_tombstones(group, deleted))
+    return ErrorCode.none, errors
 
 
-def expire(coordinator: GroupCoordinator, now_ms: int) -> list[GroupRecord]:
+def expire(coordinator: GroupCoordinator, now_ms: int) -> Output:
     """Offsets past `offsets.retention.minutes`, and the empty groups left with none.
 
     An empty group's offsets expire together, counted from when it became empty; a
     group without a protocol (assign() users) counts from each commit; a live consumer
     group only loses offsets of topics it no longer subscribes to.
     """
+    return coordinator.decide(now_ms, lambda out: _expire(coordinator, now_ms, out))
+
+
+def _expire(coordinator: GroupCoordinator, now_ms: int, out: Output) -> None:
     retention_ms = coordinator.config.offsets_retention_ms
-    records: list[GroupRecord] = []
-    for group in list(coordinator.groups.values()):
+    store = coordinator.store
+    for group in list(store.view()):
         if group.state is GroupState.EMPTY and group.protocol_type is not None:
             base_ms: int | None = group.state_timestamp_ms
             keep: frozenset[str] | None = frozenset()
@@ -182,16 +209,16 @@ def expire(coordinator: GroupCoordinator, now_ms: int) -> list[GroupRecord]:
             if tp.topic not in keep and _expired(value, base_ms, retention_ms, now_ms)
         ]
         if expired:
-            records += _tombstones(group, expired)
-            for tp in expired:
-                del group.offsets[tp]
+            out.records.extend(_tombstones(group, expired))
             log.info("group %s: %d committed offset(s) expired", group.group_id, len(expired))
-        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_members:
-            records.append((GroupMetadataKey(group.group_id), None))
-            group.transition(GroupState.DEAD, now_ms)
-            del coordinator.groups[group.group_id]
+        left = len(group.offsets) - len(expired)
+        if group.state is GroupState.EMPTY and not left and not group.pending_members:
+            out.records.append((GroupMetadataKey(group.group_id), None))
+            mine = store.get(group.group_id)
+            assert mine is not None
+            mine.transition(GroupState.DEAD, now_ms)
+            store.drop(group.group_id)
             log.info("group %s: empty with no offsets left; removed", group.group_id)
-    return records
 
 
 def _expired(value: OffsetCommitValue, base_ms: int | None, retention_ms: int, now_ms: int) -> bool:

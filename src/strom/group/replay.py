@@ -1,14 +1,22 @@
-"""Rebuilding a coordinator's state from `__consumer_offsets`.
+"""Rebuilding a coordinator's state from `__consumer_offsets` records.
 
-`replay` applies one record, in log order: at load, every record of the partition; while
-serving, each commit record once it is durable. A group metadata record restores the
-group as its last rebalance left it (Stable with its members, or Empty); the members
-must then heartbeat within their session timeouts, counted from the load.
+`replay` applies one record, in log order, to a dict of groups: at load, every record of
+the partition into the committed groups; while serving, the records of each decision
+into that decision's own copies of its groups (`layers.py`), which become the committed
+groups once the records are durable. So committed offsets, deleted offsets and deleted
+groups change in one way only, live and at load: by replaying their records.
+
+A group metadata record restores a group as its last rebalance left it (Stable with its
+members, or Empty); the members must then heartbeat within their session timeouts,
+counted from the load. Live, the decision that wrote the record has already shaped its
+copy of the group (members with all their protocols, waiting requests, timers: state
+the record does not carry), so there only a tombstone changes anything.
 """
 
 from __future__ import annotations
 
-from strom.group.coordinator import GroupCoordinator
+from collections.abc import MutableMapping
+
 from strom.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -18,19 +26,27 @@ from strom.group.records import (
 )
 from strom.group.state import Group, GroupState, Member, TopicPartition
 
+__all__ = ["load_group", "replay"]
+
 
 def replay(
-    coordinator: GroupCoordinator, key: Key, value: Value | None, now_ms: int, *, loading: bool
+    groups: MutableMapping[str, Group],
+    key: Key,
+    value: Value | None,
+    now_ms: int,
+    *,
+    loading: bool,
 ) -> None:
-    """Apply one record. Live group changes are already in memory, so group metadata
-    records change state only when `loading`."""
+    """Apply one record to `groups` (a group metadata value only when `loading`)."""
     if isinstance(key, GroupMetadataKey):
-        if loading:
-            assert value is None or isinstance(value, GroupMetadataValue)
-            load_group(coordinator, key.group_id, value, now_ms)
+        if value is None:
+            groups.pop(key.group_id, None)
+        elif loading:
+            assert isinstance(value, GroupMetadataValue)
+            load_group(groups, key.group_id, value, now_ms)
         return
     tp = TopicPartition(key.topic, key.partition)
-    group = coordinator.groups.get(key.group_id)
+    group = groups.get(key.group_id)
     if value is None:
         if group is not None:
             group.offsets.pop(tp, None)
@@ -38,20 +54,17 @@ def replay(
     assert isinstance(value, OffsetCommitValue)
     if group is None:
         group = Group(key.group_id, GroupState.EMPTY, now_ms)
-        coordinator.groups[key.group_id] = group
+        groups[key.group_id] = group
     group.offsets[tp] = value
 
 
 def load_group(
-    coordinator: GroupCoordinator, group_id: str, value: GroupMetadataValue | None, now_ms: int
+    groups: MutableMapping[str, Group], group_id: str, value: GroupMetadataValue, now_ms: int
 ) -> None:
-    if value is None:
-        coordinator.groups.pop(group_id, None)
-        return
-    group = coordinator.groups.get(group_id)
+    group = groups.get(group_id)
     if group is None:
         group = Group(group_id, GroupState.EMPTY, now_ms)
-        coordinator.groups[group_id] = group
+        groups[group_id] = group
     group.generation_id = value.generation_id
     group.protocol_type = value.protocol_type or None
     group.protocol_name = value.protocol_name

@@ -1,5 +1,6 @@
 """What the classic group coordinator takes and gives: request values, and the `Output`
-of every call (replies for waiting requests, `__consumer_offsets` records to write)."""
+of every decision (replies for waiting requests, `__consumer_offsets` records to write,
+the write id the shell reports durable or failed)."""
 
 from __future__ import annotations
 
@@ -56,8 +57,12 @@ class LeavingMember:
 
 @dataclass(slots=True)
 class Output:
+    """One decision: its records, the replies to send once they are durable, and the id
+    the shell reports back with (`GroupCoordinator.durable` / `failed`)."""
+
     replies: list[tuple[Token, Reply]] = field(default_factory=list)
     records: list[GroupRecord] = field(default_factory=list)
+    write_id: int = 0
 
     def reply(self, token: Token | None, result: Reply) -> None:
         if token is not None:

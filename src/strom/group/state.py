@@ -15,7 +15,7 @@ A group moves between five states (Kafka's names):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from kio.schema.errors import ErrorCode
@@ -132,6 +132,25 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_during_delay: bool = False
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
+
+    def copy(self) -> Group:
+        """A copy a decision may change without touching this one. The offsets dict is
+        shared: only `replay` changes offsets, and it copies the dict first."""
+        return replace(
+            self,
+            members={member_id: replace(m) for member_id, m in self.members.items()},
+            static_members=dict(self.static_members),
+            pending_members=dict(self.pending_members),
+        )
+
+    def parked_tokens(self) -> set[Token]:
+        """The waiting JoinGroup/SyncGroup requests this version of the group holds."""
+        tokens: set[Token] = set()
+        for member in self.members.values():
+            for token in (member.join_token, member.sync_token):
+                if token is not None:
+                    tokens.add(token)
+        return tokens
 
     def transition(self, target: GroupState, now_ms: int) -> None:
         if target not in _TRANSITIONS[self.state] and target is not self.state:

@@ -8,11 +8,17 @@ storage in `__consumer_offsets`.
 The coordinator of a group is the leader of partition `partition_for(group)` of
 `__consumer_offsets`. The topic is created on
 first use (FindCoordinator or any group request), compacted, with
-`offsets.topic.num.partitions` partitions. Records the core returns are appended to the
+`offsets.topic.num.partitions` partitions.
+
+Every decision of the core is carried out by `apply`: its records are appended to the
 group's partition and committed (held by every in-sync replica, fsynced with the
-default `flush.messages=1`) before any reply that depends on them is sent, and commits
-take effect in memory only then; a write not committed within `COMMIT_TIMEOUT_S`
-fails the request (Kafka's offsets.commit.timeout.ms).
+default `flush.messages=1`); then the core is told `durable(write_id)`, its state for
+that decision becomes committed, and the replies that depend on it are sent. If the
+write fails (leadership moved, partition gone, not committed within `COMMIT_TIMEOUT_S`:
+Kafka's offsets.commit.timeout.ms), the core is told `failed(write_id)`: the decision
+and every later one made on it are discarded, the state is exactly as before, and the
+requests they answered get the error Kafka's coordinator gives (`_COORDINATOR_ERRORS`).
+`append_and_wait` is the one function that writes through `Partition`.
 """
 
 from __future__ import annotations
@@ -29,17 +35,15 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from strom.group import offsets as group_offsets
-from strom.group.coordinator import GroupCoordinator, GroupRecord, Output, Reply
+from strom.group.coordinator import Discarded, GroupCoordinator, GroupRecord, Output, Reply
 from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.records import (
-    GroupMetadataKey,
     RecordFormatError,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from strom.group.replay import replay
 from strom.group.state import GroupConfig
 from strom.metadata import controller
 from strom.metadata.image import MetadataImage
@@ -62,6 +66,20 @@ log = logging.getLogger(__name__)
 
 _LOAD_READ_BYTES = 1 << 20
 COMMIT_TIMEOUT_S = 5.0
+_TIMER_RETRY_S = 0.5
+"""After a failed timer write (the group is as before it): wait before trying again."""
+
+# What the client sees when the group's records cannot be written: Kafka's mapping of
+# storage errors (GroupMetadataManager.storeGroup / GroupCoordinatorService
+# .normalizeException); errors not listed pass through.
+_COORDINATOR_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+}
 
 
 class CoordinatorUnavailable(Exception):
@@ -70,6 +88,20 @@ class CoordinatorUnavailable(Exception):
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+class StorageError(Exception):
+    """A write to `__consumer_offsets` failed; `error_code` is the storage error."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    """Mark a write's outcome as seen even if its caller went away."""
+    if not future.cancelled():
+        future.exception()
 
 
 def offsets_topic_configs(broker: Broker) -> dict[str, str]:
@@ -100,6 +132,9 @@ class GroupService:
         )
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
+        self._pending: dict[int, tuple[Output, asyncio.Future[None]]] = {}
+        """Write id -> the decision and what its caller awaits, until promoted or failed."""
+        self._writes: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._loaded: set[int] = set()
         self._creating: asyncio.Task[None] | None = None
@@ -145,12 +180,8 @@ class GroupService:
     def _unload(self, index: int) -> None:
         self._loaded.discard(index)
         count = self.num_partitions
-        for group_id in [g for g in self.core.groups if partition_for(g, count) == index]:
-            group = self.core.groups.pop(group_id)
-            for member in group.members.values():
-                for token in (member.join_token, member.sync_token):
-                    if token is not None:
-                        self._fail(token)
+        mine = [g for g in self.core.store.group_ids() if partition_for(g, count) == index]
+        self._discard(self.core.forget(mine), ErrorCode.not_coordinator)
         log.info(
             "[node %d] no longer coordinating the groups of %s-%d",
             self._broker.node_id,
@@ -187,7 +218,7 @@ class GroupService:
         except RecordFormatError as exc:
             log.warning("skipping a record of %s that does not parse: %s", OFFSETS_TOPIC, exc)
             return 0
-        replay(self.core, decoded_key, decoded_value, current_ms, loading=True)
+        self.core.load(decoded_key, decoded_value, current_ms)
         return 1
 
     async def ensure_topic(self) -> None:
@@ -240,12 +271,12 @@ class GroupService:
         partition = topic.partitions.get(index) if topic is not None else None
         return -1 if partition is None else partition.leader
 
-    # --- requests ---------------------------------------------------------------------
+    # --- requests and writes -----------------------------------------------------------
 
     async def request(self, group_id: str, command: Callable[[int], Output]) -> Reply:
         """Run a command that may park its reply (JoinGroup, SyncGroup) and wait for it.
 
-        `command(token)` calls the core; its output is applied as usual and the reply
+        `command(token)` calls the core; its output is carried out as usual and the reply
         for `token` comes whenever the core gives it. Raises CoordinatorUnavailable.
         """
         await self.coordinate(group_id)
@@ -253,70 +284,119 @@ class GroupService:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         future.add_done_callback(lambda _f: self._waiting.pop(token, None))
-        await self.apply(command(token))
+        try:
+            await self.apply(command(token))
+        except CoordinatorUnavailable as exc:
+            self._fail(token, exc.error_code)
         return await future
 
     async def apply(self, out: Output) -> None:
-        """Write the output's records, make them durable, then deliver its replies."""
+        """Carry out one decision of the core: write its records; once they are durable the
+        core commits the decision's state and its replies go out. Raises
+        CoordinatorUnavailable when the write, or one it was decided on, failed: the core
+        then discarded the decision and is as before it."""
         self._wake.set()
-        if out.records and not await self.write(out.records):
-            for token, _ in out.replies:
-                self._fail(token)
-            return
-        for token, reply in out.replies:
-            future = self._waiting.get(token)
-            if future is not None and not future.done():
-                future.set_result(reply)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(_retrieve)
+        self._pending[out.write_id] = (out, done)
+        task = asyncio.create_task(self._carry_out(out))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        await asyncio.shield(done)
 
-    def _fail(self, token: int) -> None:
+    async def _carry_out(self, out: Output) -> None:
+        """Write and report back to the core, whatever happens to the caller."""
+        error = ErrorCode.not_coordinator  # if cancelled: the broker is stopping
+        try:
+            error = await self._write(out.records) if out.records else ErrorCode.none
+        finally:
+            if error is ErrorCode.none:
+                self._settle(self.core.durable(out.write_id))
+            else:
+                self._discard(self.core.failed(out.write_id), error)
+
+    def _settle(self, promoted: list[int]) -> None:
+        for write_id in promoted:
+            pending = self._pending.pop(write_id, None)
+            if pending is None:
+                continue
+            out, done = pending
+            for token, reply in out.replies:
+                future = self._waiting.get(token)
+                if future is not None and not future.done():
+                    future.set_result(reply)
+            if not done.done():
+                done.set_result(None)
+
+    def _discard(self, discarded: Discarded, error: ErrorCode) -> None:
+        for write_id in discarded.write_ids:
+            pending = self._pending.pop(write_id, None)
+            if pending is not None and not pending[1].done():
+                failure = CoordinatorUnavailable(error, "group state not written")
+                pending[1].set_exception(failure)
+        for token in sorted(discarded.tokens):
+            self._fail(token, error)
+
+    def _fail(self, token: int, error: ErrorCode = ErrorCode.not_coordinator) -> None:
         future = self._waiting.get(token)
         if future is not None and not future.done():
-            future.set_exception(
-                CoordinatorUnavailable(ErrorCode.not_coordinator, "group state not written")
-            )
+            future.set_exception(CoordinatorUnavailable(error, "group state not written"))
 
-    async def write(self, records: list[GroupRecord]) -> bool:
-        """`persist`, reporting failure (logged) as False instead of raising."""
+    async def _write(self, records: list[GroupRecord]) -> ErrorCode:
+        """Append and wait until durable; a failure becomes the error code the client sees.
+
+        Storage errors are mapped as Kafka's coordinator maps them: GroupMetadataManager
+        .storeGroup (and GroupCoordinatorService.normalizeException in the KIP-848
+        coordinator): UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT
+        -> COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR ->
+        NOT_COORDINATOR; MESSAGE_TOO_LARGE and the like -> UNKNOWN_SERVER_ERROR (an
+        offset commit answers INVALID_COMMIT_OFFSET_SIZE there, as storeOffsets does).
+        """
         try:
-            await self.persist(records)
-        except (PartitionGone, RecordsError, ValueError) as exc:
+            await self.append_and_wait(records)
+        except StorageError as exc:
             log.error("[node %d] cannot write group state: %s", self._broker.node_id, exc)
-            return False
-        return True
+            return _COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
+        return ErrorCode.none
 
-    async def persist(self, records: list[GroupRecord]) -> None:
-        """Append records to their groups' partitions, wait until durable, replay them."""
+    async def append_and_wait(self, records: list[GroupRecord]) -> None:
+        """Append records to their groups' partitions and wait until they are durable.
+
+        The one place the coordinator writes through `Partition`; raises StorageError.
+        """
         by_partition: dict[int, list[GroupRecord]] = defaultdict(list)
         for key, value in records:
             by_partition[partition_for(key.group_id, self.num_partitions)].append((key, value))
-        waits = []
+        waits: list[tuple[Partition, int]] = []
         current = now_ms()
-        for index, items in by_partition.items():
-            partition = self._broker.partitions.get(OFFSETS_TOPIC, index)
-            if partition is None:
-                raise PartitionGone(OFFSETS_TOPIC, index)
-            batch = encode_batch(
-                [
-                    (encode_key(key), None if value is None else encode_value(value), ())
-                    for key, value in items
-                ],
-                base_timestamp_ms=current,
-            )
-            view = memoryview(batch)
-            if partition.leader is None:
-                raise PartitionGone(OFFSETS_TOPIC, index)
-            result = partition.append(
-                [(view, parse_batch_header(view))], now_ms=current, producer_check=False
-            )
-            waits.append(partition.acknowledged(result.last_offset + 1, -1, COMMIT_TIMEOUT_S))
         try:
-            await asyncio.gather(*waits)
-        except (LeadershipMoved, TimeoutError) as exc:
-            raise PartitionGone(OFFSETS_TOPIC, -1) from exc
-        applied = now_ms()
-        for key, value in records:
-            if not isinstance(key, GroupMetadataKey):
-                replay(self.core, key, value, applied, loading=False)
+            for index, items in by_partition.items():
+                partition = self._broker.partitions.get(OFFSETS_TOPIC, index)
+                if partition is None:
+                    raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
+                batch = encode_batch(
+                    [
+                        (encode_key(key), None if value is None else encode_value(value), ())
+                        for key, value in items
+                    ],
+                    base_timestamp_ms=current,
+                )
+                view = memoryview(batch)
+                result = partition.append(
+                    [(view, parse_batch_header(view))], now_ms=current, producer_check=False
+                )
+                waits.append((partition, result.last_offset + 1))
+            await asyncio.gather(*(p.committed(end, COMMIT_TIMEOUT_S) for p, end in waits))
+        except LeadershipMoved as exc:
+            raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
+        except TimeoutError as exc:
+            raise StorageError(ErrorCode.request_timed_out, "not committed in time") from exc
+        except PartitionGone as exc:
+            raise StorageError(ErrorCode.unknown_topic_or_partition, str(exc)) from exc
+        except (RecordsError, ValueError) as exc:
+            raise StorageError(ErrorCode.message_too_large, str(exc)) from exc
+        except OSError as exc:
+            raise StorageError(ErrorCode.kafka_storage_error, str(exc)) from exc
 
     # --- background -------------------------------------------------------------------
 
@@ -328,21 +408,23 @@ class GroupService:
             timeout_s = None if deadline is None else max(deadline - now_ms(), 0) / 1000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout_s)
-            out = self.core.tick(now_ms())
-            if out.replies or out.records:
-                await self.apply(out)
+            try:
+                await self.apply(self.core.tick(now_ms()))
+            except CoordinatorUnavailable:
+                await asyncio.sleep(_TIMER_RETRY_S)
 
     async def run_expiry(self) -> None:
         """Expire old offsets every `offsets.retention.check.interval.ms`."""
         interval_s = self._broker.config.offsets_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            records = group_offsets.expire(self.core, now_ms())
-            if records:
-                await self.write(records)
+            with contextlib.suppress(CoordinatorUnavailable):
+                await self.apply(group_offsets.expire(self.core, now_ms()))
 
     def close(self) -> None:
         """Answer every waiting JoinGroup/SyncGroup: clients find the coordinator again."""
         self._closed = True
+        for task in list(self._writes):
+            task.cancel()  # its write is discarded: the core is as before it
         for token in list(self._waiting):
             self._fail(token)

@@ -1,9 +1,16 @@
-"""A manual-clock driver for the pure group coordinator: no sockets, no sleeps."""
+"""A manual-clock driver for the pure group coordinator: no sockets, no sleeps.
+
+It plays the shell: each decision's records are "written" and reported durable at once,
+unless `hold` is set; then they wait in `held` until `complete(write_id)` or
+`fail(write_id)`. Replies are delivered when the core promotes a write; requests the
+core gives up on (a failed write) are answered `FAILED`."""
 
 from __future__ import annotations
 
 from random import Random
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from strom.group import offsets
 from strom.group.coordinator import (
@@ -15,7 +22,6 @@ from strom.group.coordinator import (
     SyncRequest,
 )
 from strom.group.records import Key, Value
-from strom.group.replay import replay
 from strom.group.state import GroupConfig, JoinResult, SyncResult
 
 PROTOCOLS = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))
@@ -28,15 +34,51 @@ class Harness:
         self.now_ms = 1_000_000
         self.replies: dict[int, Reply] = {}
         self.records: list[tuple[Key, Value | None]] = []
+        """The records of every committed write, in the order they were committed."""
+        self.failed_tokens: set[int] = set()
+        self.hold = False
+        self.held: list[int] = []
+        self.last_write_id = 0
+        self._outputs: dict[int, Output] = {}
         self._next = 0
 
     def _apply(self, out: Output) -> None:
-        for key, value in out.records:
-            self.records.append((key, value))
-            replay(self.core, key, value, self.now_ms, loading=False)
-        for token, reply in out.replies:
-            assert token not in self.replies, f"token {token} answered twice"
-            self.replies[token] = reply
+        self._outputs[out.write_id] = out
+        self.last_write_id = out.write_id
+        if self.hold and out.records:
+            self.held.append(out.write_id)
+        else:
+            self.complete(out.write_id)
+
+    def run(self, out: Output) -> Output:
+        """Carry out a decision made by calling the core directly."""
+        self._apply(out)
+        return out
+
+    def complete(self, write_id: int) -> None:
+        """The write's records are durable."""
+        if write_id in self.held:
+            self.held.remove(write_id)
+        for promoted in self.core.durable(write_id):
+            out = self._outputs.pop(promoted)
+            self.records += out.records  # a group's writes are promoted in log order
+            for token, reply in out.replies:
+                assert token not in self.replies, f"token {token} answered twice"
+                self.replies[token] = reply
+
+    def fail(self, write_id: int) -> tuple[int, ...]:
+        """The write failed: returns the writes the core discarded."""
+        if write_id in self.held:
+            self.held.remove(write_id)
+        discarded = self.core.failed(write_id)
+        for each in discarded.write_ids:
+            self._outputs.pop(each, None)
+            if each in self.held:
+                self.held.remove(each)
+        assert not self.failed_tokens & discarded.tokens, "a request failed twice"
+        assert not self.replies.keys() & discarded.tokens, "an answered request failed"
+        self.failed_tokens |= discarded.tokens
+        return discarded.write_ids
 
     def _token(self) -> int:
         self._next += 1
@@ -94,7 +136,9 @@ class Harness:
     def heartbeat(
         self, member_id: str, generation: int, *, group: str = "g", instance: str | None = None
     ) -> Any:
-        return self.core.heartbeat(group, member_id, instance, generation, self.now_ms)
+        error, out = self.core.heartbeat(group, member_id, instance, generation, self.now_ms)
+        self._apply(out)
+        return error
 
     def leave(self, *members: LeavingMember, group: str = "g") -> Any:
         error, errors, out = self.core.leave(group, members, self.now_ms)
@@ -105,9 +149,9 @@ class Harness:
         self.now_ms += ms
         self._apply(self.core.tick(self.now_ms))
 
-    def commit(self, request: offsets.CommitRequest) -> list[Any]:
-        errors, records = offsets.commit(self.core, request, self.now_ms)
-        self._apply(Output(records=records))
+    def commit(self, request: offsets.CommitRequest) -> list[ErrorCode]:
+        errors, out = offsets.commit(self.core, request, self.now_ms)
+        self._apply(out)
         return errors
 
     def joined(self, token: int) -> JoinResult:

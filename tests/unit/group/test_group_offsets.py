@@ -10,7 +10,6 @@ from strom.group.consumer_protocol import encode_subscription
 from strom.group.coordinator import LeavingMember
 from strom.group.offsets import CommitRequest, OffsetToCommit
 from strom.group.records import GroupMetadataKey, OffsetCommitKey
-from strom.group.replay import replay
 from strom.group.state import GroupState, TopicPartition
 
 DAY_MS = 24 * 3600 * 1000
@@ -34,15 +33,14 @@ def test_consumer_without_a_group_protocol_commits_and_fetches() -> None:
     assert offsets.fetch(h.core, "nobody", None) == []
 
 
-def test_commit_becomes_visible_only_when_replayed() -> None:
+def test_commit_becomes_visible_only_when_durable() -> None:
     h = Harness()
-    errors, records = offsets.commit(
+    errors, out = offsets.commit(
         h.core, CommitRequest("g", offsets=(OffsetToCommit("t", 0, 5),)), h.now_ms
     )
     assert errors == [ErrorCode.none]
     assert offsets.fetch(h.core, "g", None) == []
-    for key, value in records:
-        replay(h.core, key, value, h.now_ms, loading=False)
+    assert h.core.durable(out.write_id) == [out.write_id]
     assert offsets.fetch(h.core, "g", None)[0][1].offset == 5  # type: ignore[union-attr]
 
 
@@ -78,7 +76,8 @@ def test_delete_groups_only_when_empty() -> None:
     h = Harness()
     simple_commit(h, "empty", ("t", 0, 1))
     _member_id, _ = h.join_new(group="busy")
-    errors, records = offsets.delete_groups(h.core, ["empty", "busy", "ghost", ""], h.now_ms)
+    errors, out = offsets.delete_groups(h.core, ["empty", "busy", "ghost", ""], h.now_ms)
+    records = h.run(out).records
     assert errors == [
         ErrorCode.none,
         ErrorCode.non_empty_group,
@@ -104,14 +103,17 @@ def test_offset_delete_keeps_offsets_of_subscribed_topics() -> None:
             offsets=(OffsetToCommit("orders", 0, 1), OffsetToCommit("old", 0, 1)),
         )
     )
-    error, errors, records = offsets.delete_offsets(
-        h.core, "g", [TopicPartition("orders", 0), TopicPartition("old", 0)]
+    error, errors, out = offsets.delete_offsets(
+        h.core, "g", [TopicPartition("orders", 0), TopicPartition("old", 0)], h.now_ms
     )
+    records = h.run(out).records
     assert error is ErrorCode.none
     assert errors == [ErrorCode.group_subscribed_to_topic, ErrorCode.none]
     assert records == [(OffsetCommitKey("g", "old", 0), None)]
     assert [tp.topic for tp, _ in offsets.fetch(h.core, "g", None)] == ["orders"]
-    assert offsets.delete_offsets(h.core, "ghost", [])[0] is ErrorCode.group_id_not_found
+    error, _, out = offsets.delete_offsets(h.core, "ghost", [], h.now_ms)
+    h.run(out)
+    assert error is ErrorCode.group_id_not_found
 
 
 def test_offsets_of_an_empty_group_expire_together_after_retention() -> None:
@@ -124,9 +126,9 @@ def test_offsets_of_an_empty_group_expire_together_after_retention() -> None:
     h.leave(LeavingMember(member_id))
     assert h.group().state is GroupState.EMPTY
     h.now_ms += 6 * DAY_MS
-    assert offsets.expire(h.core, h.now_ms) == []
+    assert h.run(offsets.expire(h.core, h.now_ms)).records == []
     h.now_ms += 2 * DAY_MS
-    records = offsets.expire(h.core, h.now_ms)
+    records = h.run(offsets.expire(h.core, h.now_ms)).records
     assert (OffsetCommitKey("g", "t", 0), None) in records
     assert records[-1] == (GroupMetadataKey("g"), None)
     assert "g" not in h.core.groups
@@ -138,7 +140,8 @@ def test_standalone_offsets_expire_one_by_one() -> None:
     h.now_ms += DAY_MS // 2
     simple_commit(h, "solo", ("t", 1, 1))
     h.now_ms += DAY_MS // 2
-    assert offsets.expire(h.core, h.now_ms) == [(OffsetCommitKey("solo", "t", 0), None)]
+    expired = h.run(offsets.expire(h.core, h.now_ms)).records
+    assert expired == [(OffsetCommitKey("solo", "t", 0), None)]
     assert [tp.partition for tp, _ in offsets.fetch(h.core, "solo", None)] == [1]
 
 
@@ -149,7 +152,7 @@ def test_live_group_offsets_do_not_expire_for_subscribed_topics() -> None:
     h.sync(member_id, generation, {member_id: b""})
     h.commit(CommitRequest("g", generation, member_id, offsets=(OffsetToCommit("t", 0, 1),)))
     h.now_ms += 2 * DAY_MS
-    assert offsets.expire(h.core, h.now_ms) == []
+    assert h.run(offsets.expire(h.core, h.now_ms)).records == []
 
 
 def test_replaying_the_records_rebuilds_groups_and_offsets() -> None:
@@ -161,12 +164,12 @@ def test_replaying_the_records_rebuilds_groups_and_offsets() -> None:
     h.commit(CommitRequest("g", generation, member_id, offsets=(OffsetToCommit("t", 0, 42),)))
     simple_commit(h, "solo", ("t", 1, 7))
     simple_commit(h, "gone", ("t", 1, 7))
-    _, records = offsets.delete_groups(h.core, ["gone"], h.now_ms)
-    h.records += records
+    _, out = offsets.delete_groups(h.core, ["gone"], h.now_ms)
+    h.run(out)
 
     fresh = Harness()
     for key, value in h.records:
-        replay(fresh.core, key, value, fresh.now_ms, loading=True)
+        fresh.core.load(key, value, fresh.now_ms)
     group = fresh.group()
     assert group.state is GroupState.STABLE
     assert group.generation_id == generation

@@ -3,7 +3,9 @@
 Each handler turns the request into a command for the pure coordinator
 (strom.group.coordinator), lets the group service write what it returns, and waits for
 its reply when the coordinator parks the request (JoinGroup until the rebalance ends,
-SyncGroup until the leader's assignment is durable).
+SyncGroup until the leader's assignment is durable). Every decision is carried out by
+`GroupService.apply`, so a reply goes out only once the state it reports is committed;
+when the write fails the client gets the coordinator error (the group is as before).
 """
 
 from __future__ import annotations
@@ -109,13 +111,14 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Any:
     body = request.body
     try:
         await broker.groups.coordinate(body.group_id)
-        error = broker.groups.core.heartbeat(
+        error, out = broker.groups.core.heartbeat(
             body.group_id,
             body.member_id,
             getattr(body, "group_instance_id", None),
             int(body.generation_id),
             now_ms(),
         )
+        await broker.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
     return build_response(
@@ -234,10 +237,13 @@ async def handle_delete_groups(broker: Broker, request: Request) -> Any:
             local.append(group_id)
         except CoordinatorUnavailable as exc:
             results[group_id] = exc.error_code
-    errors, records = group_offsets.delete_groups(broker.groups.core, local, now_ms())
+    errors, out = group_offsets.delete_groups(broker.groups.core, local, now_ms())
     results.update(zip(local, errors, strict=True))
-    if records and not await broker.groups.write(records):
-        results.update(dict.fromkeys(local, ErrorCode.not_coordinator))
+    try:
+        await broker.groups.apply(out)
+    except CoordinatorUnavailable as exc:
+        deleted = [g for g, error in zip(local, errors, strict=True) if error is ErrorCode.none]
+        results.update(dict.fromkeys(deleted, exc.error_code))
     return build_response(
         ApiKey.DELETE_GROUPS,
         request.api_version,

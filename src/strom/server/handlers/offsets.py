@@ -1,7 +1,8 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: consumer progress in `__consumer_offsets`.
 
 A commit is acknowledged once its record is durable (fsynced with the default
-`flush.messages=1`) and only then visible to OffsetFetch. Offsets of topics or
+`flush.messages=1`) and only then visible to OffsetFetch; if the write fails, the commit
+is discarded and the client gets the coordinator error. Offsets of topics or
 partitions that do not exist are refused with UNKNOWN_TOPIC_OR_PARTITION.
 """
 
@@ -58,9 +59,15 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
     )
     try:
         await broker.groups.coordinate(commit.group_id)
-        results, records = group_offsets.commit(broker.groups.core, commit, now_ms())
-        if records and not await broker.groups.write(records):
-            results = [ErrorCode.not_coordinator] * len(results)
+        results, out = group_offsets.commit(broker.groups.core, commit, now_ms())
+        try:
+            await broker.groups.apply(out)
+        except CoordinatorUnavailable as exc:
+            # GroupMetadataManager.storeOffsets: a record too large is an invalid commit size.
+            failed = exc.error_code
+            if failed is ErrorCode.unknown_server_error:
+                failed = ErrorCode.invalid_commit_offset_size
+            results = [failed if r is ErrorCode.none else r for r in results]
     except CoordinatorUnavailable as exc:
         results = [exc.error_code] * len(wanted)
     for each, error in zip(wanted, results, strict=True):
@@ -143,12 +150,11 @@ async def handle_offset_delete(broker: Broker, request: Request) -> Any:
     errors: dict[TopicPartition, ErrorCode] = {}
     try:
         await broker.groups.coordinate(body.group_id)
-        error, results, records = group_offsets.delete_offsets(
-            broker.groups.core, body.group_id, wanted
+        error, results, out = group_offsets.delete_offsets(
+            broker.groups.core, body.group_id, wanted, now_ms()
         )
         errors.update(zip(wanted, results, strict=False))
-        if records and not await broker.groups.write(records):
-            error = ErrorCode.not_coordinator
+        await broker.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
     topics = [
