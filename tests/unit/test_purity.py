@@ -17,6 +17,10 @@ The rules:
   `strom.server`, `strom.client`, `strom.cli`, `strom.spark`, nor a store adapter.
 - `strom.spark` never imports `strom.server`: the connector talks to brokers as a client.
 - `strom.raft` never imports `strom.metadata`: Raft replicates bytes and knows no records.
+- The metadata stores stay behind their interface: no module outside `metadata/stores/`
+  imports one of its modules but the package itself (the factory, `build_store`) and
+  `base` (the interface, its capabilities and ports), and none names a concrete store (a
+  class defined in a store adapter), not even in a comment or a string.
 
 A violation names the module, the line and the forbidden import. The tests at the end
 build a small fake package in tmp_path and check that each rule catches what it should.
@@ -25,6 +29,7 @@ build a small fake package in tmp_path and check that each rule catches what it 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator, Set
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +57,9 @@ PURE = (*CORES, "config", "durable_files")
 """Top-level parts of strom (packages or modules) held to the cores' rules."""
 SHELL_INSIDE_PURE = ("metadata.stores",)
 """Parts of a pure package that belong to the shell (they may do I/O)."""
+STORES = "metadata.stores"
+STORE_INTERFACE = ("metadata.stores", "metadata.stores.base")
+"""The only modules of the stores that code outside them may import."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,47 @@ def layer_violations(graph: Iterable[Import], top: str = "strom") -> list[str]:
     return bad
 
 
+def store_boundary_violations(graph: Iterable[Import], top: str = "strom") -> list[str]:
+    """Modules outside the stores importing a store module other than the interface."""
+    stores, allowed = f"{top}.{STORES}", {f"{top}.{name}" for name in STORE_INTERFACE}
+    return [
+        f"{imp}: outside {stores}, import only {' or '.join(sorted(allowed))}"
+        for imp in graph
+        if not _within(imp.module, stores)
+        and _within(imp.target, stores)
+        and imp.target not in allowed
+    ]
+
+
+def concrete_store_names(root: Path) -> set[str]:
+    """The classes the store adapters define (all of metadata/stores/ but the interface)."""
+    interface = {f"{root.name}.{name}" for name in STORE_INTERFACE}
+    names: set[str] = set()
+    for path in sorted((root / Path(*STORES.split("."))).rglob("*.py")):
+        if module_name(path, root) in interface:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        names |= {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    return names
+
+
+def store_name_violations(root: Path) -> list[str]:
+    """Modules outside the stores that mention a concrete store class, anywhere."""
+    names = concrete_store_names(root)
+    stores = f"{root.name}.{STORES}"
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        if _within(module, stores):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", line))
+            bad += [
+                f"{module}:{number} names the store class {name}" for name in sorted(names & words)
+            ]
+    return bad
+
+
 # --- strom itself --------------------------------------------------------------------
 
 
@@ -183,7 +232,7 @@ def graph() -> list[Import]:
 def test_the_graph_sees_strom_s_imports(graph: list[Import]) -> None:
     targets = {(imp.module, imp.target) for imp in graph}
     assert ("strom.log.segment", "strom.protocol.records") in targets
-    assert ("strom.server.broker", "strom.raft.core") in targets
+    assert ("strom.metadata.stores.raft.driver", "strom.raft.core") in targets
 
 
 def test_pure_modules_import_no_io(graph: list[Import]) -> None:
@@ -193,6 +242,17 @@ def test_pure_modules_import_no_io(graph: list[Import]) -> None:
 
 def test_layers_import_only_what_they_may(graph: list[Import]) -> None:
     violations = layer_violations(graph)
+    assert not violations, "\n".join(["", *violations])
+
+
+def test_the_stores_are_reached_only_through_their_interface(graph: list[Import]) -> None:
+    violations = store_boundary_violations(graph)
+    assert not violations, "\n".join(["", *violations])
+
+
+def test_no_code_outside_the_stores_names_a_store() -> None:
+    assert {"RaftDriver", "ZooKeeperStore", "MemoryStore"} <= concrete_store_names(SRC)
+    violations = store_name_violations(SRC)
     assert not violations, "\n".join(["", *violations])
 
 
@@ -284,3 +344,38 @@ def test_relative_imports_resolve_from_the_module_s_package(tmp_path: Path) -> N
     (top / "raft" / "__init__.py").write_text("from .core import RaftNode\nfrom . import log\n")
     in_init = {(imp.line, imp.target) for imp in import_graph(top) if imp.module == "strom.raft"}
     assert in_init == {(1, "strom.raft.core"), (2, "strom.raft.log")}
+
+
+def test_the_checker_keeps_the_stores_behind_their_interface(tmp_path: Path) -> None:
+    top = _fake_package(
+        tmp_path,
+        {
+            "metadata/stores/__init__.py": "from .base import Store\nfrom . import raft\n",
+            "metadata/stores/base.py": "class Store: ...\n",
+            "metadata/stores/raft.py": "from .base import Store\nclass RaftStore(Store): ...\n",
+            "metadata/stores/memory.py": "class MemoryStore: ...\n",
+            "server/a.py": (
+                "from strom.metadata.stores import build\n"
+                "from strom.metadata.stores.base import Store\n"
+                "from strom.metadata.stores.raft import RaftStore\n"
+            ),
+            "server/b.py": (
+                "import strom.metadata.stores.memory\n"
+                "def f(store: object) -> bool:\n"
+                "    return type(store).__name__ == 'MemoryStore'  # MemoryStore\n"
+            ),
+            "server/c.py": "# a store, whichever it is: Store, RaftStores\n",
+        },
+    )
+    assert store_boundary_violations(import_graph(top)) == [
+        "strom.server.a:3 imports strom.metadata.stores.raft (from strom.metadata.stores.raft "
+        "import RaftStore): outside strom.metadata.stores, import only strom.metadata.stores "
+        "or strom.metadata.stores.base",
+        "strom.server.b:1 imports strom.metadata.stores.memory: outside "
+        "strom.metadata.stores, import only strom.metadata.stores or strom.metadata.stores.base",
+    ]
+    assert concrete_store_names(top) == {"RaftStore", "MemoryStore"}
+    assert store_name_violations(top) == [
+        "strom.server.a:3 names the store class RaftStore",
+        "strom.server.b:3 names the store class MemoryStore",
+    ]

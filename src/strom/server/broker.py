@@ -8,7 +8,8 @@ the committed metadata (from the local Raft log, or fetched from the controllers
 broker-only node), registers with the active controller, and opens its partitions and
 starts serving clients once the controller has unfenced it, that is once this broker
 has replayed the metadata up to its own registration. fsyncs run in worker threads (see
-flusher.py and raft_driver.py).
+flusher.py and metadata/stores/raft/driver.py). The metadata store is built by
+metadata/stores' `build_store` and reached only through its interface and capabilities.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
-from strom.config.listeners import QuorumVoter
 from strom.metadata.image import MetadataImage
+from strom.metadata.stores import (
+    Advertised,
+    ControllerListener,
+    MetadataStore,
+    StorePorts,
+    build_store,
+)
 from strom.protocol.apis import CONTROLLER_APIS, SERVED_APIS
 from strom.protocol.codec import Request
-from strom.raft.core import RaftConfig
 from strom.server import layout
 from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
@@ -40,14 +46,11 @@ from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
-from strom.server.metadata_store import MetadataStore
 from strom.server.partition import Partition, ReplicaPorts
 from strom.server.partitions import METADATA_LOG_DIR, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
-from strom.server.raft_driver import RaftDriver
 from strom.server.replica_fetcher import ReplicaFetchers
 from strom.server.tasks import TaskSet
-from strom.server.zookeeper.store import ZooKeeperStore
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +76,10 @@ class Broker:
         self.rng = random.Random()
         self.local_cluster_id: str | None = None
         self.metadata = MetadataState(config.node_id)
-        self.raft: RaftDriver | None = None
         self.store: MetadataStore | None = None
-        """The metadata store: `raft` on a Raft controller, ZooKeeper when configured."""
+        """The metadata store (metadata/stores/): none on a broker-only Raft node."""
+        self._client_serves_controller = False
+        """The store has other nodes reach the controller on the client listeners."""
         self.incarnation_id = uuid.uuid4()
         self.controller: ControllerService | None = None
         self.fetcher: MetadataFetcher | None = None
@@ -124,34 +128,22 @@ class Broker:
             other = layout.check_meta_properties(config.metadata_log_dir, self.node_id)
             self.local_cluster_id = self._agree(self.local_cluster_id, other)
         self.metadata.subscribe(self._on_metadata)
-        if config.zookeeper is not None:
-            await self._start_zookeeper()
-        elif self.is_controller:
-            self.raft = self.store = RaftDriver(
-                node_id=self.node_id,
-                voters=self._voters(),
-                directory=config.metadata_log_dir / METADATA_LOG_DIR,
-                config=RaftConfig(
-                    election_timeout_ms=config.controller_quorum_election_timeout_ms,
-                    check_quorum_ms=max(
-                        config.controller_quorum_election_timeout_ms,
-                        config.controller_quorum_fetch_timeout_ms * 3 // 2,
-                    ),
-                ),
-                state_machine=self.metadata,
-                cluster_id=lambda: self.metadata.image.cluster_id or self.local_cluster_id,
-                snapshot_every_bytes=SNAPSHOT_EVERY_BYTES,
-                on_change=self._on_store_change,
-            )
-            self.raft.open()
-            self.controller = ControllerService(self)
-            for server in self._servers:
-                if server not in self._client_servers:
-                    await server.start_serving()
-            self.raft.start()
-        else:
+        store = build_store(
+            config,
+            self._store_ports(),
+            raft_directory=config.metadata_log_dir / METADATA_LOG_DIR,
+            snapshot_every_bytes=SNAPSHOT_EVERY_BYTES,
+        )
+        if store is not None:
+            await self._start_store(store)
+        if store is None or store.capabilities.follows_controller:
+            # A broker-only Raft node follows the controllers; a ZooKeeper node follows
+            # the active controller the store names (and leads when elected).
             self.fetcher = MetadataFetcher(self)
             self._background.spawn(self.fetcher.run(), "metadata-fetcher")
+        if self._client_serves_controller:
+            for server in self._client_servers:  # other brokers reach the controller here
+                await server.start_serving()
         if not self.is_broker:
             await self._wait_or_fail(self._cluster_formed(), "the quorum to form the cluster")
             return
@@ -162,20 +154,40 @@ class Broker:
         for server in self._client_servers:
             await server.start_serving()
 
-    async def _start_zookeeper(self) -> None:
-        """Every node is a broker that may become the controller: it follows the active
-        controller's metadata like a broker-only node and leads when ZooKeeper elects it."""
-        store = ZooKeeperStore(self, on_change=self._on_store_change)
+    async def _start_store(self, store: MetadataStore) -> None:
+        """Open the store, create the controller that leads through it, serve the
+        listeners where other controllers reach this one, and join."""
         self.store = store
+        store.open()
         self.controller = ControllerService(self)
+        listener = store.capabilities.controller_listener
+        self._client_serves_controller = listener is ControllerListener.CLIENT
+        if listener is ControllerListener.CONTROLLER:
+            for server in self._servers:
+                if server not in self._client_servers:
+                    await server.start_serving()
         try:
             await store.start()
         except ConnectionError as exc:
             raise FatalError(str(exc)) from None
-        self.fetcher = MetadataFetcher(self)
-        self._background.spawn(self.fetcher.run(), "metadata-fetcher")
-        for server in self._client_servers:  # other brokers reach the controller here
-            await server.start_serving()
+
+    def _store_ports(self) -> StorePorts:
+        return StorePorts(
+            node_id=self.node_id,
+            metadata=self.metadata,
+            on_change=self._on_store_change,
+            fail=self.fail,
+            watches=lambda: (
+                self.controller if self.controller is not None and self.controller.active else None
+            ),
+            advertised=lambda: Advertised(
+                self.config.advertised_listeners[0].name, *self.advertised_listener
+            ),
+            cluster_id=lambda: self.metadata.image.cluster_id or self.local_cluster_id,
+            incarnation_id=self.incarnation_id,
+            rack=self.config.broker_rack,
+            clock_ms=now_ms,
+        )
 
     def _agree(self, first: str | None, second: str | None) -> str | None:
         if first is not None and second is not None and first != second:
@@ -184,12 +196,6 @@ class Broker:
                 f"{self.config.metadata_log_dir} to cluster {second}"
             )
         return first or second
-
-    def _voters(self) -> list[QuorumVoter]:
-        voters = list(self.config.controller_quorum_voters)
-        if not voters:  # the embedded single node: a quorum of one
-            voters = [QuorumVoter(self.node_id, "localhost", 0)]
-        return voters
 
     async def _wait_or_fail(self, waiting: Any, what: str) -> None:
         timeout_s = self.config.initial_broker_registration_timeout_ms / 1000
@@ -317,10 +323,10 @@ class Broker:
     async def _on_client_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        if self.config.zookeeper is not None:
+        if self._client_serves_controller:
             # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
             # listeners: it serves the controller's APIs and strom's private ones there.
-            await self._serve_nodes(reader, writer, self._dispatch_zookeeper)
+            await self._serve_nodes(reader, writer, self._dispatch_with_controller)
             return
         await self._serve(
             Connection(
@@ -372,7 +378,7 @@ class Broker:
     async def dispatch(self, request: Request) -> Any | None:
         return await HANDLERS[request.api_key](self, request)
 
-    async def _dispatch_zookeeper(self, request: Request) -> Any | None:
+    async def _dispatch_with_controller(self, request: Request) -> Any | None:
         if request.api_key in CONTROLLER_APIS:
             return await CONTROLLER_HANDLERS[request.api_key](self, request)
         return await HANDLERS[request.api_key](self, request)
@@ -437,10 +443,7 @@ class Broker:
 
     def _on_store_change(self) -> None:
         store = self.store
-        if store is None or self.controller is None:
-            return
-        if store.failure is not None:
-            self.fail(f"the {store.name} metadata store failed: {store.failure!r}")
+        if store is None or self.controller is None or store.failure is not None:
             return
         self.controller.follow(
             is_leader=store.is_leader,

@@ -27,15 +27,14 @@ from typing import TYPE_CHECKING, TypeVar
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import brokers as broker_decisions
-from strom.metadata import isr, reassignments, znodes
+from strom.metadata import isr, reassignments
 from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
 from strom.metadata.controller import NewTopic
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ClusterRecord, ConfigResourceType, MetadataRecord, encode_entry
+from strom.metadata.stores import Liveness, NotMetadataLeader
 from strom.server.clock import now_ms
-from strom.server.metadata_store import NotMetadataLeader
 from strom.server.tasks import TaskSet
-from strom.server.zookeeper.store import ZooKeeperStore
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -93,9 +92,9 @@ class ControllerService:
         self._heard_this_term = set()
         log.info("[node %d] active controller for term %d", self.node_id, term)
         self._tasks.spawn(self._bootstrap(), "controller-bootstrap")
-        if self._zookeeper is None:
-            # On ZooKeeper, a broker is alive while its /brokers/ids znode is: the store
-            # calls on_live_brokers.
+        if not self._sessions:
+            # With sessions (ZooKeeper's), a broker is alive while its session is: the
+            # store calls on_live_brokers.
             self._tasks.spawn(self._liveness_loop(), "controller-liveness")
         self._tasks.spawn(self._preferred_leader_loop(), "controller-preferred-leaders")
 
@@ -167,8 +166,8 @@ class ControllerService:
         heard from it within the session timeout. A controller that has not heard from it
         since it took over does not know, and lets a restarted process register at once
         (every broker is still given a full session before it is fenced for silence)."""
-        if self._zookeeper is not None:
-            return False  # ZooKeeper let the new process register: the old session is over
+        if self._sessions:
+            return False  # the store let the new process register: the old session is over
         last = self._last_heartbeat_ms.get(broker_id)
         return (
             broker_id in self._heard_this_term
@@ -287,7 +286,8 @@ class ControllerService:
         want_shutdown: bool,
     ) -> broker_decisions.HeartbeatResult:
         was_fenced = self._fenced(broker_id)
-        if self._zookeeper is not None and broker_id not in self._zookeeper.live_brokers:
+        store = self._broker.store
+        if self._sessions and store is not None and broker_id not in store.live_brokers:
             want_fence = True  # its session ended: it stays fenced until it registers again
         result = await self.decide(
             lambda image: broker_decisions.broker_heartbeat(
@@ -374,30 +374,31 @@ class ControllerService:
             lambda image: ([], reassignments.list_reassignments(image, topics))
         )
 
-    # --- ZooKeeper's watches (server/zookeeper/store.py) ------------------------------------
+    # --- what the store watches (StoreWatches, metadata/stores/base.py) ---------------------
 
     @property
-    def _zookeeper(self) -> ZooKeeperStore | None:
+    def _sessions(self) -> bool:
+        """Whether the store's sessions, not heartbeats, say which brokers are alive."""
         store = self._broker.store
-        return store if isinstance(store, ZooKeeperStore) else None
+        return store is not None and store.capabilities.liveness is Liveness.SESSIONS
 
-    def on_live_brokers(self, live: frozenset[int]) -> None:
-        """/brokers/ids changed: fence the registered brokers whose znode is gone."""
+    def on_live_brokers(self, live: frozenset[int], reason: str) -> None:
+        """The live brokers changed (`reason`: why the others are gone): fence the
+        registered brokers not in `live`."""
         gone = sorted(
             b.broker_id
             for b in self._speculative.brokers.values()
             if not b.fenced and b.broker_id not in live
         )
         if gone:
-            log.info(
-                "[node %d] fencing broker(s) %s: their ZooKeeper session ended",
-                self.node_id,
-                gone,
-            )
+            log.info("[node %d] fencing broker(s) %s: %s", self.node_id, gone, reason)
             self._tasks.spawn(self.fence(gone), "fence-gone-brokers")
 
-    async def adopt_topic(self, name: str, assignment: Mapping[int, Sequence[int]]) -> None:
-        """A topic written into /brokers/topics by hand: created with that assignment."""
+    async def adopt_topic(
+        self, name: str, assignment: Mapping[int, Sequence[int]], source: str
+    ) -> None:
+        """A topic written into the store by hand (`source` says so, for the log):
+        created with that assignment."""
         from strom.server.handlers.admin import create_here
 
         results = await create_here(
@@ -406,16 +407,17 @@ class ControllerService:
         for result in results:
             if result.error_code != ErrorCode.none:
                 log.warning(
-                    "[node %d] topic %s written into ZooKeeper by hand cannot be adopted: %s",
+                    "[node %d] %s cannot be adopted: %s",
                     self.node_id,
-                    name,
+                    source,
                     result.error_message or result.error_code.name,
                 )
 
     async def apply_stored_config(
-        self, kind: ConfigResourceType, name: str, config: Mapping[str, str]
+        self, kind: ConfigResourceType, name: str, config: Mapping[str, str], source: str
     ) -> None:
-        """A /config/changes notification: make the image's overrides those stored."""
+        """A config written into the store (`source` says where, for the log): make the
+        image's overrides those stored."""
         change = ConfigResourceChange(
             int(kind), name, [ConfigEntryChange(key, value) for key, value in config.items()]
         )
@@ -429,10 +431,7 @@ class ControllerService:
         for result in results:
             if result.error_code != ErrorCode.none:
                 log.warning(
-                    "[node %d] config of %s written into ZooKeeper is refused: %s",
-                    self.node_id,
-                    znodes.config_path(kind, name),
-                    result.error_message,
+                    "[node %d] %s is refused: %s", self.node_id, source, result.error_message
                 )
 
     def _fenced(self, broker_id: int) -> bool:

@@ -6,8 +6,9 @@
 Any controller can answer, because it serves only what it has committed and applied;
 the answer also names the active controller, which is how this broker finds it.
 
-On ZooKeeper every node runs a fetcher and follows the broker that holds /controller
-(the store says which, and where); the node that holds it fetches nothing.
+With a store whose capabilities say `follows_controller` (ZooKeeper) every node runs a
+fetcher and follows the active controller the store names (`leader_id`, and where:
+`controller_endpoint`); while the node leads itself it fetches nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class MetadataFetcher:
         self._leader_changed = asyncio.Event()
 
     def leader_changed(self) -> None:
-        """The store's view of the active controller changed (ZooKeeper mode)."""
+        """The store's view of the active controller changed."""
         self._leader_changed.set()
 
     def _endpoints(self) -> list[tuple[int | None, str, int]]:
@@ -54,8 +55,8 @@ class MetadataFetcher:
         return endpoints
 
     async def run(self) -> None:
-        if self._broker.config.zookeeper is not None:
-            await self._run_zookeeper()
+        if self._broker.store is not None:
+            await self._follow_store_leader()
             return
         endpoints = self._endpoints()
         turn = itertools.cycle(range(len(endpoints)))
@@ -69,8 +70,8 @@ class MetadataFetcher:
                 self.leader_id = None
                 await asyncio.sleep(RETRY_S)
 
-    async def _run_zookeeper(self) -> None:
-        """Follow whichever broker ZooKeeper elected, unless it is this one (then the
+    async def _follow_store_leader(self) -> None:
+        """Follow whichever node the store elected, unless it is this one (then the
         store applies what it commits itself)."""
         store = self._broker.store
         assert store is not None
@@ -104,7 +105,7 @@ class MetadataFetcher:
         return True
 
     async def _follow(self, connection: KafkaConnection, leader: int | None = None) -> None:
-        """Fetch and apply; with `leader` (ZooKeeper), only while the store names it."""
+        """Fetch and apply; with `leader` (the store's), only while the store names it."""
         state = self._broker.metadata
         store = self._broker.store
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.metadata.stores import PeerStream
 from strom.protocol.codec import RequestError, decode_request, encode_response
 from strom.server.private import (
     FORWARD_NOT_CONTROLLER,
@@ -14,7 +15,6 @@ from strom.server.private import (
     encode_fetch_response,
     encode_forward_response,
 )
-from strom.server.raft_driver import RaftSession
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -30,14 +30,18 @@ class PrivateSession:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._raft = RaftSession()
+        self._peer: PeerStream | None = None
+        """The store's stream of the node at the other end (Raft), once it spoke."""
 
     async def handle(self, api_key: int, api_version: int, payload: bytes) -> bytes | None:
         broker = self._broker
         if api_key in (PrivateApi.RAFT_HELLO, PrivateApi.RAFT):
-            if broker.raft is None:
-                raise PrivatePayloadError(f"node {broker.node_id} is not a controller")
-            broker.raft.receive(api_key, payload, self._raft)
+            if self._peer is None:
+                store = broker.store
+                self._peer = store.peer_stream() if store is not None else None
+                if self._peer is None:
+                    raise PrivatePayloadError(f"node {broker.node_id} is not a controller")
+            self._peer.receive(api_key, payload)
             return None
         if api_key == PrivateApi.METADATA_FETCH:
             return await self._metadata_fetch(payload)

@@ -81,12 +81,10 @@ async def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
 
 
 async def handle_describe_quorum(broker: Broker, request: Request) -> Any:
-    if broker.config.zookeeper is not None:
-        return _describe_error(
-            request,
-            ErrorCode.invalid_request,
-            "this cluster keeps its metadata in ZooKeeper: there is no Raft quorum to describe",
-        )
+    store = broker.store
+    refusal = store.capabilities.quorum_refusal if store is not None else None
+    if refusal is not None:  # no quorum to describe (e.g. ZooKeeper)
+        return _describe_error(request, ErrorCode.invalid_request, refusal)
     return await at_controller(broker, request, _describe_here, _describe_error)
 
 
@@ -103,52 +101,42 @@ def _describe_error(request: Request, code: ErrorCode, message: str) -> Any:
 
 
 async def _describe_here(broker: Broker, request: Request) -> Any:
-    raft = broker.raft
-    if raft is None or not raft.is_leader:
+    store = broker.store
+    quorum = store.describe_quorum() if store is not None else None
+    if quorum is None:
         raise NotController(broker.channel.leader_id)
-    node = raft.node
-    progress = node.replica_progress()
-    voters = []
-    for voter_id in node.voters:
-        state = progress.get(voter_id)
-        match = state.match_index if state is not None else 0
-        contact = state.last_contact_ms if state is not None else -1
-        voters.append(
-            {
-                "replica_id": voter_id,
-                "replica_directory_id": None,
-                # Kafka reports log end offsets (one past the last entry); so does strom.
-                "log_end_offset": match + 1 if state is not None else -1,
-                "last_fetch_timestamp": contact,
-                "last_caught_up_timestamp": contact if match >= node.commit_index else -1,
-            }
-        )
+    voters = [
+        {
+            "replica_id": voter.node_id,
+            "replica_directory_id": None,
+            "log_end_offset": voter.log_end_offset,
+            "last_fetch_timestamp": voter.last_fetch_timestamp,
+            "last_caught_up_timestamp": voter.last_caught_up_timestamp,
+        }
+        for voter in quorum.voters
+    ]
     partition = {
         "partition_index": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
         "leader_id": broker.node_id,
-        "leader_epoch": node.term,
-        "high_watermark": node.commit_index + 1,
+        "leader_epoch": quorum.leader_epoch,
+        "high_watermark": quorum.high_watermark,
         "current_voters": voters,
         "observers": [],
     }
-    nodes = []
-    for voter in raft.voters:
-        nodes.append(
-            {
-                "node_id": voter.node_id,
-                "listeners": [
-                    {
-                        "name": broker.config.controller_listener_names[0]
-                        if broker.config.controller_listener_names
-                        else "CONTROLLER",
-                        "host": voter.host,
-                        "port": voter.port,
-                    }
-                ],
-            }
-        )
+    listener_name = (
+        broker.config.controller_listener_names[0]
+        if broker.config.controller_listener_names
+        else "CONTROLLER"
+    )
+    nodes = [
+        {
+            "node_id": node_id,
+            "listeners": [{"name": listener_name, "host": host, "port": port}],
+        }
+        for node_id, host, port in quorum.endpoints
+    ]
     return build_response(
         ApiKey.DESCRIBE_QUORUM,
         request.api_version,

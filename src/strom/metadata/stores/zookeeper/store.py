@@ -33,17 +33,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from strom.config.zookeeper import ZooKeeperConnect
 from strom.metadata import znode_batches, znodes
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ConfigResourceType, decode_entry
-from strom.raft.messages import Entry
-from strom.server.metadata_store import NotMetadataLeader
-from strom.server.tasks import TaskSet
-from strom.server.zookeeper.session import (
+from strom.metadata.stores.base import (
+    ControllerListener,
+    Liveness,
+    NotMetadataLeader,
+    QuorumDescription,
+    StoreCapabilities,
+    StorePorts,
+)
+from strom.metadata.stores.zookeeper.session import (
     BadVersionError,
     KazooException,
     NodeExistsError,
@@ -52,9 +58,8 @@ from strom.server.zookeeper.session import (
     SessionState,
     ZkSession,
 )
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.raft.messages import Entry
+from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +73,37 @@ KEEP_CHANGES = 100
 """Change notifications kept under /config/changes; older ones are deleted."""
 _TREE_ROOTS = ("/cluster", TOPICS, "/config/topics", "/config/brokers", "/strom/brokers")
 
+CAPABILITIES = StoreCapabilities(
+    liveness=Liveness.SESSIONS,
+    follows_controller=True,
+    controller_listener=ControllerListener.CLIENT,
+    quorum_refusal=(
+        "this cluster keeps its metadata in ZooKeeper: there is no Raft quorum to describe"
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKeeperSettings:
+    """The config values the store needs (zookeeper.connect and its timeouts)."""
+
+    connect: ZooKeeperConnect
+    session_timeout_ms: int
+    connection_timeout_ms: int
+
 
 class ZooKeeperStore:
     """The metadata store on ZooKeeper (see the module docstring)."""
 
     name = "zookeeper"
+    capabilities = CAPABILITIES
 
-    def __init__(self, broker: Broker, *, on_change: Callable[[], None]) -> None:
-        self._broker = broker
-        self.node_id = broker.node_id
-        self._on_change = on_change
-        config = broker.config
-        assert config.zookeeper is not None
-        self._connect = config.zookeeper
+    def __init__(self, settings: ZooKeeperSettings, ports: StorePorts) -> None:
+        self._settings = settings
+        self._ports = ports
+        self.node_id = ports.node_id
+        self._on_change = ports.on_change
+        self._connect = settings.connect
         self._session: ZkSession | None = None
         self._session_tasks = TaskSet(
             f"[node {self.node_id}] zookeeper", expected=(KazooException,)
@@ -122,12 +145,20 @@ class ZooKeeperStore:
     def controller_endpoint(self, node_id: int) -> tuple[str, int] | None:
         return self._endpoints.get(node_id)
 
+    def describe_quorum(self) -> QuorumDescription | None:
+        return None  # no quorum: see capabilities.quorum_refusal
+
+    def peer_stream(self) -> None:
+        return None  # brokers talk to ZooKeeper, never to each other's stores
+
+    def open(self) -> None:
+        pass  # nothing on disk: the metadata is read from ZooKeeper at each takeover
+
     async def start(self) -> None:
-        config = self._broker.config
         self._session = ZkSession(
             self._connect,
-            session_timeout_ms=config.zookeeper_session_timeout_ms,
-            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            session_timeout_ms=self._settings.session_timeout_ms,
+            connection_timeout_ms=self._settings.connection_timeout_ms,
             on_state=self._on_state,
         )
         await self._session.start()
@@ -176,17 +207,16 @@ class ZooKeeperStore:
 
     async def _register(self) -> None:
         """The ephemeral /brokers/ids/<id>; waits while another session still holds it."""
-        broker = self._broker
-        host, port = broker.advertised_listener
-        name = broker.config.advertised_listeners[0].name
+        advertised = self._ports.advertised()
+        host, port = advertised.host, advertised.port
         data = znodes.broker_registration(
             broker_id=self.node_id,
             host=host,
             port=port,
-            rack=broker.config.broker_rack,
-            endpoints=[f"{name}://{host}:{port}"],
-            incarnation_id=broker.incarnation_id,
-            timestamp_ms=int(time.time() * 1000),
+            rack=self._ports.rack,
+            endpoints=[f"{advertised.listener_name}://{host}:{port}"],
+            incarnation_id=self._ports.incarnation_id,
+            timestamp_ms=self._ports.clock_ms(),
         )
         path = f"{BROKER_IDS}/{self.node_id}"
         waited = False
@@ -219,7 +249,7 @@ class ZooKeeperStore:
             with contextlib.suppress(NodeExistsError):
                 await session.create(
                     CONTROLLER,
-                    znodes.controller_json(self.node_id, int(time.time() * 1000)),
+                    znodes.controller_json(self.node_id, self._ports.clock_ms()),
                     ephemeral=True,
                 )
             try:
@@ -281,12 +311,13 @@ class ZooKeeperStore:
         self._next_index = base + 1
         self._queue = asyncio.Queue()
         self._existing = set()
-        self._broker.metadata.reset(image, index=base, term=epoch)
+        self._ports.metadata.reset(image, index=base, term=epoch)
         changes = [c for c in tree if c.startswith(CHANGES + "/")]
         self._last_change = max((_sequence(c) for c in changes), default=-1)
         self.is_leader = True
         self.leader_id = self.node_id
-        self._endpoints[self.node_id] = self._broker.advertised_listener
+        advertised = self._ports.advertised()
+        self._endpoints[self.node_id] = (advertised.host, advertised.port)
         log.info(
             "[node %d] active controller, controller epoch %d (%d topics read from ZooKeeper)",
             self.node_id,
@@ -339,7 +370,7 @@ class ZooKeeperStore:
                 if not await self._write(batch.ops):
                     return
                 if batch.done:
-                    self._broker.metadata.apply(batch.done)
+                    self._ports.metadata.apply(batch.done)
 
     async def _write(self, ops: list[znodes.ZnodeOp]) -> bool:
         """One multi-op; False (having resigned) when ZooKeeper refused it."""
@@ -393,9 +424,9 @@ class ZooKeeperStore:
             )
             for broker_id in live - set(self._endpoints):
                 await self._learn_endpoint(broker_id)
-            controller = self._broker.controller
-            if controller is not None and controller.active:
-                controller.on_live_brokers(live)
+            watches = self._ports.watches()
+            if watches is not None:
+                watches.on_live_brokers(live, "their ZooKeeper session ended")
             await changed.wait()
 
     async def _watch_topics(self) -> None:
@@ -423,9 +454,11 @@ class ZooKeeperStore:
         # Kafka's tools write the topic's config znode first.
         await self._collect(znodes.config_path(ConfigResourceType.TOPIC, name), existing)
         self._existing |= set(existing)
-        controller = self._broker.controller
-        if controller is not None and controller.active:
-            await controller.adopt_topic(name, assignment)
+        watches = self._ports.watches()
+        if watches is not None:
+            await watches.adopt_topic(
+                name, assignment, f"topic {name} written into ZooKeeper by hand"
+            )
 
     async def _collect(self, path: str, into: dict[str, bytes]) -> None:
         """`path` and everything under it that exists, read into `into`."""
@@ -464,9 +497,10 @@ class ZooKeeperStore:
         except znodes.ZnodeError as exc:
             log.warning("[node %d] ignoring config change %s: %s", self.node_id, path, exc)
             return
-        controller = self._broker.controller
-        if controller is not None and controller.active:
-            await controller.apply_stored_config(kind, name, config)
+        watches = self._ports.watches()
+        if watches is not None:
+            source = f"config of {znodes.config_path(kind, name)} written into ZooKeeper"
+            await watches.apply_stored_config(kind, name, config, source)
 
     async def _purge_changes(self, names: Sequence[str]) -> None:
         for name in names[:-KEEP_CHANGES]:

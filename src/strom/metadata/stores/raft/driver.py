@@ -1,6 +1,7 @@
 """The Raft core on the event loop: its clock, its disk, its peers and its state machine.
 
-    created -> start() -> running -> stop() (leadership handed over first) -> stopped
+    created -> open() (the log read back) -> start() -> running -> stop() (leadership
+    handed over first) -> stopped
 
 One task owns the core. It takes each `Ready`, persists it in a worker thread (fsync),
 sends its messages, applies its committed entries to the state machine and advances the
@@ -12,6 +13,9 @@ which Raft tolerates (the leader retries on its next heartbeat).
 Streams between controllers open with a hello naming the sender and its cluster id, and
 a node refuses the stream of another cluster's node, so a controller started on another
 cluster's data can never vote or replicate into this one.
+
+The state machine is the node's committed metadata (the AppliedMetadata port); the driver
+never sees the broker, only the StorePorts it was built with.
 """
 
 from __future__ import annotations
@@ -19,19 +23,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from random import Random
-from typing import Protocol
 
 from strom.client import ClientError, KafkaConnection
 from strom.config.listeners import QuorumVoter
+from strom.metadata.stores.base import (
+    ControllerListener,
+    Liveness,
+    NotMetadataLeader,
+    QuorumDescription,
+    StoreCapabilities,
+    StorePorts,
+    VoterProgress,
+)
 from strom.raft import wire
 from strom.raft.core import RaftConfig, RaftNode, RaftRole
-from strom.raft.messages import Entry, Message, Ready, Snapshot
+from strom.raft.messages import Message, Ready
 from strom.raft.storage import RaftStorage
-from strom.server.clock import now_ms
-from strom.server.metadata_store import NotMetadataLeader
 from strom.server.private import (
     PrivateApi,
     PrivatePayloadError,
@@ -48,43 +58,41 @@ _RECONNECT_BACKOFF_S = (0.05, 0.1, 0.2, 0.5)
 TRANSFER_WAIT_S = 2.0
 
 
-class StateMachine(Protocol):
-    """What the Raft log drives: the metadata image, on controllers."""
-
-    def apply(self, entries: Sequence[Entry]) -> None: ...
-
-    def restore(self, snapshot: Snapshot) -> None: ...
-
-    def take_snapshot(self) -> Snapshot | None:
-        """The applied state as a snapshot, or None when nothing was applied yet."""
-        ...
+CAPABILITIES = StoreCapabilities(
+    liveness=Liveness.HEARTBEATS,
+    follows_controller=False,
+    controller_listener=ControllerListener.CONTROLLER,
+    quorum_refusal=None,
+)
 
 
 class RaftDriver:
-    """The built-in Raft quorum as the metadata store (server/metadata_store.py)."""
+    """The built-in Raft quorum as the metadata store (metadata/stores/base.py)."""
 
     name = "raft"
+    capabilities = CAPABILITIES
+    live_brokers: frozenset[int] = frozenset()  # liveness comes from heartbeats
 
     def __init__(
         self,
+        ports: StorePorts,
         *,
-        node_id: int,
         voters: Sequence[QuorumVoter],
         directory: Path,
         config: RaftConfig,
-        state_machine: StateMachine,
-        cluster_id: Callable[[], str | None],
         snapshot_every_bytes: int,
-        on_change: Callable[[], None],
     ) -> None:
+        node_id = ports.node_id
         self.node_id = node_id
         self._voters = {voter.node_id: voter for voter in voters}
         self._directory = directory
         self._config = config
-        self._state_machine = state_machine
-        self._cluster_id = cluster_id
+        self._state_machine = ports.metadata
+        self._cluster_id = ports.cluster_id
         self._snapshot_every_bytes = snapshot_every_bytes
-        self._on_change = on_change
+        self._on_change = ports.on_change
+        self._fail = ports.fail
+        self._now_ms = ports.clock_ms
         self._wake = asyncio.Event()
         self._tasks = TaskSet(f"[node {node_id}] Raft", on_failure=self._failed)
         self._queues: dict[int, asyncio.Queue[Message]] = {}
@@ -109,7 +117,7 @@ class RaftDriver:
             restored,
             self._config,
             Random(),
-            now_ms(),
+            self._now_ms(),
         )
         log.info(
             "[node %d] Raft log opened: term %d, %d entries after snapshot %s, voters %s",
@@ -120,7 +128,7 @@ class RaftDriver:
             sorted(self._voters),
         )
 
-    def start(self) -> None:
+    async def start(self) -> None:
         self._tasks.spawn(self._run(), "raft")
         self._tasks.spawn(self._tick(), "raft-ticks")
         for peer in self._voters:
@@ -131,7 +139,7 @@ class RaftDriver:
     async def stop(self) -> None:
         """Hand leadership to another voter (briefly waiting for it), then stop."""
         leading = self.node.role == RaftRole.LEADER and len(self._voters) > 1
-        if leading and self.node.transfer_leadership(None, now_ms()):
+        if leading and self.node.transfer_leadership(None, self._now_ms()):
             self._wake.set()
             deadline = asyncio.get_running_loop().time() + TRANSFER_WAIT_S
             while (
@@ -150,7 +158,8 @@ class RaftDriver:
 
     def _failed(self, error: BaseException) -> None:
         self.failure = error
-        self._on_change()  # the node stops: it cannot go on without its Raft loop
+        # The node stops: it cannot go on without its Raft loop.
+        self._fail(f"the {self.name} metadata store failed: {error!r}")
 
     # --- state ------------------------------------------------------------------------
 
@@ -174,10 +183,41 @@ class RaftDriver:
     def voters(self) -> Sequence[QuorumVoter]:
         return list(self._voters.values())
 
+    def describe_quorum(self) -> QuorumDescription | None:
+        if not self.is_leader:
+            return None
+        node = self.node
+        progress = node.replica_progress()
+        voters = []
+        for voter_id in node.voters:
+            state = progress.get(voter_id)
+            if state is None:
+                voters.append(VoterProgress(voter_id, -1, -1, -1))
+                continue
+            match, contact = state.match_index, state.last_contact_ms
+            voters.append(
+                VoterProgress(
+                    voter_id,
+                    # Kafka reports log end offsets (one past the last entry); so does strom.
+                    log_end_offset=match + 1,
+                    last_fetch_timestamp=contact,
+                    last_caught_up_timestamp=contact if match >= node.commit_index else -1,
+                )
+            )
+        return QuorumDescription(
+            leader_epoch=node.term,
+            high_watermark=node.commit_index + 1,
+            voters=tuple(voters),
+            endpoints=tuple((v.node_id, v.host, v.port) for v in self._voters.values()),
+        )
+
+    def peer_stream(self) -> RaftSession:
+        return RaftSession(self)
+
     # --- inputs -----------------------------------------------------------------------
 
     def propose(self, data: bytes) -> int:
-        index = self.node.propose(data, now_ms())
+        index = self.node.propose(data, self._now_ms())
         if index is None:
             raise NotMetadataLeader(self.node.leader_id)
         self._wake.set()
@@ -212,7 +252,7 @@ class RaftDriver:
             )
         if self._stopping:
             return
-        self.node.step(message, now_ms())
+        self.node.step(message, self._now_ms())
         self._wake.set()
 
     # --- the loop that owns the core ----------------------------------------------------
@@ -220,7 +260,7 @@ class RaftDriver:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
-            self.node.tick(now_ms())
+            self.node.tick(self._now_ms())
             self._wake.set()
 
     async def _run(self) -> None:
@@ -339,5 +379,9 @@ class RaftDriver:
 class RaftSession:
     """Per inbound controller-listener connection: who is at the other end."""
 
-    def __init__(self) -> None:
+    def __init__(self, driver: RaftDriver) -> None:
+        self._driver = driver
         self.peer: int | None = None
+
+    def receive(self, api_key: int, payload: bytes) -> None:
+        self._driver.receive(api_key, payload, self)

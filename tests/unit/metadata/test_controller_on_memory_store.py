@@ -1,0 +1,151 @@
+"""The controller service's decisions run through the in-memory metadata store: two nodes
+share one log, no sockets, no sleeps (only the event loop's turns)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.config import load_config
+from strom.metadata.image import MetadataImage
+from strom.metadata.stores import Advertised, Liveness, StorePorts
+from strom.metadata.stores.memory import MemoryLog
+from strom.server.broker import Broker
+from strom.server.controller import ControllerService
+
+
+def node(log: MemoryLog, node_id: int, tmp_path: Path) -> Broker:
+    """A broker that is never started: its metadata and controller on the memory store."""
+    broker = Broker(
+        load_config(overrides=[f"node.id={node_id}", f"log.dirs={tmp_path / str(node_id)}"])
+    )
+
+    def on_change() -> None:
+        assert broker.store is not None and broker.controller is not None
+        broker.controller.follow(
+            is_leader=broker.store.is_leader,
+            term=broker.store.term,
+            applied_term=broker.metadata.applied_term,
+        )
+
+    broker.store = log.store(
+        StorePorts(
+            node_id=node_id,
+            metadata=broker.metadata,
+            on_change=on_change,
+            fail=broker.fail,
+            watches=lambda: (
+                broker.controller if broker.controller and broker.controller.active else None
+            ),
+            advertised=lambda: Advertised("PLAINTEXT", "localhost", 9090 + node_id),
+            cluster_id=lambda: None,
+            incarnation_id=broker.incarnation_id,
+            rack=None,
+            clock_ms=lambda: 0,
+        )
+    )
+    broker.controller = ControllerService(broker)
+    broker.metadata.subscribe(broker.controller.on_applied)
+    return broker
+
+
+async def until(broker: Broker, check: Callable[[MetadataImage], bool]) -> None:
+    async def wait() -> None:
+        while not check(broker.metadata.image):
+            await broker.metadata.changed()
+
+    await asyncio.wait_for(wait(), 5)
+
+
+def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(scenario())
+
+
+def test_decisions_commit_through_the_log_and_leadership_moves(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        log = MemoryLog()
+        one, two = node(log, 1, tmp_path), node(log, 2, tmp_path)
+        for broker in (one, two):
+            assert broker.store is not None
+            await broker.store.start()
+        assert one.controller is not None and two.controller is not None
+        log.elect(1)
+        await until(two, lambda image: bool(image.cluster_id))  # node 1 formed the cluster
+        assert one.controller.active and not two.controller.active
+        cluster_id = two.metadata.image.cluster_id
+
+        error, _message, epoch = await one.controller.register_broker(
+            broker_id=2,
+            cluster_id=cluster_id,
+            incarnation_id=uuid.UUID(int=2),
+            host="localhost",
+            port=9092,
+            rack=None,
+        )
+        assert error == ErrorCode.none and epoch > 0
+        await until(two, lambda image: 2 in image.brokers)
+        assert two.metadata.image.brokers[2].fenced
+        result = await one.controller.broker_heartbeat(
+            broker_id=2,
+            broker_epoch=epoch,
+            current_metadata_offset=two.metadata.applied_index,
+            want_fence=False,
+            want_shutdown=False,
+        )
+        assert result.error_code == ErrorCode.none and not result.is_fenced
+        await until(two, lambda image: not image.brokers[2].fenced)
+
+        log.elect(2)  # a new term: node 1 stops deciding, node 2 takes over
+        await until(two, lambda image: two.controller is not None and two.controller.active)
+        assert not one.controller.active and two.controller.term == 2
+        await two.controller.fence([2])
+        await until(one, lambda image: image.brokers[2].fenced)
+        assert one.metadata.image == two.metadata.image
+        two.controller.deactivate()
+
+    run(scenario)
+
+
+def test_with_session_liveness_the_store_decides_who_is_alive(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        log = MemoryLog(liveness=Liveness.SESSIONS)
+        (one,) = [node(log, 1, tmp_path)]
+        assert one.store is not None and one.controller is not None
+        await one.store.start()
+        log.elect(1)
+        await until(one, lambda image: bool(image.cluster_id))
+        controller = one.controller
+        assert controller.active
+        error, _message, epoch = await controller.register_broker(
+            broker_id=2,
+            cluster_id=one.metadata.image.cluster_id,
+            incarnation_id=uuid.UUID(int=2),
+            host="localhost",
+            port=9092,
+            rack=None,
+        )
+        assert error == ErrorCode.none
+        assert not controller.session_alive(2)  # the store's sessions say, not heartbeats
+
+        def heartbeat() -> Any:
+            return controller.broker_heartbeat(
+                broker_id=2,
+                broker_epoch=epoch,
+                current_metadata_offset=one.metadata.applied_index,
+                want_fence=False,
+                want_shutdown=False,
+            )
+
+        assert (await heartbeat()).is_fenced  # no live session: it stays fenced
+        log.set_live(frozenset({1, 2}))
+        assert not (await heartbeat()).is_fenced
+        log.set_live(frozenset({1}))  # its session ended: the controller fences it
+        await until(one, lambda image: image.brokers[2].fenced)
+        controller.deactivate()
+
+    run(scenario)
