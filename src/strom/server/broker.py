@@ -40,7 +40,8 @@ from strom.server.controller import ControllerService
 from strom.server.controller_channel import ControllerChannel
 from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
-from strom.server.handlers import CONTROLLER_HANDLERS, HANDLERS
+from strom.server.handlers import Contexts, client_handlers, controller_handlers
+from strom.server.handlers.ports import FetchContext, ProduceContext
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
@@ -109,6 +110,24 @@ class Broker:
         self._background = TaskSet(f"[node {config.node_id}] background")
         self.bound: list[tuple[Listener, int]] = []
         self.stopping = False
+        self._handlers = client_handlers(self._contexts(), self)
+        self._controller_handlers = controller_handlers(self)
+
+    def _contexts(self) -> Contexts:
+        """What each group of handlers reaches (handlers/ports.py)."""
+        return Contexts(
+            produce=ProduceContext(
+                node_id=self.node_id,
+                metadata=self.metadata,
+                partitions=self.partitions,
+                producer_ids=self.producer_ids,
+            ),
+            fetch=FetchContext(
+                metadata=self.metadata,
+                partitions=self.partitions,
+                stopping=lambda: self.stopping,
+            ),
+        )
 
     @property
     def is_broker(self) -> bool:
@@ -376,18 +395,18 @@ class Broker:
             self._connection_tasks.discard(task)
 
     async def dispatch(self, request: Request) -> Any | None:
-        return await HANDLERS[request.api_key](self, request)
+        return await self._handlers[request.api_key](request)
 
     async def _dispatch_with_controller(self, request: Request) -> Any | None:
         if request.api_key in CONTROLLER_APIS:
-            return await CONTROLLER_HANDLERS[request.api_key](self, request)
-        return await HANDLERS[request.api_key](self, request)
+            return await self._controller_handlers[request.api_key](request)
+        return await self._handlers[request.api_key](request)
 
     async def dispatch_controller(self, request: Request) -> Any | None:
-        handler = CONTROLLER_HANDLERS.get(request.api_key)
+        handler = self._controller_handlers.get(request.api_key)
         if handler is None:
-            return await HANDLERS[request.api_key](self, request)
-        return await handler(self, request)
+            return await self._handlers[request.api_key](request)
+        return await handler(request)
 
     # --- metadata ---------------------------------------------------------------------
 

@@ -1,9 +1,17 @@
-"""One handler per Kafka API: `async (broker, request) -> response body | None`."""
+"""One handler per Kafka API: `async (context, request) -> response body | None`.
+
+A converted handler takes the context of its group of APIs (handlers/ports.py), never the
+broker. `client_handlers` and `controller_handlers` bind the contexts (built once by the
+broker) into `async (request) -> response body | None` dispatch tables. The handlers not
+converted yet still take the broker (`legacy`), bound the same way.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
@@ -19,18 +27,47 @@ from strom.server.handlers import (
     quorum,
     reassignments,
 )
+from strom.server.handlers.ports import FetchContext, ProduceContext
 
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+Handler = Callable[[Request], Awaitable[Any | None]]
+"""A bound handler: what a connection dispatches to."""
+LegacyHandler = Callable[[Any, Request], Awaitable[Any | None]]
+"""A handler not converted yet: it takes the broker."""
 
-Handler = Callable[["Broker", Request], Awaitable[Any | None]]
 
-HANDLERS: dict[ApiKey, Handler] = {
-    ApiKey.PRODUCE: produce.handle_produce,
-    ApiKey.INIT_PRODUCER_ID: produce.handle_init_producer_id,
-    ApiKey.FETCH: fetch.handle_fetch,
-    ApiKey.LIST_OFFSETS: fetch.handle_list_offsets,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: fetch.handle_offset_for_leader_epoch,
+@dataclass(frozen=True, slots=True)
+class Contexts:
+    """Every group of handlers' context, built once by the broker."""
+
+    produce: ProduceContext
+    fetch: FetchContext
+
+
+def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
+    return {
+        ApiKey.PRODUCE: partial(produce.handle_produce, contexts.produce),
+        ApiKey.INIT_PRODUCER_ID: partial(produce.handle_init_producer_id, contexts.produce),
+        ApiKey.FETCH: partial(fetch.handle_fetch, contexts.fetch),
+        ApiKey.LIST_OFFSETS: partial(fetch.handle_list_offsets, contexts.fetch),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
+            fetch.handle_offset_for_leader_epoch, contexts.fetch
+        ),
+    }
+
+
+def client_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler]:
+    """The client listeners' dispatch table."""
+    table = _contextual(contexts)
+    table.update({key: partial(handler, legacy) for key, handler in LEGACY_HANDLERS.items()})
+    return table
+
+
+def controller_handlers(legacy: Any) -> dict[ApiKey, Handler]:
+    """The APIs answered at the active controller (see CONTROLLER_HANDLERS)."""
+    return {key: partial(handler, legacy) for key, handler in LEGACY_CONTROLLER_HANDLERS.items()}
+
+
+LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
     ApiKey.METADATA: cluster.handle_metadata,
     ApiKey.FIND_COORDINATOR: coordinator.handle_find_coordinator,
     ApiKey.API_VERSIONS: cluster.handle_api_versions,
@@ -58,7 +95,7 @@ HANDLERS: dict[ApiKey, Handler] = {
 
 # The controller listener: the APIs that run at the active controller are answered there
 # (or refused with NOT_CONTROLLER), never forwarded again; the rest as on any listener.
-CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
+LEGACY_CONTROLLER_HANDLERS: dict[ApiKey, LegacyHandler] = {
     ApiKey.BROKER_REGISTRATION: quorum.handle_broker_registration,
     ApiKey.BROKER_HEARTBEAT: quorum.handle_broker_heartbeat,
     ApiKey.ALLOCATE_PRODUCER_IDS: quorum.handle_allocate_producer_ids,

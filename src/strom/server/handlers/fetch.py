@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -25,10 +25,8 @@ from strom.log.results import OffsetOutOfRange
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
 from strom.server.clock import now_ms
+from strom.server.handlers.ports import FetchContext
 from strom.server.partition import Partition
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
 
 _LATEST = -1
 _EARLIEST = -2
@@ -83,7 +81,7 @@ def _empty_entry(index: int) -> dict[str, Any]:
     }
 
 
-async def handle_fetch(broker: Broker, request: Request) -> Any:
+async def handle_fetch(context: FetchContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
     session_id = int(getattr(body, "session_id", 0))
@@ -99,6 +97,7 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
             },
         )
     replica_id = replica_id_of(body, version)
+    image = context.metadata.image
     current_ms = now_ms()
     wanted: list[_Wanted] = []
     responses: list[dict[str, Any]] = []
@@ -106,7 +105,7 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
         topic_id: uuid.UUID | None = getattr(fetch_topic, "topic_id", None)
         name: str | None = getattr(fetch_topic, "topic", None)
         if version >= 13 and topic_id is not None:
-            topic_image = broker.image.topics_by_id.get(topic_id)
+            topic_image = image.topics_by_id.get(topic_id)
             name = topic_image.name if topic_image is not None else None
         entries: list[dict[str, Any]] = []
         responses.append({"topic": name or "", "topic_id": topic_id, "partitions": entries})
@@ -114,10 +113,10 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
             entry = _empty_entry(fetch_partition.partition)
             entries.append(entry)
             partition, error = (
-                broker.partitions.led(
+                context.partitions.led(
                     name,
                     fetch_partition.partition,
-                    broker.image,
+                    image,
                     int(getattr(fetch_partition, "current_leader_epoch", -1)),
                 )
                 if name is not None
@@ -161,7 +160,7 @@ async def handle_fetch(broker: Broker, request: Request) -> Any:
     while True:
         total, errors = _collect(wanted, max_bytes)
         remaining = deadline - loop.time()
-        if total >= min_bytes or errors or remaining <= 0 or broker.stopping:
+        if total >= min_bytes or errors or remaining <= 0 or context.stopping():
             break
         await _wait_for_data(wanted, remaining)
     return build_response(
@@ -226,7 +225,8 @@ async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
             partition.waiters.discard(waiter)
 
 
-async def handle_list_offsets(broker: Broker, request: Request) -> Any:
+async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
+    image = context.metadata.image
     topics: list[dict[str, Any]] = []
     for list_topic in request.body.topics:
         entries: list[dict[str, Any]] = []
@@ -240,10 +240,10 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
                 "leader_epoch": -1,
             }
             entries.append(entry)
-            partition, error = broker.partitions.led(
+            partition, error = context.partitions.led(
                 list_topic.name,
                 list_partition.partition_index,
-                broker.image,
+                image,
                 int(getattr(list_partition, "current_leader_epoch", -1)),
             )
             if partition is None:
@@ -273,9 +273,10 @@ async def handle_list_offsets(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> Any:
+async def handle_offset_for_leader_epoch(context: FetchContext, request: Request) -> Any:
     """Where each asked-about leader epoch ends in the leader's log (KIP-101, KIP-279):
     followers truncate to it, consumers (KIP-320) check their position against it."""
+    image = context.metadata.image
     topics: list[dict[str, Any]] = []
     for asked_topic in request.body.topics:
         results: list[dict[str, Any]] = []
@@ -288,8 +289,8 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> An
                 "end_offset": -1,
             }
             results.append(result)
-            partition, error = broker.partitions.led(
-                asked_topic.topic, asked.partition, broker.image, int(asked.current_leader_epoch)
+            partition, error = context.partitions.led(
+                asked_topic.topic, asked.partition, image, int(asked.current_leader_epoch)
             )
             if partition is None:
                 result["error_code"] = error

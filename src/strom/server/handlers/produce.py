@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -30,22 +30,22 @@ from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.records import RecordsError, validate_batches
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.handlers.ports import ProduceContext
 from strom.server.partition import LeadershipMoved, Partition
 from strom.server.producer_ids import ProducerIdsUnavailable
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
 _PRODUCER_EPOCH_MAX = 32767
 
 
-async def handle_produce(broker: Broker, request: Request) -> Any | None:
+async def handle_produce(context: ProduceContext, request: Request) -> Any | None:
     body = request.body
     acks = int(body.acks)
     current_ms = now_ms()
     timeout_s = max(0, ms(body.timeout)) / 1000
+    image = context.metadata.image
+    led = context.partitions.led
     waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
     topics: list[dict[str, Any]] = []
     for topic_data in body.topic_data:
@@ -65,7 +65,7 @@ async def handle_produce(broker: Broker, request: Request) -> Any | None:
             if acks not in (-1, 0, 1):
                 entry["error_code"] = ErrorCode.invalid_required_acks
                 continue
-            partition, error = broker.partitions.led(topic_data.name, data.index, broker.image)
+            partition, error = led(topic_data.name, data.index, image)
             if partition is None:
                 entry["error_code"] = error
                 continue
@@ -140,7 +140,7 @@ async def _acknowledged(
         entry["error_code"], entry["error_message"] = partition.replica.not_committed(timeout_s)
 
 
-async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
+async def handle_init_producer_id(context: ProduceContext, request: Request) -> Any:
     body = request.body
     response: dict[str, Any] = {
         "throttle_time": 0,
@@ -159,10 +159,10 @@ async def handle_init_producer_id(broker: Broker, request: Request) -> Any:
         response["producer_epoch"] = producer_epoch + 1
     else:
         try:
-            response["producer_id"] = await broker.producer_ids.next_id()
+            response["producer_id"] = await context.producer_ids.next_id()
         except ProducerIdsUnavailable as exc:
             response["error_code"] = ErrorCode.coordinator_not_available
-            log.info("[node %d] InitProducerId: %s", broker.node_id, exc)
+            log.info("[node %d] InitProducerId: %s", context.node_id, exc)
             return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)
         response["producer_epoch"] = 0
     return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)
