@@ -14,7 +14,11 @@ check(history) finds:
 6. UNDER_MIN_ISR_ACK: a write acknowledged although, for the whole time from its send to
    its acknowledgement, fewer than min.insync.replicas of its partition's replicas were
    up (never killed or paused over all of it), which acks=all forbids;
-7. PHANTOM: a record read or in the final log that no producer sent to that partition.
+7. PHANTOM: a record read or in the final log that no producer sent to that partition;
+8. NO_WRITE_AFTER_HEAL: a partition with enough live replicas that acknowledged no write
+   sent after a heal of the network within RECOVERY_BOUND_S, or that did and then, before
+   the next fault, failed a write or kept one waiting longer than that (recovery.py); the
+   time each partition took after each heal is in CheckResult.recoveries.
 
 Failed and unknown writes may or may not be in the final log (the broker may have stored
 one whose answer was lost); such writes are counted, never reported as anomalies, and so
@@ -36,10 +40,12 @@ from .history import (
     FatalError,
     FinalRecord,
     History,
+    NetworkChanged,
     NodeChanged,
     Read,
     Sent,
 )
+from .recovery import PartitionRecovery, Recovery, Verdict, recoveries
 
 FAULTS_BEFORE_S = 15.0
 FAULTS_AFTER_S = 5.0
@@ -54,6 +60,7 @@ class AnomalyKind(Enum):
     PRODUCER_REORDER = "producer's writes reordered"
     UNDER_MIN_ISR_ACK = "acknowledged below min.insync.replicas"
     PHANTOM = "record no producer sent"
+    NO_WRITE_AFTER_HEAL = "no write taken after a heal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,8 @@ class Counts:
 class CheckResult:
     anomalies: tuple[Anomaly, ...]
     counts: Counts
+    recoveries: tuple[Recovery, ...] = ()
+    """How each partition came back from each heal of the network."""
 
     @property
     def ok(self) -> bool:
@@ -125,6 +134,17 @@ class CheckResult:
             lines += [f"  {anomaly.describe()}" for anomaly in found[:per_kind]]
             if len(found) > per_kind:
                 lines.append(f"  ... and {len(found) - per_kind} more")
+        if self.recoveries:
+            lines.append(self.recovery_report())
+        return "\n".join(lines)
+
+    def recovery_report(self) -> str:
+        """One line per heal of the network: how long each partition took to take a
+        write again, or why that was not measured."""
+        if not self.recoveries:
+            return "no heals of the network"
+        lines = ["recovery after each heal of the network (first write acknowledged):"]
+        lines += [f"  {recovery.describe()}" for recovery in self.recoveries]
         return "\n".join(lines)
 
 
@@ -134,7 +154,11 @@ def check(history: History) -> CheckResult:
     acked = [_resolve(e, final) for e in history.events if isinstance(e, Acked)]
     failed = {e.value: e for e in history.events if isinstance(e, Failed)}
     reads = [e for e in history.events if isinstance(e, Read)]
-    faults = _Faults([e for e in history.events if isinstance(e, NodeChanged)])
+    faults = _Faults(
+        [e for e in history.events if isinstance(e, NodeChanged)],
+        [e for e in history.events if isinstance(e, NetworkChanged)],
+    )
+    healed = recoveries(history)
 
     anomalies: list[Anomaly] = []
     anomalies += _lost_writes(acked, final, faults)
@@ -144,6 +168,7 @@ def check(history: History) -> CheckResult:
     anomalies += _reordered_writes(acked, sent, faults)
     anomalies += _under_min_isr_acks(acked, sent, history, faults)
     anomalies += _phantoms(reads, final, sent, faults)
+    anomalies += _not_recovered(healed, faults)
 
     acked_values = {e.value for e in acked}
     unknown = set(sent) - acked_values - set(failed)
@@ -158,7 +183,7 @@ def check(history: History) -> CheckResult:
         unknown_but_present=sum(1 for value in unknown if final.places(value)),
         producer_fatal_errors=sum(1 for e in history.events if isinstance(e, FatalError)),
     )
-    return CheckResult(tuple(anomalies), counts)
+    return CheckResult(tuple(anomalies), counts, healed)
 
 
 # --- the final log and the faults, indexed ------------------------------------------------
@@ -208,10 +233,12 @@ class _FinalLog:
 
 
 class _Faults:
-    """The node changes, for naming the faults near a time and for down windows."""
+    """The node and network changes, for naming the faults near a time; the node changes
+    for down windows."""
 
-    def __init__(self, changes: list[NodeChanged]) -> None:
+    def __init__(self, changes: list[NodeChanged], network: list[NetworkChanged]) -> None:
         self.changes = sorted(changes, key=lambda change: change.at_s)
+        self.network = sorted(network, key=lambda change: change.at_s)
         self.down: dict[int, list[tuple[float, float]]] = defaultdict(list)
         down_since: dict[int, float] = {}
         for change in self.changes:
@@ -241,12 +268,14 @@ class _Faults:
     def near(self, at_s: float | None) -> tuple[str, ...]:
         if at_s is None:
             return ()
-        close = [
-            c for c in self.changes if at_s - FAULTS_BEFORE_S <= c.at_s <= at_s + FAULTS_AFTER_S
+        close: list[NodeChanged | NetworkChanged] = [
+            c
+            for c in [*self.changes, *self.network]
+            if at_s - FAULTS_BEFORE_S <= c.at_s <= at_s + FAULTS_AFTER_S
         ]
         close.sort(key=lambda c: abs(c.at_s - at_s))
         shown = sorted(close[:MAX_FAULTS_SHOWN], key=lambda c: c.at_s)
-        return tuple(f"{c.at_s:.2f}s node {c.node} {c.change.value} ({c.why})" for c in shown)
+        return tuple(f"{c.at_s:.2f}s {_what(c)} ({c.why})" for c in shown)
 
     def up_at_some_time(self, node: int, start_s: float, end_s: float) -> bool:
         """Whether `node` was up at some moment from start_s to end_s (down windows are
@@ -254,6 +283,12 @@ class _Faults:
         return not any(
             since <= start_s and end_s < until for since, until in self.down.get(node, [])
         )
+
+
+def _what(change: NodeChanged | NetworkChanged) -> str:
+    if isinstance(change, NetworkChanged):
+        return change.describe()
+    return f"node {change.node} {change.change.value}"
 
 
 # --- the checks --------------------------------------------------------------------------
@@ -403,3 +438,29 @@ def _phantoms(
             faults.at(AnomalyKind.PHANTOM, partition, offset, value, at_s, f"{how}, but {why}")
         )
     return found
+
+
+def _stall(partition: PartitionRecovery) -> str:
+    if partition.verdict is Verdict.STALLED:
+        assert partition.took_s is not None
+        return (
+            f"it took a write {partition.took_s:.2f} s after the heal, then stalled: "
+            f"{partition.detail}"
+        )
+    return partition.detail
+
+
+def _not_recovered(healed: tuple[Recovery, ...], faults: _Faults) -> list[Anomaly]:
+    return [
+        faults.at(
+            AnomalyKind.NO_WRITE_AFTER_HEAL,
+            partition.partition,
+            None,
+            None,
+            recovery.heal_s,
+            f"healed at {recovery.heal_s:.2f}s ({recovery.why}): {_stall(partition)}",
+        )
+        for recovery in healed
+        for partition in recovery.partitions
+        if partition.verdict in (Verdict.NOT_RECOVERED, Verdict.STALLED)
+    ]

@@ -13,7 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
 from strom.client import ClientError, KafkaConnection
+from strom.metadata.znodes import parse_controller
 from strom.protocol.apis import ApiKey
 
 QUERY_TIMEOUT_S = 2.0
@@ -115,6 +120,21 @@ def active_controller(addresses: Mapping[int, str]) -> int | None:
         if leader_id >= 0 and (best is None or term > best[0]):
             best = (term, leader_id)
     return None if best is None else best[1]
+
+
+def zookeeper_controller(connect: str) -> int | None:
+    """The active controller of a cluster on ZooKeeper: the broker holding `/controller`
+    under the chroot of `connect` (DescribeQuorum has no quorum to describe there)."""
+    client = KazooClient(hosts=connect, timeout=QUERY_TIMEOUT_S)
+    try:
+        client.start(timeout=QUERY_TIMEOUT_S)
+        data, _ = client.get("/controller")
+        return parse_controller(data)
+    except (NoNodeError, KazooTimeoutError, KazooException, ValueError):
+        return None
+    finally:
+        client.stop()
+        client.close()
 
 
 def not_recovered(

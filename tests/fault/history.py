@@ -4,9 +4,10 @@ Events carry `at_s`, seconds on the monotonic clock since the run started. Produ
 append Sent (the write was handed to the client) and then Acked or Failed (its delivery
 report); a write with neither by the end has an unknown outcome. Consumers append Read.
 The runner appends NodeChanged for every fault it applies or heals (with the schedule
-entry that caused it, targets already resolved) and Note for anything worth reading when
-a run fails (a client error, a wait that gave up); FatalError when a producer's client
-gave up and was replaced. The final log is every
+entry that caused it, targets already resolved), NetworkChanged for every change of the
+network's cuts (the whole new set, and the fault that changed it), and Note for anything
+worth reading when a run fails (a client error, a wait that gave up); FatalError when a
+producer's client gave up and was replaced. The final log is every
 partition read back from its start to the high watermark after healing.
 
 Nothing here does I/O: to_json/from_json turn a History into plain JSON values and back.
@@ -92,6 +93,28 @@ class NodeChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkChanged:
+    """The network's cuts changed (stamped once the new rules are in place). `cuts` is the
+    whole new set as (a, b) pairs of endpoints, a < b: node ids, and 0 for the ZooKeeper
+    server; empty when the network is whole again (a heal)."""
+
+    at_s: float
+    cuts: tuple[tuple[int, int], ...]
+    fault: int
+    """The index of the schedule entry that did it; -1 when healing at the end."""
+    why: str
+    """What changed it, e.g. "#0 cut leader of partition 0 ... (node 2, epoch 1)" when a
+    fault begins, "end of #0 ..." when it ends."""
+
+    def describe(self) -> str:
+        def name(endpoint: int) -> str:
+            return "zk" if endpoint == 0 else str(endpoint)
+
+        cuts = " ".join(f"{name(a)}-{name(b)}" for a, b in self.cuts)
+        return f"network cut {cuts}" if cuts else "network whole"
+
+
+@dataclass(frozen=True, slots=True)
 class FatalError:
     """A producer's client gave up with a fatal error (an idempotent producer's sequence
     out of sync, say); the worker carries on with a new client."""
@@ -108,7 +131,7 @@ class Note:
     text: str
 
 
-Event = Sent | Acked | Failed | Read | NodeChanged | FatalError | Note
+Event = Sent | Acked | Failed | Read | NodeChanged | NetworkChanged | FatalError | Note
 
 _EVENT_TYPES: dict[str, type[Event]] = {
     "sent": Sent,
@@ -116,6 +139,7 @@ _EVENT_TYPES: dict[str, type[Event]] = {
     "failed": Failed,
     "read": Read,
     "node": NodeChanged,
+    "network": NetworkChanged,
     "fatal": FatalError,
     "note": Note,
 }
@@ -172,6 +196,8 @@ def event_from_json(data: dict[str, Any]) -> Event:
     cls = _EVENT_TYPES[values.pop("type")]
     if cls is NodeChanged:
         values["change"] = NodeChange(values["change"])
+    if cls is NetworkChanged:
+        values["cuts"] = tuple((int(a), int(b)) for a, b in values["cuts"])
     return cls(**values)
 
 

@@ -3,8 +3,12 @@
 A fault resolves its target when it fires (the leader of a partition is whoever the
 freshest metadata names then), kills or pauses that node, and ends `down_s` later with a
 restart or SIGCONT. Each change is recorded as a NodeChanged with the schedule entry and
-the node it resolved to. While it waits, the injector keeps reading the nodes' stdout
-(a full pipe would stop a node) and notes when a restarted node is ready again.
+the node it resolved to. A network fault (on a cluster in network namespaces, network.py)
+turns the node it resolved to into a topology (cut from the others, isolated, split,
+bridge) or flaps the network; the faults under way add their cuts up, and each change of
+the whole set is recorded as a NetworkChanged. While it waits, the injector keeps reading
+the nodes' stdout (a full pipe would stop a node) and notes when a restarted node is
+ready again.
 
 Every wait has a deadline: a fault that waits for recovery gives up after
 RECOVERY_TIMEOUT_S (with a Note) and fires anyway, and later waits then ask only for a
@@ -14,14 +18,32 @@ leader for every partition; healing raises ClusterTimeout if even that does not 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from random import Random
 
 from cluster import ClusterTimeout, TestCluster
 
-from .cluster_view import active_controller, freshest, leaderless, not_recovered, topic_views
-from .history import NodeChange, NodeChanged
-from .schedule import Action, Fault, Schedule, TargetKind
+from .cluster_view import (
+    active_controller,
+    freshest,
+    leaderless,
+    not_recovered,
+    topic_views,
+    zookeeper_controller,
+)
+from .history import NetworkChanged, NodeChange, NodeChanged
+from .network import Network
+from .schedule import FLAP_STEP_S, Action, Fault, Schedule, TargetKind
+from .topology import (
+    WHOLE,
+    ZOOKEEPER,
+    Topology,
+    bridge_through,
+    isolate,
+    random_topology,
+    split,
+    union,
+)
 from .workload import Recorder
 
 RECOVERY_TIMEOUT_S = 20.0
@@ -42,9 +64,23 @@ class _PendingEnd:
     why: str
 
 
+@dataclass(slots=True)
+class _Flap:
+    """A flapping network: a new topology at `next_s` until `until_s`."""
+
+    fault: int
+    why: str
+    rng: Random
+    until_s: float
+    next_s: float = 0.0
+    steps: int = 0
+    topology: Topology = field(default=WHOLE)
+
+
 class FaultInjector:
     """Nodes are up, down (killed or paused by a fault) or starting (restarted, not yet
-    ready); a node is the target of one fault at a time."""
+    ready); a node is the target of one kill or pause at a time. Network faults under way
+    (`cuts` by schedule entry, `flaps`) make the network's topology together."""
 
     def __init__(
         self,
@@ -54,19 +90,28 @@ class FaultInjector:
         *,
         topic: str,
         partitions: list[int],
+        network: Network | None = None,
     ) -> None:
         self.cluster = cluster
         self.schedule = schedule
         self.recorder = recorder
         self.topic = topic
         self.partitions = partitions
+        self.network = network
         self.rng = Random(schedule.seed)
         self.down: dict[int, Action] = {}
         self.starting: dict[int, tuple[int, str]] = {}
         self.pending: list[_PendingEnd] = []
+        self.cuts: dict[int, Topology] = {}
+        self.flaps: dict[int, _Flap] = {}
         self.shift_s = 0.0
         """How much later than planned the faults fire, after waits for recovery."""
         self.full_isr_given_up = False
+
+    @property
+    def with_zookeeper(self) -> bool:
+        """Whether ZooKeeper is an endpoint of the network (it can be cut)."""
+        return self.network is not None and ZOOKEEPER in self.network.endpoints
 
     # --- running the schedule ---------------------------------------------------------
 
@@ -79,15 +124,26 @@ class FaultInjector:
                     self.idle_until(self.recorder.now_s() + SETTLE_S)
                 self.shift_s += max(0.0, self.recorder.now_s() - planned_s)
             self.apply(index, fault)
-        last_end_s = max((end.due_s for end in self.pending), default=0.0)
-        self.idle_until(max(self.schedule.duration_s + self.shift_s, last_end_s))
+        ends = [end.due_s for end in self.pending] + [f.until_s for f in self.flaps.values()]
+        self.idle_until(max(self.schedule.duration_s + self.shift_s, *ends))
 
     def apply(self, index: int, fault: Fault) -> None:
+        if fault.action.is_network and self.network is None:
+            raise ValueError(f"fault #{index} ({fault.describe()}) needs a network: see network.py")
+        if fault.action is Action.FLAP:
+            self.start_flap(index, fault)
+            return
         node, how = self.resolve(fault)
         if node is None:
             self.recorder.note("faults", f"fault #{index} ({fault.describe()}) skipped: {how}")
             return
         why = f"#{index} {fault.describe()}{how}"
+        due_s = self.recorder.now_s() + fault.down_s
+        if fault.action.is_network:
+            self.cuts[index] = self.shape(fault.action, node)
+            self.set_network(index, why)
+            self.pending.append(_PendingEnd(due_s, node, fault.action, index, why))
+            return
         if fault.action is Action.KILL:
             self.cluster.kill(node)
             change = NodeChange.KILLED
@@ -115,7 +171,10 @@ class FaultInjector:
             return choice, f" (node {choice})"
         addresses = {n: self.cluster.address(n) for n in up}
         if target.kind is TargetKind.CONTROLLER:
-            controller = active_controller(addresses)
+            zookeeper = self.cluster.zookeeper
+            controller = (
+                zookeeper_controller(zookeeper) if zookeeper else active_controller(addresses)
+            )
             if controller in up:
                 return controller, f" (node {controller})"
             return None, f"the active controller is {controller}, not an up node"
@@ -133,6 +192,47 @@ class FaultInjector:
         choice = self.rng.choice(followers)
         return choice, f" (node {choice}; leader {view.leader})"
 
+    # --- the network ------------------------------------------------------------------
+
+    def shape(self, action: Action, node: int) -> Topology:
+        """The cuts of a network fault around `node`."""
+        others = [n for n in self.cluster.node_ids if n != node]
+        zookeeper = [ZOOKEEPER] if self.with_zookeeper else []
+        if action is Action.CUT:
+            return isolate(node, others)
+        if action is Action.ISOLATE:
+            return isolate(node, [*others, *zookeeper])
+        if action is Action.SPLIT:
+            return split([node, *zookeeper], others)
+        if action is Action.BRIDGE:
+            self.rng.shuffle(others)
+            return bridge_through(node, others)
+        raise ValueError(f"{action} is not a network fault around a node")
+
+    def set_network(self, fault: int, why: str) -> None:
+        """Apply the cuts of every network fault under way; record the change, if any."""
+        assert self.network is not None
+        topology = union([*self.cuts.values(), *(f.topology for f in self.flaps.values())])
+        if topology == self.network.topology:
+            return
+        self.network.apply(topology)
+        self.recorder.add(NetworkChanged(self.recorder.now_s(), topology.pairs(), fault, why))
+
+    def start_flap(self, index: int, fault: Fault) -> None:
+        why = f"#{index} {fault.describe()}"
+        rng = Random(f"{self.schedule.seed}/{index}")
+        flap = _Flap(index, why, rng, until_s=self.recorder.now_s() + fault.down_s)
+        self.flaps[index] = flap
+        self.flap_step(flap)
+
+    def flap_step(self, flap: _Flap) -> None:
+        flap.steps += 1
+        flap.topology = random_topology(
+            flap.rng, self.cluster.node_ids, zookeeper=self.with_zookeeper
+        )
+        flap.next_s = min(flap.until_s, self.recorder.now_s() + flap.rng.uniform(*FLAP_STEP_S))
+        self.set_network(flap.fault, f"{flap.why}: topology {flap.steps}")
+
     def up_nodes(self) -> list[int]:
         return [
             n
@@ -149,6 +249,12 @@ class FaultInjector:
         for end in [e for e in self.pending if e.due_s <= now_s]:
             self.pending.remove(end)
             self.end_fault(end.node, end.action, end.fault, end.why)
+        for flap in [f for f in self.flaps.values() if f.next_s <= now_s]:
+            if flap.until_s <= now_s:
+                del self.flaps[flap.fault]
+                self.set_network(flap.fault, f"end of {flap.why}")
+            else:
+                self.flap_step(flap)
         self.cluster.local.pump(timeout_s)
         for node_id, (index, why) in list(self.starting.items()):
             node = self.cluster.local.node(node_id)
@@ -163,6 +269,10 @@ class FaultInjector:
                 self.recorder.note("faults", f"node {node_id} exited while starting ({why})")
 
     def end_fault(self, node: int, action: Action, index: int, why: str) -> None:
+        if action.is_network:
+            self.cuts.pop(index, None)
+            self.set_network(index, f"end of {why}")
+            return
         self.down.pop(node, None)
         if action is Action.PAUSE:
             self.recorder.add(
@@ -194,7 +304,7 @@ class FaultInjector:
         next_view = 0.0
         while time.monotonic() < deadline:
             self.step(STEP_S)
-            if self.pending or self.starting or self.down:
+            if self.pending or self.starting or self.down or self.cuts or self.flaps:
                 reason = "faults are still under way"
                 continue
             if time.monotonic() < next_view:
@@ -216,13 +326,32 @@ class FaultInjector:
         self.recorder.note("faults", f"{what}: not recovered within {timeout_s:g} s: {reason}")
         return False
 
+    def isr_not_full(self, timeout_s: float) -> str | None:
+        """Wait up to `timeout_s` until every node agrees that every partition has its
+        full replica set in the ISR (whether or not earlier waits gave up on that); None
+        then, or what was still missing."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            addresses = {n: self.cluster.address(n) for n in self.cluster.node_ids}
+            views = topic_views(addresses, self.topic)
+            missing = not_recovered(views, self.cluster.node_ids, self.partitions)
+            if missing is None or time.monotonic() >= deadline:
+                return missing
+            self.step(VIEW_EVERY_S)
+
     # --- healing ----------------------------------------------------------------------
 
     def heal(self) -> None:
-        """End every fault now, restart every node that is not running, wait until all
-        are ready and (failing a full recovery) every partition has a leader."""
+        """End every fault now (the network whole again, in one step), restart every node
+        that is not running, wait until all are ready and (failing a full recovery) every
+        partition has a leader."""
+        if self.network is not None:
+            self.cuts.clear()
+            self.flaps.clear()
+            self.set_network(HEAL, "heal")
         for end in self.pending:
-            self.end_fault(end.node, end.action, end.fault, end.why)
+            if not end.action.is_network:
+                self.end_fault(end.node, end.action, end.fault, end.why)
         self.pending.clear()
         for node_id in self.cluster.node_ids:
             if self.cluster.local.node(node_id).paused:

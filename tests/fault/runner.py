@@ -3,11 +3,15 @@
 run_and_check(scenario, root):
 1. start `scenario.nodes` combined nodes (running_cluster, free ports under root) keeping
    their metadata in `scenario.store`: the built-in Raft quorum, or a private ZooKeeper
-   server started under root; create the topic (partitions, replication factor,
-   min.insync.replicas) and wait until every partition has a leader;
+   server started under root; with network faults in the schedule, each node and the
+   ZooKeeper server in a network namespace of its own (clusters.py); create the topic
+   (partitions, replication factor, min.insync.replicas) and wait until every partition
+   has a leader;
 2. start the producers and consumers (workload.py), apply the schedule (injector.py);
-3. heal: restart and continue every node, wait until all are ready and recovered, let
-   the producers write `tail_s` longer, stop them and wait for their answers;
+3. heal: make the network whole, restart and continue every node, wait until all are
+   ready and recovered; after a network fault, let the producers write until every
+   partition took a write sent after the heal (at most RECOVERY_BOUND_S), then `tail_s`
+   longer, stop them and wait for their answers;
 4. wait until recovered again (the followers have the last writes), let the consumers
    catch up to the high watermarks, stop them, and read every partition from its start
    to its high watermark with a fresh consumer: the final log;
@@ -30,16 +34,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cluster import TestCluster, running_cluster
+from cluster import TestCluster
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from zookeeper import metadata_store
 
 from . import history as history_json
 from . import schedule as schedule_json
 from .checker import CheckResult, check
 from .cluster_view import leaderless, topic_views
-from .history import History, TopicSetup
+from .clusters import started_cluster
+from .history import Acked, History, NetworkChanged, Sent, TopicSetup
 from .injector import FaultInjector
+from .recovery import RECOVERY_BOUND_S
 from .schedule import Schedule
 from .workload import (
     FLUSH_TIMEOUT_S,
@@ -55,6 +60,9 @@ CATCH_UP_TIMEOUT_S = 15.0
 FINAL_RECOVERY_TIMEOUT_S = 10.0
 """The cluster was recovered before the producers' last seconds; this only lets the
 followers catch up on those, and gives up (with a Note) rather than hold up every run."""
+FINAL_ISR_TIMEOUT_S = 10.0
+"""After a network fault: how long, once the producers stopped, every follower may take
+to be back in its partition's ISR (on top of the heal's own wait for it, up to 20 s)."""
 FINAL_READ_TIMEOUT_S = 60.0
 JOIN_TIMEOUT_S = 10.0
 STORES = ("raft", "zookeeper")
@@ -98,6 +106,11 @@ class Scenario:
         if self.store not in STORES:
             raise ValueError(f"store must be one of {STORES}, got {self.store!r}")
 
+    @property
+    def needs_network(self) -> bool:
+        """Whether the schedule cuts the network: the nodes then run in namespaces."""
+        return any(fault.action.is_network for fault in self.schedule.faults)
+
     def to_json(self) -> dict[str, Any]:
         data = {spec.name: getattr(self, spec.name) for spec in fields(self)}
         data["schedule"] = schedule_json.to_json(self.schedule)
@@ -118,6 +131,9 @@ class RunOutcome:
     history: History
     result: CheckResult
     timings_s: dict[str, float] = field(default_factory=dict)
+    isr_not_full: str | None = None
+    """After a network fault: what was missing from the ISR at the end (None: every
+    replica of every partition was back in its ISR)."""
 
     def timings(self) -> str:
         return ", ".join(f"{phase} {seconds:.1f}s" for phase, seconds in self.timings_s.items())
@@ -132,6 +148,7 @@ class FaultRun:
         self.root = root
         self.history: History | None = None
         self.timings_s: dict[str, float] = {}
+        self.isr_not_full: str | None = None
         self._phase_started = time.monotonic()
 
     def _phase(self, name: str) -> None:
@@ -141,24 +158,27 @@ class FaultRun:
 
     def execute(self) -> History:
         s = self.scenario
-        with (
-            metadata_store(s.store, self.root, _session_timeout_ms(s.settings)) as (
-                zookeeper,
-                store_settings,
-            ),
-            running_cluster(
-                self.root / "cluster",
-                s.nodes,
-                settings=[*s.settings, *store_settings],
-                zookeeper=zookeeper,
-            ) as cluster,
-        ):
-            setup = self._create_topic(cluster)
+        with started_cluster(
+            self.root,
+            nodes=s.nodes,
+            settings=s.settings,
+            store=s.store,
+            session_timeout_ms=session_timeout_ms(s.settings),
+            network=s.needs_network,
+        ) as (cluster, network):
+            setup = create_topic(
+                cluster, s.topic, s.partitions, s.replication_factor, s.min_insync_replicas
+            )
             self._phase("start")
             history = self.history = History(setup)
             recorder = Recorder(history)
             injector = FaultInjector(
-                cluster, s.schedule, recorder, topic=s.topic, partitions=setup.partitions
+                cluster,
+                s.schedule,
+                recorder,
+                topic=s.topic,
+                partitions=setup.partitions,
+                network=network,
             )
             producers = [
                 ProducerWorker(
@@ -202,6 +222,7 @@ class FaultRun:
         recorder.note("runner", "healing")
         injector.heal()
         recorder.note("runner", "healed")
+        self._wait_for_writes_after_heal(injector, recorder)
         injector.idle_until(recorder.now_s() + self.scenario.tail_s)
         for producer in producers:
             producer.stop_sending.set()
@@ -209,6 +230,32 @@ class FaultRun:
         for producer in producers:
             producer.join(max(0.0, deadline - time.monotonic()))
         recorder.note("runner", "producers stopped")
+
+    def _wait_for_writes_after_heal(self, injector: FaultInjector, recorder: Recorder) -> None:
+        """After the last heal of the network, go on until every partition acknowledged a
+        write sent after it, or the recovery check's bound has passed: the last heal of a
+        run is measured too (recovery.py)."""
+        events = recorder.events()
+        heals = [e.at_s for e in events if isinstance(e, NetworkChanged) and not e.cuts]
+        if not heals:
+            return
+        heal_s = heals[-1]
+        partitions = set(range(self.scenario.partitions))
+        deadline_s = heal_s + RECOVERY_BOUND_S + 1.0
+        while True:
+            events = recorder.events()
+            sent = {e.value for e in events if isinstance(e, Sent) and e.at_s >= heal_s}
+            written = {e.partition for e in events if isinstance(e, Acked) and e.value in sent}
+            if partitions <= written:
+                return
+            if recorder.now_s() >= deadline_s:
+                break
+            injector.step(0.2)
+        missing = sorted(partitions - written)
+        recorder.note(
+            "runner",
+            f"partitions {missing} took no write within {RECOVERY_BOUND_S:g} s of the heal",
+        )
 
     def _catch_up(
         self,
@@ -222,6 +269,10 @@ class FaultRun:
         them; the watermarks to read the final log up to."""
         s = self.scenario
         injector.wait_recovered(FINAL_RECOVERY_TIMEOUT_S, "after the producers stopped")
+        if s.needs_network:
+            self.isr_not_full = injector.isr_not_full(FINAL_ISR_TIMEOUT_S)
+            if self.isr_not_full is not None:
+                recorder.note("runner", f"the ISR is not full at the end: {self.isr_not_full}")
         marks = cluster.wait_until(
             lambda: watermarks(cluster.bootstrap, s.topic, s.partitions),
             30,
@@ -236,28 +287,36 @@ class FaultRun:
         recorder.note("runner", f"final read up to the high watermarks {highs}")
         return marks
 
-    def _create_topic(self, cluster: TestCluster) -> TopicSetup:
-        s = self.scenario
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        topic = NewTopic(
-            s.topic,
-            s.partitions,
-            s.replication_factor,
-            config={"min.insync.replicas": str(s.min_insync_replicas)},
-        )
-        admin.create_topics([topic])[s.topic].result(30)
-        addresses = {n: cluster.address(n) for n in cluster.node_ids}
-        partitions = list(range(s.partitions))
 
-        def created() -> dict[int, tuple[int, ...]] | None:
-            views = topic_views(addresses, s.topic)
-            if len(views) < len(addresses) or leaderless(views, partitions):
-                return None
-            view = next(iter(views.values()))
-            return {p: view.partitions[p].replicas for p in partitions}
+def create_topic(
+    cluster: TestCluster,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    min_insync_replicas: int,
+) -> TopicSetup:
+    """Create `topic` and wait until every node knows a leader for every partition; its
+    replica assignment."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new_topic = NewTopic(
+        topic,
+        partitions,
+        replication_factor,
+        config={"min.insync.replicas": str(min_insync_replicas)},
+    )
+    admin.create_topics([new_topic])[topic].result(30)
+    addresses = {n: cluster.address(n) for n in cluster.node_ids}
+    indexes = list(range(partitions))
 
-        replicas = cluster.wait_until(created, 30, f"a leader for every partition of {s.topic}")
-        return TopicSetup(s.topic, replicas, s.min_insync_replicas, tuple(cluster.node_ids))
+    def created() -> dict[int, tuple[int, ...]] | None:
+        views = topic_views(addresses, topic)
+        if len(views) < len(addresses) or leaderless(views, indexes):
+            return None
+        view = next(iter(views.values()))
+        return {p: view.partitions[p].replicas for p in indexes}
+
+    replicas = cluster.wait_until(created, 30, f"a leader for every partition of {topic}")
+    return TopicSetup(topic, replicas, min_insync_replicas, tuple(cluster.node_ids))
 
 
 @contextmanager
@@ -278,7 +337,7 @@ def _running(producers: list[ProducerWorker], consumers: list[ConsumerWorker]) -
             worker.join(max(0.0, deadline - time.monotonic()))
 
 
-def _session_timeout_ms(settings: tuple[str, ...]) -> int:
+def session_timeout_ms(settings: tuple[str, ...]) -> int:
     """The nodes' broker.session.timeout.ms, also their ZooKeeper session's."""
     for setting in settings:
         key, _, value = setting.partition("=")
@@ -302,7 +361,7 @@ def run_and_check(scenario: Scenario, root: Path) -> RunOutcome:
     started = time.monotonic()
     result = check(history)
     run.timings_s["check"] = time.monotonic() - started
-    return RunOutcome(scenario, history, result, run.timings_s)
+    return RunOutcome(scenario, history, result, run.timings_s, run.isr_not_full)
 
 
 # --- failures and replays ----------------------------------------------------------------
@@ -351,7 +410,7 @@ def save_failure(
 
 
 def replay_command(scenario: Scenario, path: Path) -> str:
-    if scenario.name == "soak":
+    if scenario.name.startswith("soak"):
         return f".venv/bin/python -m tests.fault.soak --replay {path}"
     return f"STROM_FAULT_REPLAY={path} .venv/bin/pytest tests/fault -k {scenario.name}"
 

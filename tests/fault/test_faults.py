@@ -20,7 +20,6 @@ import pytest
 
 from .history import Acked, History, NodeChange, NodeChanged, Note, Sent
 from .runner import (
-    STORES,
     RunOutcome,
     Scenario,
     failure_message,
@@ -35,13 +34,6 @@ from .schedule import Schedule, chase_leader, kill_every, majority_down, pause_l
 pytestmark = pytest.mark.slow
 SETTLE_S = 2.0
 """How long after every node is ready again writes may still fail (leaders moving back)."""
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest) -> str:
-    """The metadata store the cluster of a run keeps its metadata in."""
-    name: str = request.param
-    return name
 
 
 def scenario(name: str, schedule: Schedule, store: str) -> Scenario:
@@ -59,19 +51,27 @@ def run(
     tmp_path: Path,
     extra_check: Callable[[History], list[str]] | None = None,
 ) -> RunOutcome:
-    """Run and check; on anomalies (or problems `extra_check` finds) save the run and fail
-    with the summary and the replay command."""
+    """Run and check; on anomalies (or problems `extra_check` finds, or after a network
+    fault a replica not back in its ISR at the end) save the run and fail with the
+    summary and the replay command."""
     outcome = run_and_check(scenario, tmp_path)
     problems = extra_check(outcome.history) if extra_check is not None else []
+    if outcome.isr_not_full is not None:  # checked after network faults only
+        problems.append(
+            "a replica did not rejoin its ISR after the network healed and every node was "
+            f"back: {outcome.isr_not_full}"
+        )
     remarks = [
         f"  {e.at_s:.2f}s {e.text}"
         for e in outcome.history.events
         if isinstance(e, Note) and e.source == "faults"
     ]
+    recoveries = [outcome.result.recovery_report()] if outcome.result.recoveries else []
     print(
         f"\n{scenario.name} (seed {scenario.schedule.seed}): "
         f"{outcome.result.counts.describe()}\n  timings: {outcome.timings()}",
         *remarks,
+        *recoveries,
         sep="\n",
     )
     if outcome.result.ok and not problems:

@@ -65,6 +65,11 @@ class Recorder:
     def note(self, source: str, text: str) -> None:
         self.add(Note(self.now_s(), source, text))
 
+    def events(self) -> list[Event]:
+        """A copy of the events so far (the client threads go on appending)."""
+        with self._lock:
+            return list(self.history.events)
+
 
 def _client_settings(bootstrap: str) -> dict[str, Any]:
     # librdkafka logs its critical lines (fatal errors) to Python logging, which pytest

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -61,7 +61,12 @@ class TestCluster:
         ready_timeout_s: float = READY_TIMEOUT_S,
         stop_timeout_s: float = STOP_TIMEOUT_S,
         zookeeper: str | None = None,
+        hosts: Sequence[str] | None = None,
+        command_prefixes: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
+        """`hosts` (one per node) and `command_prefixes` (node id -> what to run its
+        command under) put each node somewhere else than 127.0.0.1, e.g. in a network
+        namespace of its own (tests/fault/network.py)."""
         ports = free_ports(2 * nodes)
         self.zookeeper = zookeeper
         """zookeeper.connect of the nodes; None: the built-in Raft quorum."""
@@ -72,9 +77,13 @@ class TestCluster:
             controller_ports=ports[nodes:],
             settings=parse_settings(settings),
             zookeeper=zookeeper,
+            hosts=hosts,
         )
         self.local = LocalCluster(
-            self.plans, ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s
+            self.plans,
+            ready_timeout_s=ready_timeout_s,
+            stop_timeout_s=stop_timeout_s,
+            command_prefixes=command_prefixes,
         )
 
     # --- what and where ---------------------------------------------------------------
@@ -192,10 +201,18 @@ def running_cluster(
     settings: Sequence[str] = (),
     ready_timeout_s: float = READY_TIMEOUT_S,
     zookeeper: str | None = None,
+    hosts: Sequence[str] | None = None,
+    command_prefixes: Mapping[int, Sequence[str]] | None = None,
 ) -> Iterator[TestCluster]:
     """A started cluster; every process is killed at the end, also on failure."""
     cluster = TestCluster(
-        root, nodes, settings=settings, ready_timeout_s=ready_timeout_s, zookeeper=zookeeper
+        root,
+        nodes,
+        settings=settings,
+        ready_timeout_s=ready_timeout_s,
+        zookeeper=zookeeper,
+        hosts=hosts,
+        command_prefixes=command_prefixes,
     )
     try:
         try:

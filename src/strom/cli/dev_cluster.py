@@ -71,10 +71,20 @@ class LocalNode:
     (stop, kill, crash); start() is legal from stopped and exited only.
     """
 
-    def __init__(self, plan: NodePlan, *, python: str, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        plan: NodePlan,
+        *,
+        python: str,
+        env: Mapping[str, str],
+        command_prefix: Sequence[str] = (),
+    ) -> None:
         self.plan = plan
         self._python = python
         self._env = dict(env)
+        self.command_prefix = tuple(command_prefix)
+        """Put before the node's command, e.g. `ip netns exec NAME` to run it in a network
+        namespace; the prefix must exec the command (the pid stays the node's)."""
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_line: str | None = None
         self.paused = False
@@ -110,7 +120,11 @@ class LocalNode:
         with self.plan.log_path.open("ab") as log_file:
             self._log_start_bytes = log_file.tell()
             self.process = subprocess.Popen(
-                [self._python, "-m", "strom", "serve", "--config", str(self.plan.config_path)],
+                [
+                    *self.command_prefix,
+                    self._python,
+                    *("-m", "strom", "serve", "--config", str(self.plan.config_path)),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log_file,
@@ -214,12 +228,21 @@ class LocalCluster:
         env: Mapping[str, str] | None = None,
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
         stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S,
+        command_prefixes: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
+        """`command_prefixes`: node id -> what to put before that node's command (see
+        LocalNode.command_prefix)."""
         if not plans:
             raise ValueError("a cluster needs at least one node")
         self.plans = list(plans)
+        prefixes = command_prefixes or {}
         self.nodes = {
-            plan.node_id: LocalNode(plan, python=python, env=os.environ if env is None else env)
+            plan.node_id: LocalNode(
+                plan,
+                python=python,
+                env=os.environ if env is None else env,
+                command_prefix=prefixes.get(plan.node_id, ()),
+            )
             for plan in plans
         }
         self.ready_timeout_s = ready_timeout_s

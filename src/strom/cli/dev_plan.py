@@ -78,6 +78,7 @@ def plan_local_cluster(
     controller_ports: Sequence[int] | None = None,
     settings: Sequence[tuple[str, str]] = (),
     zookeeper: str | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> list[NodePlan]:
     """The plan of `node_count` combined nodes with ids 1..N, their files in `data_dir`:
     `node-i/` (data), `node-i.properties` (config) and `node-i.log` (log).
@@ -85,27 +86,33 @@ def plan_local_cluster(
     Ports come from `base_port` unless `client_ports` / `controller_ports` list them (the
     test harness passes free ones). `settings` are extra keys for every node and win over
     the planned ones. With `zookeeper` (a zookeeper.connect value) the nodes keep their
-    metadata there: no controller listeners, no quorum voters. Raises PlanError; the
-    configs are not checked here (`check_plan`).
+    metadata there: no controller listeners, no quorum voters. `hosts` gives each node
+    an address of its own to listen on and advertise (both listeners), instead of
+    `host` for all (the fault tests put each node in a network namespace of its own).
+    Raises PlanError; the configs are not checked here (`check_plan`).
     """
     if not 1 <= node_count <= MAX_NODES:
         raise PlanError(f"--nodes must be from 1 to {MAX_NODES}, got {node_count}")
-    host = host.strip()
-    if not host or host in ("0.0.0.0", "::"):
-        raise PlanError(f"--host must be an address clients can connect to, got {host!r}")
+    node_hosts = [h.strip() for h in hosts] if hosts is not None else [host.strip()] * node_count
+    if len(node_hosts) != node_count:
+        raise PlanError(f"{node_count} nodes need {node_count} hosts, got {len(node_hosts)}")
+    for node_host in node_hosts:
+        if not node_host or node_host in ("0.0.0.0", "::"):
+            raise PlanError(f"--host must be an address clients can connect to, got {node_host!r}")
     if client_ports is None:
         client_ports = [base_port + i for i in range(node_count)]
     if controller_ports is None:
         controller_ports = [base_port + CONTROLLER_PORT_OFFSET + i for i in range(node_count)]
     _check_ports(node_count, client_ports, controller_ports)
     voters = ",".join(
-        f"{node_id}@{format_address(host, port)}"
+        f"{node_id}@{format_address(node_hosts[node_id - 1], port)}"
         for node_id, port in enumerate(controller_ports, start=1)
     )
     replication_factor = str(min(3, node_count))
     plans = []
     for index in range(node_count):
         node_id = index + 1
+        host = node_hosts[index]
         client = format_address(host, client_ports[index])
         controller = format_address(host, controller_ports[index])
         node_dir = data_dir / f"node-{node_id}"

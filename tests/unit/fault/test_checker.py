@@ -7,6 +7,8 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parents[2]))  # tests/, where the fault package is
 
 from fault import history as history_json
@@ -17,12 +19,14 @@ from fault.history import (
     Failed,
     FinalRecord,
     History,
+    NetworkChanged,
     NodeChange,
     NodeChanged,
     Read,
     Sent,
     TopicSetup,
 )
+from fault.recovery import RECOVERY_BOUND_S, Verdict, recoveries
 
 FAULT_DIR = Path(__file__).parents[2] / "fault"
 SETUP = TopicSetup(
@@ -67,6 +71,11 @@ class Builder:
 
     def node(self, node: int, change: NodeChange, why: str = "#0 kill node") -> None:
         self.events.append(NodeChanged(self.tick(), node, change, 0, why))
+
+    def network(self, *cuts: tuple[int, int], why: str = "#0 cut node 1") -> float:
+        at_s = self.tick()
+        self.events.append(NetworkChanged(at_s, tuple(cuts), 0, why))
+        return at_s
 
     def history(self, final: dict[int, list[str]]) -> History:
         final_log = {
@@ -311,7 +320,10 @@ def test_a_history_survives_json() -> None:
 
 def test_the_checker_and_the_history_do_no_io() -> None:
     allowed = {"__future__", "collections", "dataclasses", "enum", "itertools", "math", "typing"}
-    for module in ("checker.py", "history.py"):
+    # topology.py takes a seeded Random for its random topologies (never the global one)
+    modules = {"checker.py": allowed, "history.py": allowed, "recovery.py": allowed}
+    modules["topology.py"] = allowed | {"random"}
+    for module, allowed in modules.items():
         tree = ast.parse((FAULT_DIR / module).read_text())
         imported = {
             alias.name.split(".")[0]
@@ -325,3 +337,225 @@ def test_the_checker_and_the_history_do_no_io() -> None:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
         }
         assert imported <= allowed, f"{module} imports {sorted(imported - allowed)}"
+
+
+# --- recovery after a heal of the network ------------------------------------------------
+
+
+class Writes:
+    """Writes to both partitions of SETUP, each acknowledged right away, with the final
+    log kept alongside."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.final: dict[int, list[str]] = {0: [], 1: []}
+
+    def write(self, partition: int, producer: str = "p0") -> str:
+        value = self.b.write(producer, partition, len(self.final[partition]))
+        self.final[partition].append(value)
+        return value
+
+    def both(self) -> None:
+        self.write(0)
+        self.write(1)
+
+    def history(self) -> History:
+        return self.b.history(self.final)
+
+
+def cut_and_heal() -> tuple[Builder, Writes, float]:
+    """Writes, node 1 cut from 2 and 3, healed; the time of the heal."""
+    b = Builder()
+    w = Writes(b)
+    w.both()
+    b.network((1, 2), (1, 3))
+    heal_s = b.network(why="end of #0 cut node 1")
+    return b, w, heal_s
+
+
+def test_partitions_that_take_writes_soon_after_a_heal_recover_in_the_measured_time() -> None:
+    b, w, heal_s = cut_and_heal()
+    b.tick(1.0)
+    w.write(1)
+    b.tick(2.0)
+    w.write(0)
+    b.tick(RECOVERY_BOUND_S)
+    w.both()
+    result = check(w.history())
+    assert result.ok, result.summary()
+    [recovery] = result.recoveries
+    assert recovery.heal_s == heal_s and recovery.why == "end of #0 cut node 1"
+    took = {p.partition: (p.verdict, p.took_s) for p in recovery.partitions}
+    assert took[0][0] is took[1][0] is Verdict.RECOVERED
+    assert took[1][1] == pytest.approx(1.2) and took[0][1] == pytest.approx(3.4)
+    assert recovery.slowest_s == pytest.approx(3.4)
+    assert "p0 3.40s, p1 1.20s" in result.recovery_report()
+
+
+def test_a_partition_that_takes_no_write_within_the_bound_after_a_heal_is_an_anomaly() -> None:
+    b, w, heal_s = cut_and_heal()
+    for _ in range(20):  # partition 1 takes writes all along; partition 0 none
+        b.tick(1.0)
+        w.write(1)
+    b.send("p1", 0)  # sent, never acknowledged
+    result = check(w.history())
+    assert kinds(result) == [AnomalyKind.NO_WRITE_AFTER_HEAL]
+    anomaly = result.anomalies[0]
+    assert (anomaly.partition, anomaly.at_s) == (0, heal_s)
+    assert "within 15 s" in anomaly.detail and "none was acknowledged" in anomaly.detail
+    assert any("network cut 1-2 1-3 (#0 cut node 1)" in f for f in anomaly.faults)
+    assert any("network whole (end of #0 cut node 1)" in f for f in anomaly.faults)
+    verdicts = {p.partition: p.verdict for p in result.recoveries[0].partitions}
+    assert verdicts == {0: Verdict.NOT_RECOVERED, 1: Verdict.RECOVERED}
+
+
+def test_a_partition_that_recovers_and_then_fails_writes_has_stalled() -> None:
+    b, w, heal_s = cut_and_heal()
+    b.tick(0.5)
+    w.both()  # both recover at once ...
+    stuck = b.send("p1", 0)  # ... then a write to partition 0 times out after 20 s
+    for _ in range(20):
+        b.tick(1.0)
+        w.write(1)
+    b.fail(stuck, 0)
+    for _ in range(20):
+        b.tick(1.0)
+        w.both()
+    result = check(w.history())
+    assert kinds(result) == [AnomalyKind.NO_WRITE_AFTER_HEAL]
+    anomaly = result.anomalies[0]
+    assert (anomaly.partition, anomaly.at_s) == (0, heal_s)
+    assert "it took a write 0.70 s after the heal, then stalled" in anomaly.detail
+    assert f"{stuck!r}, sent 1.00 s after the heal, failed after 24.10 s" in anomaly.detail
+    p0, p1 = result.recoveries[0].partitions
+    assert (p0.verdict, p1.verdict) == (Verdict.STALLED, Verdict.RECOVERED)
+    assert "p0 0.70s, then stalled after recovering" in result.recovery_report()
+
+
+def test_a_write_acknowledged_only_after_the_bound_is_a_stall_one_never_answered_not() -> None:
+    b, w, _ = cut_and_heal()
+    b.tick(0.5)
+    w.both()
+    slow = b.send("p1", 0)
+    b.send("p2", 0)  # never answered (its producer was replaced): not counted
+    b.tick(RECOVERY_BOUND_S + 1)
+    b.ack(slow, 0, 1)
+    w.final[0].append(slow)
+    b.tick(RECOVERY_BOUND_S)
+    w.both()
+    [recovery] = check(w.history()).recoveries
+    p0 = recovery.partitions[0]
+    assert p0.verdict is Verdict.STALLED
+    assert "was acknowledged only 16.20 s later" in p0.detail
+
+
+def test_a_write_sent_before_the_heal_does_not_show_recovery() -> None:
+    b = Builder()
+    w = Writes(b)
+    b.network((1, 2), (1, 3))
+    stuck = b.send("p0", 0)  # sent during the cut ...
+    b.network()
+    b.tick(1.0)
+    b.ack(stuck, 0, 0)  # ... acknowledged after the heal
+    w.final[0].append(stuck)
+    for _ in range(20):
+        b.tick(1.0)
+        w.write(1)
+    assert kinds(check(w.history())) == [AnomalyKind.NO_WRITE_AFTER_HEAL]
+
+
+def test_the_next_fault_before_the_bound_leaves_a_heal_unmeasured() -> None:
+    b, w, _ = cut_and_heal()
+    b.tick(3.0)
+    b.network((2, 3))  # a flapping network: the next topology 3 s after the heal
+    for _ in range(20):
+        b.tick(1.0)
+        w.write(1)
+    b.network()
+    b.tick(0.5)
+    w.both()
+    result = check(w.history())
+    assert result.ok, result.summary()
+    first, second = result.recoveries
+    assert {p.verdict for p in first.partitions} == {Verdict.INTERRUPTED}
+    assert "the next fault came 3.10 s after the heal" in first.partitions[0].detail
+    assert {p.verdict for p in second.partitions} == {Verdict.RECOVERED}
+
+
+def test_the_end_of_the_run_before_the_bound_leaves_a_heal_unmeasured() -> None:
+    b, w, _ = cut_and_heal()
+    b.tick(2.0)
+    w.write(1)
+    result = check(w.history())
+    assert result.ok, result.summary()
+    verdicts = {p.partition: p.verdict for p in result.recoveries[0].partitions}
+    assert verdicts == {0: Verdict.INTERRUPTED, 1: Verdict.RECOVERED}
+    assert "the run ended 2.20 s after the heal" in result.recoveries[0].partitions[0].detail
+
+
+def test_a_heal_after_the_last_write_was_sent_is_unmeasured() -> None:
+    b, w, _ = cut_and_heal()
+    w.final[0].append(b.send("p0", 0))
+    b.network((1, 2))
+    b.tick(1.0)
+    b.network()
+    b.tick(30.0)
+    b.ack(w.final[0][-1], 0, 1)
+    [_, late] = check(w.history()).recoveries
+    assert {p.verdict for p in late.partitions} == {Verdict.INTERRUPTED}
+    assert late.partitions[0].detail.startswith("no write was sent after the heal")
+
+
+def test_a_partition_with_too_few_live_replicas_need_not_take_writes() -> None:
+    b = Builder()
+    w = Writes(b)
+    b.node(2, NodeChange.KILLED)
+    b.node(3, NodeChange.KILLED)
+    b.network((1, 2), (1, 3))
+    b.network()
+    for _ in range(20):
+        b.tick(1.0)
+        b.send("p0", 0)
+    result = check(w.history())
+    assert result.ok, result.summary()
+    assert {p.verdict for p in result.recoveries[0].partitions} == {Verdict.TOO_FEW_REPLICAS}
+
+
+def test_the_bound_runs_from_when_enough_replicas_are_ready_again() -> None:
+    b = Builder()
+    w = Writes(b)
+    b.network((1, 2), (1, 3))
+    b.node(2, NodeChange.KILLED)
+    b.node(3, NodeChange.KILLED)
+    b.node(2, NodeChange.RESTARTED)
+    heal_s = b.network()
+    b.tick(10.0)
+    b.node(2, NodeChange.READY)  # two of three replicas live from here on
+    b.tick(12.0)
+    w.write(0)  # 22 s after the heal, 12 s after node 2 was ready
+    b.tick(20.0)
+    w.write(0)
+    history = w.history()
+    [recovery] = recoveries(history)
+    p0 = recovery.partitions[0]
+    assert (p0.verdict, p0.took_s) == (Verdict.RECOVERED, pytest.approx(22.3))
+    assert recovery.heal_s == heal_s
+    [late] = recoveries(history, bound_s=5.0)[0].partitions[:1]
+    assert late.verdict is Verdict.NOT_RECOVERED
+    assert "(10.10 s after it)" in late.detail and "acknowledged 22.30 s after" in late.detail
+
+
+def test_a_history_without_network_changes_has_no_recoveries() -> None:
+    b, final = clean_builder()
+    result = check(b.history(final))
+    assert result.recoveries == () and result.recovery_report() == "no heals of the network"
+
+
+def test_a_history_with_network_changes_survives_json() -> None:
+    b, w, _ = cut_and_heal()
+    b.tick(1.0)
+    w.both()
+    history = w.history()
+    again = history_json.from_json(history_json.to_json(history))
+    assert again == history
+    assert recoveries(again) == recoveries(history)
