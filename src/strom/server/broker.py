@@ -471,6 +471,7 @@ class Broker:
         )
         if self.fetcher is not None:
             self.fetcher.leader_changed()
+        self.channel.leader_changed()
 
     # --- background work --------------------------------------------------------------
 

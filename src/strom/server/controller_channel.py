@@ -83,6 +83,15 @@ class ControllerChannel:
             self._connections[leader] = connection
             return connection
 
+    def leader_changed(self) -> None:
+        """A new active controller: close the connections to the others, so a request
+        still in flight to the old one (a heartbeat to a controller cut off from the
+        network would wait out its whole timeout, and the new controller would fence the
+        broker meanwhile) fails now and goes to the new one, as Kafka's channel does."""
+        leader = self.leader_id
+        for node_id in [n for n in self._connections if n != leader]:
+            self._connections.pop(node_id).close()
+
     async def request(self, api_key: int, api_version: int, body: Any, timeout_s: float) -> Any:
         connection = await self.connection()
         try:

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FAST_HEARTBEAT_S = 0.05
+CALL_TIMEOUT_S = 6.0
+"""The longest one registration or heartbeat may take (a remote one times out at 5 s)."""
 RETRY_S = 0.1
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
@@ -51,12 +53,20 @@ class BrokerLifecycle:
         interval_s = broker.config.broker_heartbeat_interval_ms / 1000
         while True:
             try:
-                if self.epoch is None:
-                    await self._register()
-                else:
-                    await self._heartbeat(want_shutdown=False)
+                # Bounded, also when this node's own controller answers: a call left
+                # waiting on a controller that lost its role must not stop the heartbeats
+                # for good (the broker would stay fenced, out of every ISR).
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    if self.epoch is None:
+                        await self._register()
+                    else:
+                        await self._heartbeat(want_shutdown=False)
             except NotController as exc:
                 self._note(f"waiting for an active controller ({exc.leader_id})")
+                await asyncio.sleep(RETRY_S)
+                continue
+            except TimeoutError:
+                self._note(f"no answer from the controller within {CALL_TIMEOUT_S:g} s")
                 await asyncio.sleep(RETRY_S)
                 continue
             await asyncio.sleep(FAST_HEARTBEAT_S if self.fenced else interval_s)

@@ -122,7 +122,10 @@ class MetadataFetcher:
             response = decode_fetch_response(payload)
             if store is not None and (store.is_leader or not still()):
                 return  # this node leads now, or follows another: the answer is stale
-            self.leader_id = None if response.leader_id < 0 else response.leader_id
+            leader_id = None if response.leader_id < 0 else response.leader_id
+            if leader_id != self.leader_id:
+                self.leader_id = leader_id
+                self._broker.channel.leader_changed()
             if response.snapshot is not None:
                 state.restore(response.snapshot)
             if response.entries:
