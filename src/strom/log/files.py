@@ -25,7 +25,6 @@ __all__ = [
     "list_directory",
     "read_recovery_point",
     "snapshot_path",
-    "write_file_atomically",
 ]
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
@@ -76,13 +75,6 @@ def list_directory(directory: Path) -> DirectoryListing:
     listing.logs.sort()
     listing.snapshots.sort()
     return listing
-
-
-def write_file_atomically(path: Path, data: bytes, *, sync: bool) -> None:
-    """``durable_files.replace_file`` without the directory fsync (the caller syncs it).
-
-    The name partition_log still imports; new code calls ``replace_file`` itself."""
-    replace_file(path, data, sync=sync, sync_dir=False)
 
 
 def read_recovery_point(directory: Path) -> int:

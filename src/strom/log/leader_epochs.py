@@ -23,13 +23,13 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from pathlib import Path
 
+from strom.durable_files import sync_directory
 from strom.log.offset_checkpoint import (
     CheckpointError,
     parse_int,
     read_checkpoint_file,
     write_checkpoint_file,
 )
-from strom.log.recovery import sync_directory
 from strom.log.segment import Segment
 
 __all__ = [

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from strom.durable_files import sync_directory
 from strom.log.cleaner_checkpoint import read_cleaner_checkpoint
 from strom.log.cleaner_swap import complete_interrupted_swap
 from strom.log.config import LogConfig
 from strom.log.files import CLEAN_SHUTDOWN_FILE, list_directory, read_recovery_point
-from strom.log.recovery import RecoveryReportBuilder, load_segments, sync_directory
+from strom.log.recovery import RecoveryReportBuilder, load_segments
 from strom.log.segment import Segment
 
 

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 
+from strom.durable_files import replace_file, sync_directory
 from strom.log import timestamps
 from strom.log.append_layout import append_end, lay_out
 from strom.log.cleaner import Cleanability, CleaningPlan, CleaningResult
@@ -25,18 +26,13 @@ from strom.log.config import LogConfig
 from strom.log.durability import DurabilityTracker
 from strom.log.files import (
     CLEAN_SHUTDOWN_FILE,
-    write_file_atomically,
     write_recovery_point,
 )
 from strom.log.leader_epochs import LeaderEpochCache, open_leader_epochs
 from strom.log.opening import load_directory
 from strom.log.producer_state import ProducerEntry, ProducerStateManager
 from strom.log.record_filter import check_keys
-from strom.log.recovery import (
-    RecoveryReport,
-    RecoveryReportBuilder,
-    sync_directory,
-)
+from strom.log.recovery import RecoveryReport, RecoveryReportBuilder
 from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadResult, SegmentInfo
 from strom.log.segment import Segment
 from strom.log.snapshots import prune_snapshots, restore_producer_state, write_snapshot
@@ -586,7 +582,7 @@ class PartitionLog:
                     log_start_offset=self.log_start_offset,
                 )
                 self._durability.on_clean_close(active.base_offset, self.log_end_offset)
-                write_file_atomically(self.directory / CLEAN_SHUTDOWN_FILE, b"", sync=True)
+                replace_file(self.directory / CLEAN_SHUTDOWN_FILE, b"", sync_dir=False)
                 sync_directory(self.directory)
         finally:
             self._closed = True

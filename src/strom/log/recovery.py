@@ -28,7 +28,6 @@ from pathlib import Path
 
 import crc32c
 
-from strom.durable_files import sync_directory  # also re-exported from here (see __all__)
 from strom.log.config import LogConfig
 from strom.log.segment import (
     LOG_SUFFIX,
@@ -49,7 +48,6 @@ __all__ = [
     "load_segment",
     "load_segments",
     "recover_segment",
-    "sync_directory",
 ]
 
 _CRC_START = 21
