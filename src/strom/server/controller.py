@@ -144,7 +144,10 @@ class ControllerService:
         self._speculative = self._speculative.replay(records, offset=index)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending[index] = (term, future)
-        await future
+        # Shielded: other decisions wait on this entry too, and a caller that gives up
+        # (a timeout, the controller's own tasks cancelled as it steps down) must not
+        # cancel it under them. Only on_applied and deactivate settle it.
+        await asyncio.shield(future)
         return result
 
     async def commit(self, records: Sequence[MetadataRecord]) -> None:

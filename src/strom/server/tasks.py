@@ -35,10 +35,18 @@ class TaskSet:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if task.cancelled():
+            if task.cancelling() == 0:
+                # Nobody cancelled the task: a CancelledError reached it from a future
+                # someone else cancelled. It must not end silently (a broker whose
+                # heartbeat loop ends so stays fenced, without a word in its log).
+                self._failed(task, asyncio.CancelledError(f"{task.get_name()}: stray cancel"))
             return
         error = task.exception()
         if error is None or isinstance(error, self._expected):
             return
+        self._failed(task, error)
+
+    def _failed(self, task: asyncio.Task[None], error: BaseException) -> None:
         log.error("%s task %s failed", self._label, task.get_name(), exc_info=error)
         if self._on_failure is not None:
             self._on_failure(error)

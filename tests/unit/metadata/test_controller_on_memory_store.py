@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.config import load_config
@@ -16,7 +17,7 @@ from strom.metadata.image import MetadataImage
 from strom.metadata.stores import Advertised, Liveness, StorePorts
 from strom.metadata.stores.memory import MemoryLog
 from strom.server.broker import Broker
-from strom.server.controller import ControllerService
+from strom.server.controller import ControllerService, NotController
 
 
 def node(log: MemoryLog, node_id: int, tmp_path: Path) -> Broker:
@@ -147,5 +148,58 @@ def test_with_session_liveness_the_store_decides_who_is_alive(tmp_path: Path) ->
         log.set_live(frozenset({1}))  # its session ended: the controller fences it
         await until(one, lambda image: image.brokers[2].fenced)
         controller.deactivate()
+
+    run(scenario)
+
+
+def test_a_cancelled_decision_does_not_cancel_the_decisions_waiting_behind_it(
+    tmp_path: Path,
+) -> None:
+    """A decision whose caller gives up (a timeout; the controller's own tasks cancelled
+    when it steps down) must not fail the callers waiting on the same entry with a
+    CancelledError: they were not cancelled, and a broker's heartbeat loop that sees one
+    ends without a word, leaving the broker fenced for good."""
+
+    async def scenario() -> None:
+        log = MemoryLog(auto_deliver=False)
+        one = node(log, 1, tmp_path)
+        assert one.store is not None and one.controller is not None
+        await one.store.start()
+        log.elect(1)
+        log.deliver()
+        controller = one.controller
+        assert controller.active
+        await asyncio.sleep(0)  # the controller proposes the cluster's record
+        log.deliver()
+        await until(one, lambda image: bool(image.cluster_id))
+
+        def register(broker_id: int) -> Coroutine[Any, Any, Any]:
+            return controller.register_broker(
+                broker_id=broker_id,
+                cluster_id=one.metadata.image.cluster_id,
+                incarnation_id=uuid.UUID(int=broker_id),
+                host="localhost",
+                port=9092,
+                rack=None,
+            )
+
+        proposer = asyncio.create_task(register(7))  # proposed, not committed yet
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(controller.decide(lambda image: ((), "answer")))
+        await asyncio.sleep(0)
+        proposer.cancel()  # the proposer gives up; its entry is still on its way
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        log.deliver()  # committed: the waiter gets its answer
+        assert await asyncio.wait_for(waiter, 5) == "answer"
+
+        proposer = asyncio.create_task(register(8))
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(controller.decide(lambda image: ((), "answer")))
+        await asyncio.sleep(0)
+        proposer.cancel()
+        controller.deactivate()  # stepping down: the waiter hears why
+        with pytest.raises(NotController):
+            await asyncio.wait_for(waiter, 5)
 
     run(scenario)
