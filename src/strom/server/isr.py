@@ -50,6 +50,9 @@ class IsrManager:
         self._waiting: dict[tuple[str, int], tuple[Partition, ProposeIsr]] = {}
         self._wake = asyncio.Event()
         self._tasks = TaskSet(f"[node {broker.node_id}] isr")
+        self._logged: dict[tuple[str, int], ProposeIsr] = {}
+        """The last change logged per partition: a change sent again is not logged again."""
+        self._send_problem: str | None = None
 
     def start(self) -> None:
         self._tasks.spawn(self._check_loop(), "isr-check")
@@ -62,6 +65,9 @@ class IsrManager:
         """A partition's core proposes `change` (a ReplicaPorts port)."""
         self._waiting[partition.key] = (partition, change)
         self._wake.set()
+        if self._logged.get(partition.key) == change:
+            return  # the same change again, after no answer: said once
+        self._logged[partition.key] = change
         log.info(
             "[node %d] %s-%d: proposing ISR %s (%s)",
             self._broker.node_id,
@@ -100,10 +106,14 @@ class IsrManager:
             try:
                 response = await self._send(list(batch.values()))
             except (NotController, ClientError, OSError, TimeoutError) as exc:
-                log.info("[node %d] AlterPartition not sent: %s", self._broker.node_id, exc)
+                problem = str(exc) or type(exc).__name__
+                if problem != self._send_problem:  # each new reason once, not every retry
+                    log.info("[node %d] AlterPartition not sent: %s", self._broker.node_id, problem)
+                    self._send_problem = problem
                 self._unanswered(batch.values())
                 await asyncio.sleep(RETRY_S)
                 continue
+            self._send_problem = None
             self._apply(batch, response)
 
     async def _send(self, items: list[tuple[Partition, ProposeIsr]]) -> Any:
@@ -169,6 +179,7 @@ class IsrManager:
                     continue
                 partition, change = found
                 answered.add(partition.key)
+                self._logged.pop(partition.key, None)
                 leader = partition.leader
                 if leader is None or leader.pending_isr != change.isr:
                     continue
