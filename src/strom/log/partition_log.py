@@ -201,6 +201,9 @@ class PartitionLog:
     def producer_state_for(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    def repeats(self, headers: Sequence[BatchHeader]) -> bool:
+        return self._producers.repeats(headers)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"partition log {self.directory} is closed")

@@ -151,6 +151,14 @@ class ProducerStateManager:
             pending[producer_id] = (epoch, header.last_sequence)
         return None
 
+    def repeats(self, headers: Iterable[BatchHeader]) -> bool:
+        """Whether this append is a retry of a batch already appended (`check` would
+        answer it with the original's offsets). Changes nothing."""
+        try:
+            return self.check(headers) is not None
+        except RecordsError:
+            return False
+
     def update(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
         """Record an appended batch (after ``check``, or unchecked when replaying)."""
         producer_id = header.producer_id

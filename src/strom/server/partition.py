@@ -20,7 +20,7 @@ from strom.log.append_layout import BATCH_OVERHEAD_BYTES
 from strom.log.config import LogConfig
 from strom.log.partition_log import PartitionLog
 from strom.log.results import AppendResult
-from strom.protocol.records import BatchHeader
+from strom.protocol.records import BatchHeader, RecordsError
 from strom.replication.leader import LeaderState
 from strom.replication.replica import (
     Assignment,
@@ -180,15 +180,26 @@ class Partition:
         batches: Sequence[tuple[memoryview, BatchHeader]],
         *,
         now_ms: int,
+        acks: int | None = None,
         producer_check: bool = True,
     ) -> AppendResult:
         """As leader: append validated batches (a produce, or a coordinator's records) at
         this leader epoch, and start making them durable as the topic asks: an fsync in
         the next group-commit round with flush.messages=1, else when the interval or
         message count is due. Wait with `acknowledged`. RecordsError leaves the log
-        as it was; LeadershipMoved when this broker does not lead."""
+        as it was; LeadershipMoved when this broker does not lead.
+
+        A produce passes its `acks`: acks=all below min.insync.replicas is refused with
+        NOT_ENOUGH_REPLICAS ("not written"), except a retry of a batch already written,
+        which is answered as that batch (its offsets; committed or not as it is). Telling
+        a client such a batch was not written makes it renumber its sequences under a new
+        producer epoch and write the batch again."""
         if not self.is_leader:
             raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
+        if acks is not None:
+            refused, why = self.replica.admit(acks)
+            if refused != ErrorCode.none and not self.log.repeats([h for _, h in batches]):
+                raise RecordsError(refused, why or refused.name)
         result = self.log.append(
             batches, now_ms=now_ms, leader_epoch=self.leader_epoch, producer_check=producer_check
         )

@@ -174,6 +174,42 @@ def test_an_idempotent_retry_is_answered_with_the_first_offsets(tmp_path: Path) 
     at.close()
 
 
+def test_a_retry_of_a_written_batch_is_not_told_it_was_refused_below_min_isr(
+    tmp_path: Path,
+) -> None:
+    """An idempotent batch already in the log, sent again after its answer timed out
+    while the ISR shrank below min.insync.replicas, must not get NOT_ENOUGH_REPLICAS:
+    that error says "not written", the client then renumbers what follows under a new
+    producer epoch (KIP-360) and the batch that was written goes in again, a duplicate.
+    It is answered as the batch it is: written, waiting for the ISR."""
+    image = image_of(replicas=(1, 2), configs={"min.insync.replicas": "2"})
+    at = node(tmp_path, image)
+    records = batch(b"a", producer_id=1000, producer_epoch=0, base_sequence=0)
+    first = answer(run(produce(at, produce_request(records, acks=-1, timeout_ms=0))))
+    assert (first.error_code, first.base_offset) == (ErrorCode.request_timed_out, 0)
+    shrunk = change_partition(image, isr=(1,))
+    at.apply(shrunk)
+    retry = answer(run(produce(at, produce_request(records, acks=-1, timeout_ms=0))))
+    assert retry.error_code == ErrorCode.not_enough_replicas_after_append  # may be written
+    assert retry.base_offset == 0
+    following = batch(b"b", producer_id=1000, producer_epoch=0, base_sequence=1)
+    refused = answer(run(produce(at, produce_request(following, acks=-1, timeout_ms=0))))
+    assert refused.error_code == ErrorCode.not_enough_replicas  # truly not written
+    assert at.partition().log.log_end_offset == 1
+
+    async def regrown() -> Any:
+        waiting = asyncio.create_task(produce(at, produce_request(records, acks=-1)))
+        await turns()
+        at.apply(change_partition(shrunk, isr=(1, 2)))
+        await handle_fetch(at.fetch, fetch_request(1, replica_id=2))
+        return await waiting
+
+    acknowledged = answer(run(regrown()))
+    assert (acknowledged.error_code, acknowledged.base_offset) == (ErrorCode.none, 0)
+    assert at.partition().log.log_end_offset == 1  # written once
+    at.close()
+
+
 def test_leadership_lost_while_waiting_answers_not_leader(tmp_path: Path) -> None:
     image = image_of(replicas=(1, 2))
     at = node(tmp_path, image)

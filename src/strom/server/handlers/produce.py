@@ -79,10 +79,6 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
                 entry["error_code"] = ErrorCode.transactional_id_authorization_failed
                 entry["error_message"] = "strom does not support transactions yet"
                 continue
-            refused, why = partition.replica.admit(acks)
-            if refused != ErrorCode.none:
-                entry["error_code"], entry["error_message"] = refused, why
-                continue
             try:
                 if data.records is None:
                     raise RecordsError(ErrorCode.corrupt_message, "records are null")
@@ -96,7 +92,7 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
                         ErrorCode.transactional_id_authorization_failed,
                         "transactional records need a transaction; strom has none yet",
                     )
-                result = partition.append(batches, now_ms=current_ms)
+                result = partition.append(batches, now_ms=current_ms, acks=acks)
             except RecordsError as exc:
                 entry["error_code"] = exc.error_code
                 entry["error_message"] = str(exc)
