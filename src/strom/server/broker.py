@@ -107,7 +107,12 @@ class Broker:
         self._client_servers: list[asyncio.Server] = []
         self._connections: set[Connection] = set()
         self._connection_tasks: set[asyncio.Task[None]] = set()
-        self._background = TaskSet(f"[node {config.node_id}] background")
+        # Each background loop is part of what the node promises (fsyncs, heartbeats,
+        # the metadata it serves): one that ends by surprise stops the node, loudly.
+        self._background = TaskSet(
+            f"[node {config.node_id}] background",
+            on_failure=lambda error: self.fail(f"a background task ended: {error!r}"),
+        )
         self.bound: list[tuple[Listener, int]] = []
         self.stopping = False
         self._handlers = client_handlers(self._contexts(), self)
