@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+from strom.config import load_config
+from strom.server.broker import Broker
 from strom.server.tasks import TaskSet
 
 
@@ -39,3 +42,21 @@ def test_tasks_cancelled_by_their_owner_end_quietly() -> None:
 
     asyncio.run(scenario())
     assert failures == []
+
+
+def test_a_broker_whose_background_loop_ends_stops(tmp_path: Path) -> None:
+    """The flusher ending on an fsync error, or the heartbeat loop ending, must stop the
+    node: it cannot keep its promises without them."""
+    broker = Broker(load_config(overrides=["node.id=1", f"log.dirs={tmp_path}"]))
+
+    async def fsync_fails() -> None:
+        raise OSError(5, "Input/output error")
+
+    async def scenario() -> None:
+        broker._background.spawn(fsync_fails(), "flusher")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    assert broker.fatal.is_set()
+    assert "Input/output error" in broker.fatal_reason
