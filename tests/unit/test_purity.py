@@ -68,11 +68,8 @@ HANDLERS_TAKING_THE_BROKER = frozenset(
         "cluster",
         "configs",
         "coordinator",
-        "forward",
         "groups",
         "offsets",
-        "private",
-        "quorum",
         "reassignments",
     }
 )

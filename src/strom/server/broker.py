@@ -41,7 +41,13 @@ from strom.server.controller_channel import ControllerChannel
 from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
 from strom.server.handlers import Contexts, client_handlers, controller_handlers
-from strom.server.handlers.ports import FetchContext, ProduceContext
+from strom.server.handlers.ports import (
+    FetchContext,
+    ForwardPort,
+    PrivateContext,
+    ProduceContext,
+    QuorumContext,
+)
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
@@ -115,8 +121,12 @@ class Broker:
         )
         self.bound: list[tuple[Listener, int]] = []
         self.stopping = False
-        self._handlers = client_handlers(self._contexts(), self)
-        self._controller_handlers = controller_handlers(self)
+        self.forward = ForwardPort(self.node_id, self.channel, self.metadata)
+        """How handlers reach the active controller (handlers/forward.py)."""
+        contexts = self._contexts()
+        self._private = contexts.private
+        self._handlers = client_handlers(contexts, self)
+        self._controller_handlers = controller_handlers(contexts, self)
 
     def _contexts(self) -> Contexts:
         """What each group of handlers reaches (handlers/ports.py)."""
@@ -131,6 +141,20 @@ class Broker:
                 metadata=self.metadata,
                 partitions=self.partitions,
                 stopping=lambda: self.stopping,
+            ),
+            quorum=QuorumContext(
+                node_id=self.node_id,
+                controller=lambda: self.controller,
+                store=lambda: self.store,
+                listener_name=next(iter(self.config.controller_listener_names), "CONTROLLER"),
+                forward=self.forward,
+            ),
+            private=PrivateContext(
+                node_id=self.node_id,
+                metadata=self.metadata,
+                store=lambda: self.store,
+                channel=self.channel,
+                dispatch_controller=self.dispatch_controller,
             ),
         )
 
@@ -383,7 +407,7 @@ class Broker:
                 max_request_bytes=max(self.config.socket_request_max_bytes, 256 << 20),
                 idle_timeout_s=self.config.connections_max_idle_ms / 1000,
                 node_id=self.node_id,
-                private=PrivateSession(self).handle,
+                private=PrivateSession(self._private).handle,
                 apis=frozenset(SERVED_APIS),
             )
         )

@@ -30,7 +30,6 @@ from strom.protocol.codec import Request
 from strom.replication.replica import ProposeIsr
 from strom.server.clock import now_ms
 from strom.server.controller import NotController
-from strom.server.handlers.quorum import handle_alter_partition
 from strom.server.partition import Partition
 from strom.server.tasks import TaskSet
 
@@ -153,7 +152,7 @@ class IsrManager:
             request = Request(
                 ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, 0, f"strom-{broker.node_id}", body
             )
-            return await handle_alter_partition(broker, request)
+            return await broker.dispatch_controller(request)
         return await broker.channel.request(
             ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body, timeout_s=REQUEST_TIMEOUT_S
         )

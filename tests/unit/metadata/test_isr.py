@@ -278,6 +278,11 @@ class _Controller:
         return result
 
 
+def _context(controller: _Controller | None) -> Any:
+    """The handler's context: only its controller port is read."""
+    return SimpleNamespace(controller=lambda: controller)
+
+
 def _alter_partition_request(version: int, fields: dict[str, Any]) -> Any:
     body = build(kio_request_class(ApiKey.ALTER_PARTITION, version), fields)
     return decode_request(encode_request(ApiKey.ALTER_PARTITION, version, 7, body)[4:])
@@ -321,7 +326,7 @@ def test_the_handler_answers_per_partition_and_refuses_when_not_the_controller(
     }
     request = _alter_partition_request(version, fields)
     controller = _Controller(image)
-    response = asyncio.run(handle_alter_partition(SimpleNamespace(controller=controller), request))
+    response = asyncio.run(handle_alter_partition(_context(controller), request))
     encode_response(7, response)
     assert response.error_code == ErrorCode.none
     [topic] = response.topics
@@ -336,13 +341,10 @@ def test_the_handler_answers_per_partition_and_refuses_when_not_the_controller(
     assert partition(controller.image, "t").isr == (1, 2)
 
     stale = _alter_partition_request(version, {**fields, "broker_epoch": 999})
-    response = asyncio.run(handle_alter_partition(SimpleNamespace(controller=controller), stale))
+    response = asyncio.run(handle_alter_partition(_context(controller), stale))
     assert response.error_code == ErrorCode.stale_broker_epoch and response.topics == ()
 
-    for broker in (
-        SimpleNamespace(controller=None),
-        SimpleNamespace(controller=_Controller(image, active=False)),
-    ):
-        response = asyncio.run(handle_alter_partition(broker, request))
+    for context in (_context(None), _context(_Controller(image, active=False))):
+        response = asyncio.run(handle_alter_partition(context, request))
         encode_response(7, response)
         assert response.error_code == ErrorCode.not_controller

@@ -436,7 +436,7 @@ def test_the_handlers_run_on_the_active_controller_and_refuse_elsewhere() -> Non
     channel = SimpleNamespace(
         local_controller_active=True, local_controller=lambda: controller, leader_id=1
     )
-    broker: Any = SimpleNamespace(channel=channel)
+    broker: Any = SimpleNamespace(channel=channel, forward=SimpleNamespace(channel=channel))
     alter = _request(
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         {

@@ -27,7 +27,12 @@ from strom.server.handlers import (
     quorum,
     reassignments,
 )
-from strom.server.handlers.ports import FetchContext, ProduceContext
+from strom.server.handlers.ports import (
+    FetchContext,
+    PrivateContext,
+    ProduceContext,
+    QuorumContext,
+)
 
 Handler = Callable[[Request], Awaitable[Any | None]]
 """A bound handler: what a connection dispatches to."""
@@ -41,6 +46,9 @@ class Contexts:
 
     produce: ProduceContext
     fetch: FetchContext
+    quorum: QuorumContext
+    private: PrivateContext
+    """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
 
 def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
@@ -52,6 +60,19 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             fetch.handle_offset_for_leader_epoch, contexts.fetch
         ),
+        ApiKey.DESCRIBE_QUORUM: partial(quorum.handle_describe_quorum, contexts.quorum),
+    }
+
+
+def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
+    """The converted handlers of the controller listener's own APIs (see
+    LEGACY_CONTROLLER_HANDLERS)."""
+    return {
+        ApiKey.BROKER_REGISTRATION: partial(quorum.handle_broker_registration, contexts.quorum),
+        ApiKey.BROKER_HEARTBEAT: partial(quorum.handle_broker_heartbeat, contexts.quorum),
+        ApiKey.ALLOCATE_PRODUCER_IDS: partial(quorum.handle_allocate_producer_ids, contexts.quorum),
+        ApiKey.DESCRIBE_QUORUM: partial(quorum.controller_describe_quorum, contexts.quorum),
+        ApiKey.ALTER_PARTITION: partial(quorum.handle_alter_partition, contexts.quorum),
     }
 
 
@@ -62,9 +83,13 @@ def client_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler]:
     return table
 
 
-def controller_handlers(legacy: Any) -> dict[ApiKey, Handler]:
-    """The APIs answered at the active controller (see CONTROLLER_HANDLERS)."""
-    return {key: partial(handler, legacy) for key, handler in LEGACY_CONTROLLER_HANDLERS.items()}
+def controller_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler]:
+    """The APIs answered at the active controller (see LEGACY_CONTROLLER_HANDLERS)."""
+    table = _controller_contextual(contexts)
+    table.update(
+        {key: partial(handler, legacy) for key, handler in LEGACY_CONTROLLER_HANDLERS.items()}
+    )
+    return table
 
 
 LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
@@ -86,7 +111,6 @@ LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
     ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
     ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
     ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
-    ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
     ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
@@ -96,16 +120,11 @@ LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
 # The controller listener: the APIs that run at the active controller are answered there
 # (or refused with NOT_CONTROLLER), never forwarded again; the rest as on any listener.
 LEGACY_CONTROLLER_HANDLERS: dict[ApiKey, LegacyHandler] = {
-    ApiKey.BROKER_REGISTRATION: quorum.handle_broker_registration,
-    ApiKey.BROKER_HEARTBEAT: quorum.handle_broker_heartbeat,
-    ApiKey.ALLOCATE_PRODUCER_IDS: quorum.handle_allocate_producer_ids,
-    ApiKey.DESCRIBE_QUORUM: quorum.controller_describe_quorum,
     ApiKey.CREATE_TOPICS: admin.controller_create_topics,
     ApiKey.DELETE_TOPICS: admin.controller_delete_topics,
     ApiKey.CREATE_PARTITIONS: admin.controller_create_partitions,
     ApiKey.ALTER_CONFIGS: configs.controller_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.controller_incremental_alter_configs,
-    ApiKey.ALTER_PARTITION: quorum.handle_alter_partition,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.controller_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.controller_list_partition_reassignments,
 }

@@ -6,6 +6,10 @@ until its own metadata has reached the offset the controller answered at (so the
 sees its change on this broker at once), and relays the answer. While there is no active
 controller (an election is under way), or the node it believes active says it is not
 (yet), it retries for a while, then answers NOT_CONTROLLER, which Kafka clients retry.
+
+A caller passes its handlers' context, which carries the node's `ForwardPort` as
+`forward` (handlers/ports.py); the request's own work, `handle(context, request)`, gets
+that same context when it runs on this node.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.protocol.codec import Request, decode_response, encode_request
 from strom.server.controller import NotController
+from strom.server.handlers.ports import Forwarding
 from strom.server.private import (
     FORWARD_NOT_CONTROLLER,
     PrivateApi,
@@ -26,23 +31,25 @@ from strom.server.private import (
     decode_forward_response,
 )
 
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
-
 log = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT_S = 15.0
 CATCH_UP_TIMEOUT_S = 5.0
 RETRY_S = 0.1
 
-Handle = Callable[["Broker", Request], Awaitable[Any]]
+C = TypeVar("C", bound=Forwarding)
+"""The caller's context: its `forward` port says how to reach the controller."""
 ErrorResponse = Callable[[Request, ErrorCode, str], Any]
 
 
 async def at_controller(
-    broker: Broker, request: Request, handle: Handle, error_response: ErrorResponse
+    context: C,
+    request: Request,
+    handle: Callable[[C, Request], Awaitable[Any]],
+    error_response: ErrorResponse,
 ) -> Any:
-    """`handle(broker, request)` on the active controller; its response body."""
+    """`handle(context, request)` on the active controller; its response body."""
+    port = context.forward
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FORWARD_TIMEOUT_S
     frame = encode_request(
@@ -50,18 +57,18 @@ async def at_controller(
     )[4:]
     while True:
         try:
-            if broker.channel.local_controller_active:
-                return await handle(broker, request)
-            payload = await broker.channel.raw_request(
+            if port.channel.local_controller_active:
+                return await handle(context, request)
+            payload = await port.channel.raw_request(
                 PrivateApi.FORWARD, 0, frame, timeout_s=FORWARD_TIMEOUT_S
             )
             offset, response_frame = decode_forward_response(payload)
             if offset == FORWARD_NOT_CONTROLLER:
                 raise NotController(None)
-            if not await broker.metadata.wait_for(offset, CATCH_UP_TIMEOUT_S):
+            if not await port.metadata.wait_for(offset, CATCH_UP_TIMEOUT_S):
                 log.info(
                     "[node %d] metadata still behind offset %d after %s",
-                    broker.node_id,
+                    port.node_id,
                     offset,
                     request.api_key.name,
                 )
@@ -78,12 +85,16 @@ async def at_controller(
 
 
 async def on_this_controller(
-    broker: Broker, request: Request, handle: Handle, error_response: ErrorResponse
+    context: C,
+    request: Request,
+    handle: Callable[[C, Request], Awaitable[Any]],
+    error_response: ErrorResponse,
 ) -> Any:
     """A forwarded request: run it here, or say this node is not the controller."""
+    channel = context.forward.channel
     try:
-        if not broker.channel.local_controller_active:
-            raise NotController(broker.channel.leader_id)
-        return await handle(broker, request)
+        if not channel.local_controller_active:
+            raise NotController(channel.leader_id)
+        return await handle(context, request)
     except NotController as exc:
         return error_response(request, ErrorCode.not_controller, str(exc))

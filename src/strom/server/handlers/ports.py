@@ -10,11 +10,19 @@ stopping) are read through a port at each request, never copied into the context
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode
+
+from strom.metadata.brokers import HeartbeatResult, ProducerIdsResult
 from strom.metadata.image import MetadataImage
+from strom.metadata.isr import AlterPartitionResult, IsrChange
+from strom.metadata.stores.base import PeerStream, QuorumDescription, StoreCapabilities
+from strom.protocol.codec import Request
+from strom.raft.messages import Entry, Snapshot
 from strom.server.partitions import PartitionManager
 
 
@@ -51,3 +59,156 @@ class FetchContext:
     partitions: PartitionManager
     stopping: Callable[[], bool]
     """The broker is shutting down: long polls answer at once."""
+
+
+# --- controller quorum, forwarding, private ---
+
+
+class ControllerLink(Protocol):
+    """How this node reaches the active controller (server/controller_channel.py). Who
+    that is changes with every election: each property is read when it is needed."""
+
+    @property
+    def leader_id(self) -> int | None:
+        """The active controller as this node knows it; None while unknown."""
+        ...
+
+    @property
+    def local_controller_active(self) -> bool:
+        """Whether this node is the active controller now."""
+        ...
+
+    async def raw_request(
+        self, api_key: int, api_version: int, payload: bytes, timeout_s: float
+    ) -> bytes:
+        """One of strom's private requests to the active controller; NotController when
+        none can be reached."""
+        ...
+
+
+class MetadataProgress(Protocol):
+    """How far this node has applied the committed metadata (server/metadata_state.py)."""
+
+    @property
+    def applied_index(self) -> int: ...
+
+    async def wait_for(self, offset: int, timeout_s: float) -> bool:
+        """True once the applied metadata reaches `offset`, False after `timeout_s`."""
+        ...
+
+
+class MetadataLog(MetadataProgress, Protocol):
+    """The committed metadata entries this node can hand to another (METADATA_FETCH)."""
+
+    def entries_from(self, index: int, max_bytes: int) -> tuple[Snapshot | None, list[Entry]]:
+        """The committed entries from `index` on, or a snapshot when they are gone."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardPort:
+    """What handlers/forward.py needs to run a request at the active controller, here or
+    through a FORWARD to it. One per node, shared by every context that forwards."""
+
+    node_id: int
+    channel: ControllerLink
+    metadata: MetadataProgress
+
+
+class Forwarding(Protocol):
+    """A context whose requests run at the active controller (handlers/forward.py)."""
+
+    @property
+    def forward(self) -> ForwardPort: ...
+
+
+class QuorumController(Protocol):
+    """The controller service's decisions the quorum handlers ask for
+    (server/controller.py); each raises NotController when leadership is lost."""
+
+    @property
+    def active(self) -> bool: ...
+
+    async def register_broker(
+        self,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        host: str,
+        port: int,
+        rack: str | None,
+    ) -> tuple[ErrorCode, str | None, int]: ...
+
+    async def broker_heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shutdown: bool,
+    ) -> HeartbeatResult: ...
+
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> ProducerIdsResult: ...
+
+    async def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> AlterPartitionResult: ...
+
+
+class QuorumSource(Protocol):
+    """The metadata store's side of DescribeQuorum (metadata/stores/base.py)."""
+
+    @property
+    def capabilities(self) -> StoreCapabilities: ...
+
+    def describe_quorum(self) -> QuorumDescription | None:
+        """The quorum while this node leads it; None otherwise."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumContext:
+    """DescribeQuorum, and at the controller BrokerRegistration, BrokerHeartbeat,
+    AllocateProducerIds and AlterPartition."""
+
+    node_id: int
+    controller: Callable[[], QuorumController | None]
+    """This node's controller service (None on a node that is no controller); whether it
+    is the active one is asked at each request."""
+    store: Callable[[], QuorumSource | None]
+    """The metadata store, once the node has opened one (None before, and on a
+    broker-only Raft node)."""
+    listener_name: str
+    """The controller listener's name, as DescribeQuorum lists the voters' endpoints."""
+    forward: ForwardPort
+
+
+class PrivateStore(Protocol):
+    """The metadata store's side of strom's private APIs (metadata/stores/base.py)."""
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+    @property
+    def term(self) -> int: ...
+
+    def peer_stream(self) -> PeerStream | None:
+        """A stream for another node's store messages, or None when the store takes none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PrivateContext:
+    """strom's node-to-node APIs on the controller listener (handlers/private.py)."""
+
+    node_id: int
+    metadata: MetadataLog
+    store: Callable[[], PrivateStore | None]
+    """The metadata store, once the node has opened one."""
+    channel: ControllerLink
+    dispatch_controller: Callable[[Request], Awaitable[Any | None]]
+    """The controller listener's dispatch: how a forwarded request is answered here."""

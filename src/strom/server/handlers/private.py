@@ -1,11 +1,18 @@
-"""strom's node-to-node APIs on the controller listener (see server/private.py)."""
+"""strom's node-to-node APIs on the controller listener (see server/private.py).
+
+Served wherever other nodes reach this one (broker.py's `_serve_nodes`: the controller
+listener, or the client listeners of a store whose controller is reached there): each
+such connection gets its own `PrivateSession`, which answers RAFT_HELLO and RAFT (handed
+to the store's stream of that peer), METADATA_FETCH (committed entries for a node that
+follows the metadata) and FORWARD (a client's admin request, run here if this node is the
+active controller).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from strom.metadata.stores import PeerStream
 from strom.protocol.codec import RequestError, decode_request, encode_response
+from strom.server.handlers.ports import PrivateContext
 from strom.server.private import (
     FORWARD_NOT_CONTROLLER,
     MetadataFetchResponse,
@@ -16,9 +23,6 @@ from strom.server.private import (
     encode_forward_response,
 )
 
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
-
 _FETCH_MAX_BYTES = 1 << 20
 # CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
 # AlterPartitionReassignments, ListPartitionReassignments, DescribeQuorum
@@ -28,19 +32,18 @@ FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 55})
 class PrivateSession:
     """One inbound controller-listener connection's view of the private APIs."""
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    def __init__(self, context: PrivateContext) -> None:
+        self._context = context
         self._peer: PeerStream | None = None
         """The store's stream of the node at the other end (Raft), once it spoke."""
 
     async def handle(self, api_key: int, api_version: int, payload: bytes) -> bytes | None:
-        broker = self._broker
         if api_key in (PrivateApi.RAFT_HELLO, PrivateApi.RAFT):
             if self._peer is None:
-                store = broker.store
+                store = self._context.store()
                 self._peer = store.peer_stream() if store is not None else None
                 if self._peer is None:
-                    raise PrivatePayloadError(f"node {broker.node_id} is not a controller")
+                    raise PrivatePayloadError(f"node {self._context.node_id} is not a controller")
             self._peer.receive(api_key, payload)
             return None
         if api_key == PrivateApi.METADATA_FETCH:
@@ -50,13 +53,12 @@ class PrivateSession:
         raise PrivatePayloadError(f"unknown private API {api_key}")
 
     async def _metadata_fetch(self, payload: bytes) -> bytes:
-        broker = self._broker
         request = decode_fetch_request(payload)
-        state = broker.metadata
+        state = self._context.metadata
         if state.applied_index < request.from_index and request.max_wait_ms > 0:
             await state.wait_for(request.from_index, request.max_wait_ms / 1000)
         snapshot, entries = state.entries_from(request.from_index, _FETCH_MAX_BYTES)
-        store = broker.store
+        store = self._context.store()
         leader = store.leader_id if store is not None else None
         return encode_fetch_response(
             MetadataFetchResponse(
@@ -69,16 +71,16 @@ class PrivateSession:
         )
 
     async def _forward(self, payload: bytes) -> bytes:
-        broker = self._broker
+        context = self._context
         try:
             request = decode_request(payload, client_host="forwarded")
         except RequestError as exc:
             raise PrivatePayloadError(f"bad forwarded request: {exc}") from None
         if request.api_key not in FORWARDABLE:
             raise PrivatePayloadError(f"{request.api_key.name} cannot be forwarded")
-        if not broker.channel.local_controller_active:
+        if not context.channel.local_controller_active:
             # Perhaps elected a moment ago and not acting yet: the sender tries again.
             return encode_forward_response(FORWARD_NOT_CONTROLLER, b"")
-        body = await broker.dispatch_controller(request)
+        body = await context.dispatch_controller(request)
         frame = encode_response(request.correlation_id, body)[4:]
-        return encode_forward_response(broker.metadata.applied_index, frame)
+        return encode_forward_response(context.metadata.applied_index, frame)

@@ -1,10 +1,16 @@
 """BrokerRegistration, BrokerHeartbeat, AllocateProducerIds and AlterPartition (controller
-listener) and DescribeQuorum."""
+listener) and DescribeQuorum.
+
+The controller's APIs are answered only by the active controller; any other node (one
+that is no controller, or one that lost or has not yet taken over the leadership)
+answers NOT_CONTROLLER, and the broker asking looks for the one that is. DescribeQuorum
+runs at the active controller (forward.py); a store with no quorum refuses it.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -13,18 +19,22 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.controller import NotController
 from strom.server.handlers.forward import at_controller, on_this_controller
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import QuorumContext, QuorumController
 
 METADATA_TOPIC = "__cluster_metadata"
 
 
-async def handle_broker_registration(broker: Broker, request: Request) -> Any:
+def _active(context: QuorumContext) -> QuorumController | None:
+    """This node's controller if it is the active one now."""
+    controller = context.controller()
+    return controller if controller is not None and controller.active else None
+
+
+async def handle_broker_registration(context: QuorumContext, request: Request) -> Any:
     body = request.body
-    controller = broker.controller
+    controller = _active(context)
     error, epoch = ErrorCode.not_controller, -1
-    if controller is not None and controller.active and body.listeners:
+    if controller is not None and body.listeners:
         listener = body.listeners[0]
         try:
             error, _message, epoch = await controller.register_broker(
@@ -37,7 +47,7 @@ async def handle_broker_registration(broker: Broker, request: Request) -> Any:
             )
         except NotController:
             error, epoch = ErrorCode.not_controller, -1
-    elif controller is not None and controller.active:
+    elif controller is not None:
         error = ErrorCode.invalid_request
     return build_response(
         ApiKey.BROKER_REGISTRATION,
@@ -46,9 +56,9 @@ async def handle_broker_registration(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
+async def handle_broker_heartbeat(context: QuorumContext, request: Request) -> Any:
     body = request.body
-    controller = broker.controller
+    controller = _active(context)
     data: dict[str, Any] = {
         "throttle_time": 0,
         "error_code": ErrorCode.not_controller,
@@ -56,7 +66,7 @@ async def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
         "is_fenced": True,
         "should_shut_down": False,
     }
-    if controller is not None and controller.active:
+    if controller is not None:
         try:
             result = await controller.broker_heartbeat(
                 broker_id=int(body.broker_id),
@@ -80,16 +90,16 @@ async def handle_broker_heartbeat(broker: Broker, request: Request) -> Any:
 # --- DescribeQuorum -------------------------------------------------------------------
 
 
-async def handle_describe_quorum(broker: Broker, request: Request) -> Any:
-    store = broker.store
+async def handle_describe_quorum(context: QuorumContext, request: Request) -> Any:
+    store = context.store()
     refusal = store.capabilities.quorum_refusal if store is not None else None
     if refusal is not None:  # no quorum to describe (e.g. ZooKeeper)
         return _describe_error(request, ErrorCode.invalid_request, refusal)
-    return await at_controller(broker, request, _describe_here, _describe_error)
+    return await at_controller(context, request, _describe_here, _describe_error)
 
 
-async def controller_describe_quorum(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _describe_here, _describe_error)
+async def controller_describe_quorum(context: QuorumContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _describe_here, _describe_error)
 
 
 def _describe_error(request: Request, code: ErrorCode, message: str) -> Any:
@@ -100,11 +110,11 @@ def _describe_error(request: Request, code: ErrorCode, message: str) -> Any:
     )
 
 
-async def _describe_here(broker: Broker, request: Request) -> Any:
-    store = broker.store
+async def _describe_here(context: QuorumContext, request: Request) -> Any:
+    store = context.store()
     quorum = store.describe_quorum() if store is not None else None
     if quorum is None:
-        raise NotController(broker.channel.leader_id)
+        raise NotController(context.forward.channel.leader_id)
     voters = [
         {
             "replica_id": voter.node_id,
@@ -119,21 +129,16 @@ async def _describe_here(broker: Broker, request: Request) -> Any:
         "partition_index": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
-        "leader_id": broker.node_id,
+        "leader_id": context.node_id,
         "leader_epoch": quorum.leader_epoch,
         "high_watermark": quorum.high_watermark,
         "current_voters": voters,
         "observers": [],
     }
-    listener_name = (
-        broker.config.controller_listener_names[0]
-        if broker.config.controller_listener_names
-        else "CONTROLLER"
-    )
     nodes = [
         {
             "node_id": node_id,
-            "listeners": [{"name": listener_name, "host": host, "port": port}],
+            "listeners": [{"name": context.listener_name, "host": host, "port": port}],
         }
         for node_id, host, port in quorum.endpoints
     ]
@@ -149,16 +154,16 @@ async def _describe_here(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Any:
+async def handle_allocate_producer_ids(context: QuorumContext, request: Request) -> Any:
     body = request.body
-    controller = broker.controller
+    controller = _active(context)
     data: dict[str, Any] = {
         "throttle_time": 0,
         "error_code": ErrorCode.not_controller,
         "producer_id_start": -1,
         "producer_id_len": 0,
     }
-    if controller is not None and controller.active:
+    if controller is not None:
         try:
             result = await controller.allocate_producer_ids(
                 int(body.broker_id), int(body.broker_epoch)
@@ -174,17 +179,17 @@ async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Any:
     return build_response(ApiKey.ALLOCATE_PRODUCER_IDS, request.api_version, data)
 
 
-async def handle_alter_partition(broker: Broker, request: Request) -> Any:
+async def handle_alter_partition(context: QuorumContext, request: Request) -> Any:
     """A partition leader's ISR change (metadata/isr.py); NOT_CONTROLLER unless this node
     is the active controller, so the leader looks for the one that is."""
     body = request.body
-    controller = broker.controller
+    controller = _active(context)
     data: dict[str, Any] = {
         "throttle_time": 0,
         "error_code": ErrorCode.not_controller,
         "topics": [],
     }
-    if controller is None or not controller.active:
+    if controller is None:
         return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
     changes = [
         IsrChange(
