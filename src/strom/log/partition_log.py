@@ -201,8 +201,10 @@ class PartitionLog:
     def producer_state_for(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
-    def repeats(self, headers: Sequence[BatchHeader]) -> bool:
-        return self._producers.repeats(headers)
+    @property
+    def producers(self) -> ProducerStateManager:
+        """The idempotent producers' state, to ask (`repeats`, `continues`), not change."""
+        return self._producers
 
     def _check_open(self) -> None:
         if self._closed:

@@ -159,6 +159,14 @@ class ProducerStateManager:
         except RecordsError:
             return False
 
+    def continues(self, headers: Iterable[BatchHeader]) -> bool:
+        """Whether this append would be written as new batches, each continuing its
+        producer's sequence (`check` would neither refuse it nor find a duplicate)."""
+        try:
+            return self.check(headers) is None
+        except RecordsError:
+            return False
+
     def update(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
         """Record an appended batch (after ``check``, or unchecked when replaying)."""
         producer_id = header.producer_id

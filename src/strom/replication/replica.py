@@ -31,6 +31,7 @@ from enum import Enum
 
 from kio.schema.errors import ErrorCode
 
+from strom.replication.admission import Refusals
 from strom.replication.follower import truncation_offset
 from strom.replication.leader import LeaderState
 
@@ -120,6 +121,7 @@ class Replica:
         "min_insync_replicas",
         "node_id",
         "partition_epoch",
+        "refusals",
         "replicas",
     )
 
@@ -139,6 +141,8 @@ class Replica:
         """Brokers that may not join an ISR now: fenced or shutting down (KIP-841)."""
         self.leader: LeaderState | None = None
         """The followers' progress, while this replica leads."""
+        self.refusals = Refusals()
+        """The idempotent batches this leader refused, while their gaps are open."""
         self._isr_retry_at_ms = 0
         self._resend = False
 
@@ -180,6 +184,7 @@ class Replica:
             self.leader = None
             effects.append(FailWaiters(f"leader epoch {assignment.leader_epoch} began"))
         self.leader_id, self.leader_epoch = assignment.leader, assignment.leader_epoch
+        self.refusals.clear()
         if assignment.leader == self.node_id:
             effects.append(StartEpoch(self.leader_epoch, log_end))
             self.high_watermark = min(self.high_watermark, log_end)
@@ -215,7 +220,9 @@ class Replica:
     # --- as leader ---------------------------------------------------------------------------
 
     def admit(self, acks: int) -> tuple[ErrorCode, str | None]:
-        """May a produce with `acks` append now? acks=all needs min.insync.replicas."""
+        """May a produce with `acks` append now? acks=all needs min.insync.replicas. A
+        refusal of in-sequence idempotent batches goes into `refusals`, so that the
+        producer's next batch is not told it skipped a sequence (replication/admission.py)."""
         if acks == -1 and len(self.isr) < self.min_insync_replicas:
             return ErrorCode.not_enough_replicas, (
                 f"{len(self.isr)} in-sync replica(s), min.insync.replicas is "

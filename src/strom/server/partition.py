@@ -193,16 +193,33 @@ class Partition:
         NOT_ENOUGH_REPLICAS ("not written"), except a retry of a batch already written,
         which is answered as that batch (its offsets; committed or not as it is). Telling
         a client such a batch was not written makes it renumber its sequences under a new
-        producer epoch and write the batch again."""
+        producer epoch and write the batch again. For the same reason a batch whose
+        sequence gap starts at a batch refused here gets that refusal's error, not
+        OUT_OF_ORDER_SEQUENCE_NUMBER (replication/admission.py)."""
         if not self.is_leader:
             raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
+        headers = [header for _, header in batches]
+        refusals = self.replica.refusals
         if acks is not None:
             refused, why = self.replica.admit(acks)
-            if refused != ErrorCode.none and not self.log.repeats([h for _, h in batches]):
-                raise RecordsError(refused, why or refused.name)
-        result = self.log.append(
-            batches, now_ms=now_ms, leader_epoch=self.leader_epoch, producer_check=producer_check
-        )
+            if refused != ErrorCode.none and not self.log.producers.repeats(headers):
+                why = why or refused.name
+                if self.log.producers.continues(headers):
+                    refusals.refused(headers, refused, why)
+                raise RecordsError(refused, why)
+        try:
+            result = self.log.append(
+                batches,
+                now_ms=now_ms,
+                leader_epoch=self.leader_epoch,
+                producer_check=producer_check,
+            )
+        except RecordsError as exc:
+            explained = refusals.explain(headers, exc.error_code) if acks is not None else None
+            if explained is not None:
+                raise RecordsError(*explained) from exc
+            raise
+        refusals.admitted(headers)
         self._after_append(now_ms)
         if not self.fsync_before_ack:
             self.carry_out(self.replica.on_durable(self.durable_end))

@@ -210,6 +210,52 @@ def test_a_retry_of_a_written_batch_is_not_told_it_was_refused_below_min_isr(
     at.close()
 
 
+def test_a_batch_after_one_refused_below_min_isr_is_not_told_it_skipped_a_sequence(
+    tmp_path: Path,
+) -> None:
+    """A pipelining producer's batches 1-3 are refused while the ISR is below
+    min.insync.replicas; the ISR grows back before batch 4 is handled. Batch 4 continues
+    no written sequence, but OUT_OF_ORDER_SEQUENCE_NUMBER would make librdkafka bump the
+    producer epoch and write again every batch of other partitions whose answer it lacks
+    (the duplicates of the seed-8 network soak). The leader made the gap, so batch 4 is
+    told what batch 1 was: NOT_ENOUGH_REPLICAS, nothing written, retry in order."""
+    image = image_of(replicas=(1, 2), isr=(1,), configs={"min.insync.replicas": "2"})
+    at = node(tmp_path, image)
+
+    def idempotent(value: bytes, sequence: int, epoch: int = 0) -> bytes:
+        return batch(value, producer_id=1000, producer_epoch=epoch, base_sequence=sequence)
+
+    def send(records: bytes) -> Any:
+        return answer(run(produce(at, produce_request(records, acks=-1, timeout_ms=0))))
+
+    for sequence in range(3):
+        refused = send(idempotent(b"r", sequence))
+        assert refused.error_code == ErrorCode.not_enough_replicas
+    grown = change_partition(image, isr=(1, 2))
+    at.apply(grown)
+    after_gap = send(idempotent(b"d", 3))
+    assert after_gap.error_code == ErrorCode.not_enough_replicas
+    assert "sequence 0" in after_gap.error_message
+    assert at.partition().log.log_end_offset == 0
+    # The producer retries in order; each batch is written once, the gap is closed.
+    for sequence in range(4):
+        written = send(idempotent(b"w", sequence))
+        assert (written.error_code, written.base_offset) == (ErrorCode.request_timed_out, sequence)
+    assert at.partition().log.log_end_offset == 4
+    # A gap the leader did not make is still what the log says it is.
+    skipped = send(idempotent(b"s", 9))
+    assert skipped.error_code == ErrorCode.out_of_order_sequence_number
+    # A new producer epoch's first batch refused: its gap is that epoch's only.
+    shrunk = change_partition(grown, isr=(1,))
+    at.apply(shrunk)
+    assert send(idempotent(b"n", 0, epoch=1)).error_code == ErrorCode.not_enough_replicas
+    at.apply(change_partition(shrunk, isr=(1, 2)))
+    assert send(idempotent(b"o", 5)).error_code == ErrorCode.out_of_order_sequence_number
+    assert send(idempotent(b"p", 2, epoch=1)).error_code == ErrorCode.not_enough_replicas
+    assert at.partition().log.log_end_offset == 4
+    at.close()
+
+
 def test_leadership_lost_while_waiting_answers_not_leader(tmp_path: Path) -> None:
     image = image_of(replicas=(1, 2))
     at = node(tmp_path, image)
