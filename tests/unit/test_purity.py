@@ -67,9 +67,6 @@ HANDLERS_TAKING_THE_BROKER = frozenset(
         "admin",
         "cluster",
         "configs",
-        "coordinator",
-        "groups",
-        "offsets",
         "reassignments",
     }
 )

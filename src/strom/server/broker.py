@@ -44,6 +44,7 @@ from strom.server.handlers import Contexts, client_handlers, controller_handlers
 from strom.server.handlers.ports import (
     FetchContext,
     ForwardPort,
+    GroupContext,
     PrivateContext,
     ProduceContext,
     QuorumContext,
@@ -142,6 +143,7 @@ class Broker:
                 partitions=self.partitions,
                 stopping=lambda: self.stopping,
             ),
+            groups=GroupContext(metadata=self.metadata, groups=self.groups),
             quorum=QuorumContext(
                 node_id=self.node_id,
                 controller=lambda: self.controller,

@@ -35,16 +35,34 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from strom.group import offsets as group_offsets
-from strom.group.coordinator import Discarded, GroupCoordinator, GroupRecord, Output, Reply
+from strom.group.coordinator import (
+    Discarded,
+    GroupCoordinator,
+    GroupRecord,
+    JoinRequest,
+    LeavingMember,
+    Output,
+    Reply,
+    SyncRequest,
+)
+from strom.group.offsets import CommitRequest
 from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.records import (
+    OffsetCommitValue,
     RecordFormatError,
     decode_key,
     decode_value,
     encode_key,
     encode_value,
 )
-from strom.group.state import GroupConfig
+from strom.group.state import (
+    GroupConfig,
+    GroupDescription,
+    JoinResult,
+    SyncResult,
+    TopicPartition,
+)
+from strom.group.state import describe as description_of
 from strom.metadata import controller
 from strom.metadata.image import MetadataImage
 from strom.protocol.records import (
@@ -270,6 +288,70 @@ class GroupService:
         topic = self._broker.image.topics_by_name.get(OFFSETS_TOPIC)
         partition = topic.partitions.get(index) if topic is not None else None
         return -1 if partition is None else partition.leader
+
+    # --- what the handlers ask (handlers/ports.py: GroupCoordination) ------------------
+
+    async def join(self, join: JoinRequest) -> JoinResult:
+        """JoinGroup, answered when the core replies (a rebalance may park it first).
+        Raises CoordinatorUnavailable."""
+        reply = await self.request(
+            join.group_id, lambda token: self.core.join(join, token, now_ms())
+        )
+        assert isinstance(reply, JoinResult)
+        return reply
+
+    async def sync(self, sync: SyncRequest) -> SyncResult:
+        """SyncGroup, answered once the leader's assignment is durable. Raises
+        CoordinatorUnavailable."""
+        reply = await self.request(
+            sync.group_id, lambda token: self.core.sync(sync, token, now_ms())
+        )
+        assert isinstance(reply, SyncResult)
+        return reply
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> tuple[ErrorCode, Output]:
+        """The core's decision on a Heartbeat: its error and the output to `apply`."""
+        return self.core.heartbeat(group_id, member_id, group_instance_id, generation_id, now_ms())
+
+    def leave(
+        self, group_id: str, leaving: list[LeavingMember]
+    ) -> tuple[ErrorCode, list[ErrorCode], Output]:
+        """The core's decision on a LeaveGroup: the group's error, one per member, and
+        the output to `apply`."""
+        return self.core.leave(group_id, leaving, now_ms())
+
+    def describe(self, group_id: str) -> GroupDescription | None:
+        """The committed state of `group_id`; None when there is no such group here."""
+        group = self.core.groups.get(group_id)
+        return None if group is None else description_of(group)
+
+    def describe_all(self) -> list[GroupDescription]:
+        """Every committed group this broker coordinates (ListGroups)."""
+        return [description_of(group) for group in self.core.groups.values()]
+
+    def delete_groups(self, group_ids: list[str]) -> tuple[list[ErrorCode], Output]:
+        """The core's decision on a DeleteGroups: one error per group, the output to `apply`."""
+        return group_offsets.delete_groups(self.core, group_ids, now_ms())
+
+    def commit_offsets(self, commit: CommitRequest) -> tuple[list[ErrorCode], Output]:
+        """The core's decision on an OffsetCommit: one error per offset, the output to
+        `apply`."""
+        return group_offsets.commit(self.core, commit, now_ms())
+
+    def committed_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> list[tuple[TopicPartition, OffsetCommitValue | None]]:
+        """The committed offsets of `partitions` (every committed one when None)."""
+        return group_offsets.fetch(self.core, group_id, partitions)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, list[ErrorCode], Output]:
+        """The core's decision on an OffsetDelete: the group's error, one per partition,
+        and the output to `apply`."""
+        return group_offsets.delete_offsets(self.core, group_id, partitions, now_ms())
 
     # --- requests and writes -----------------------------------------------------------
 

@@ -29,6 +29,7 @@ from strom.server.handlers import (
 )
 from strom.server.handlers.ports import (
     FetchContext,
+    GroupContext,
     PrivateContext,
     ProduceContext,
     QuorumContext,
@@ -46,6 +47,7 @@ class Contexts:
 
     produce: ProduceContext
     fetch: FetchContext
+    groups: GroupContext
     quorum: QuorumContext
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
@@ -60,6 +62,17 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             fetch.handle_offset_for_leader_epoch, contexts.fetch
         ),
+        ApiKey.FIND_COORDINATOR: partial(coordinator.handle_find_coordinator, contexts.groups),
+        ApiKey.JOIN_GROUP: partial(groups.handle_join_group, contexts.groups),
+        ApiKey.SYNC_GROUP: partial(groups.handle_sync_group, contexts.groups),
+        ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, contexts.groups),
+        ApiKey.LEAVE_GROUP: partial(groups.handle_leave_group, contexts.groups),
+        ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, contexts.groups),
+        ApiKey.DESCRIBE_GROUPS: partial(groups.handle_describe_groups, contexts.groups),
+        ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, contexts.groups),
+        ApiKey.OFFSET_COMMIT: partial(offsets.handle_offset_commit, contexts.groups),
+        ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),
+        ApiKey.OFFSET_DELETE: partial(offsets.handle_offset_delete, contexts.groups),
         ApiKey.DESCRIBE_QUORUM: partial(quorum.handle_describe_quorum, contexts.quorum),
     }
 
@@ -94,23 +107,12 @@ def controller_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler
 
 LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
     ApiKey.METADATA: cluster.handle_metadata,
-    ApiKey.FIND_COORDINATOR: coordinator.handle_find_coordinator,
     ApiKey.API_VERSIONS: cluster.handle_api_versions,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.CREATE_TOPICS: admin.handle_create_topics,
     ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: admin.handle_create_partitions,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
-    ApiKey.JOIN_GROUP: groups.handle_join_group,
-    ApiKey.SYNC_GROUP: groups.handle_sync_group,
-    ApiKey.HEARTBEAT: groups.handle_heartbeat,
-    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
-    ApiKey.LIST_GROUPS: groups.handle_list_groups,
-    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
-    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
-    ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
-    ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
-    ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
     ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,

@@ -1,14 +1,15 @@
 """FindCoordinator: which broker coordinates a consumer group.
 
 A group's coordinator is the leader of its `__consumer_offsets` partition. The first
-group lookup creates `__consumer_offsets`.
+group lookup creates `__consumer_offsets`. Every answer but the coordinator's endpoint
+is node -1 at host "" and port -1.
 Transactional ids have no coordinator in strom, and asking for one fails at once with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of letting the client retry forever.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -16,56 +17,50 @@ from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.groups import CoordinatorUnavailable
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import GroupContext
 
 _GROUP = 0
 _TRANSACTION = 1
 
 
-async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
-    host, port = broker.advertised_listener
+async def _coordinator(context: GroupContext, key: str, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "key": key,
-        "node_id": broker.node_id,
-        "host": host,
-        "port": port,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
         "error_code": ErrorCode.none,
         "error_message": None,
     }
     if key_type == _GROUP:
         try:
-            await broker.groups.ensure_topic()
+            await context.groups.ensure_topic()
         except CoordinatorUnavailable as exc:
-            entry.update(node_id=-1, host="", port=-1, error_code=exc.error_code)
+            entry["error_code"] = exc.error_code
             entry["error_message"] = str(exc)
             return entry
-        index = partition_for(key, broker.groups.num_partitions)
-        leader = broker.image.brokers.get(broker.groups.leader_of(index))
+        index = partition_for(key, context.groups.num_partitions)
+        leader = context.metadata.image.brokers.get(context.groups.leader_of(index))
         if leader is None or leader.fenced:
-            entry.update(node_id=-1, host="", port=-1)
             entry["error_code"] = ErrorCode.coordinator_not_available
             entry["error_message"] = f"{OFFSETS_TOPIC}-{index} has no leader now"
         else:
             entry.update(node_id=leader.broker_id, host=leader.host, port=leader.port)
+    elif key_type == _TRANSACTION:
+        entry["error_code"] = ErrorCode.transactional_id_authorization_failed
+        entry["error_message"] = "strom does not support transactions yet"
     else:
-        entry.update(node_id=-1, host="", port=-1)
-        if key_type == _TRANSACTION:
-            entry["error_code"] = ErrorCode.transactional_id_authorization_failed
-            entry["error_message"] = "strom does not support transactions yet"
-        else:
-            entry["error_code"] = ErrorCode.invalid_request
-            entry["error_message"] = f"unknown coordinator key type {key_type}"
+        entry["error_code"] = ErrorCode.invalid_request
+        entry["error_message"] = f"unknown coordinator key type {key_type}"
     return entry
 
 
-async def handle_find_coordinator(broker: Broker, request: Request) -> Any:
+async def handle_find_coordinator(context: GroupContext, request: Request) -> Any:
     body = request.body
     key_type = int(getattr(body, "key_type", _GROUP))
     if request.api_version >= 4:
-        coordinators = [await _coordinator(broker, key, key_type) for key in body.coordinator_keys]
+        coordinators = [await _coordinator(context, key, key_type) for key in body.coordinator_keys]
         data: dict[str, Any] = {"throttle_time": 0, "coordinators": coordinators}
     else:
-        data = {"throttle_time": 0, **(await _coordinator(broker, body.key, key_type))}
+        data = {"throttle_time": 0, **(await _coordinator(context, body.key, key_type))}
     return build_response(ApiKey.FIND_COORDINATOR, request.api_version, data)

@@ -1,32 +1,29 @@
 """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups.
 
 Each handler turns the request into a command for the pure coordinator
-(strom.group.coordinator), lets the group service write what it returns, and waits for
-its reply when the coordinator parks the request (JoinGroup until the rebalance ends,
-SyncGroup until the leader's assignment is durable). Every decision is carried out by
-`GroupService.apply`, so a reply goes out only once the state it reports is committed;
-when the write fails the client gets the coordinator error (the group is as before).
+(strom.group.coordinator), lets the group service (handlers/ports.py: GroupCoordination)
+write what it returns, and waits for its reply when the coordinator parks the request
+(JoinGroup until the rebalance ends, SyncGroup until the leader's assignment is durable).
+Every decision is carried out by `apply`, so a reply goes out only once the state it
+reports is committed; when the write fails the client gets the coordinator error (the
+group is as before).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.group import offsets as group_offsets
 from strom.group.coordinator import JoinRequest, LeavingMember, SyncRequest
-from strom.group.state import GroupState, JoinResult, SyncResult, describe
+from strom.group.state import GroupState, JoinResult, SyncResult
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
-from strom.server.clock import now_ms
 from strom.server.groups import CoordinatorUnavailable
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import GroupContext
 
 
-async def handle_join_group(broker: Broker, request: Request) -> Any:
+async def handle_join_group(context: GroupContext, request: Request) -> Any:
     body = request.body
     session_ms = ms(body.session_timeout)
     rebalance_ms = ms(getattr(body, "rebalance_timeout", session_ms))
@@ -44,12 +41,9 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
         reason=getattr(body, "reason", None),
     )
     try:
-        result = await broker.groups.request(
-            join.group_id, lambda token: broker.groups.core.join(join, token, now_ms())
-        )
+        result = await context.groups.join(join)
     except CoordinatorUnavailable as exc:
         result = JoinResult(exc.error_code, member_id=join.member_id)
-    assert isinstance(result, JoinResult)
     if result.error is ErrorCode.member_id_required and request.api_version < 4:
         result = JoinResult(ErrorCode.unknown_member_id)
     return build_response(
@@ -76,7 +70,7 @@ async def handle_join_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_sync_group(broker: Broker, request: Request) -> Any:
+async def handle_sync_group(context: GroupContext, request: Request) -> Any:
     body = request.body
     sync = SyncRequest(
         group_id=body.group_id,
@@ -88,12 +82,9 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
         assignments=tuple((a.member_id, a.assignment) for a in body.assignments),
     )
     try:
-        result = await broker.groups.request(
-            sync.group_id, lambda token: broker.groups.core.sync(sync, token, now_ms())
-        )
+        result = await context.groups.sync(sync)
     except CoordinatorUnavailable as exc:
         result = SyncResult(exc.error_code)
-    assert isinstance(result, SyncResult)
     return build_response(
         ApiKey.SYNC_GROUP,
         request.api_version,
@@ -107,18 +98,17 @@ async def handle_sync_group(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_heartbeat(broker: Broker, request: Request) -> Any:
+async def handle_heartbeat(context: GroupContext, request: Request) -> Any:
     body = request.body
     try:
-        await broker.groups.coordinate(body.group_id)
-        error, out = broker.groups.core.heartbeat(
+        await context.groups.coordinate(body.group_id)
+        error, out = context.groups.heartbeat(
             body.group_id,
             body.member_id,
             getattr(body, "group_instance_id", None),
             int(body.generation_id),
-            now_ms(),
         )
-        await broker.groups.apply(out)
+        await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
     return build_response(
@@ -126,7 +116,7 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_leave_group(broker: Broker, request: Request) -> Any:
+async def handle_leave_group(context: GroupContext, request: Request) -> Any:
     body = request.body
     if request.api_version >= 3:
         leaving = [
@@ -135,9 +125,9 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
     else:
         leaving = [LeavingMember(body.member_id)]
     try:
-        await broker.groups.coordinate(body.group_id)
-        error, member_errors, out = broker.groups.core.leave(body.group_id, leaving, now_ms())
-        await broker.groups.apply(out)
+        await context.groups.coordinate(body.group_id)
+        error, member_errors, out = context.groups.leave(body.group_id, leaving)
+        await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error, member_errors = exc.error_code, []
     data: dict[str, Any] = {"throttle_time": 0, "error_code": error, "members": []}
@@ -155,12 +145,12 @@ async def handle_leave_group(broker: Broker, request: Request) -> Any:
     return build_response(ApiKey.LEAVE_GROUP, request.api_version, data)
 
 
-async def handle_list_groups(broker: Broker, request: Request) -> Any:
+async def handle_list_groups(context: GroupContext, request: Request) -> Any:
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     groups = []
-    for group in broker.groups.core.groups.values():
+    for group in context.groups.describe_all():
         if states and group.state.value.lower() not in states:
             continue
         if types and "classic" not in types:
@@ -168,7 +158,7 @@ async def handle_list_groups(broker: Broker, request: Request) -> Any:
         groups.append(
             {
                 "group_id": group.group_id,
-                "protocol_type": group.protocol_type or "",
+                "protocol_type": group.protocol_type,
                 "group_state": group.state.value,
                 "group_type": "classic",
             }
@@ -180,7 +170,7 @@ async def handle_list_groups(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_describe_groups(broker: Broker, request: Request) -> Any:
+async def handle_describe_groups(context: GroupContext, request: Request) -> Any:
     entries = []
     for group_id in request.body.groups:
         entry: dict[str, Any] = {
@@ -195,17 +185,16 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Any:
         }
         entries.append(entry)
         try:
-            await broker.groups.coordinate(group_id)
+            await context.groups.coordinate(group_id)
         except CoordinatorUnavailable as exc:
             entry["error_code"] = exc.error_code
             continue
-        group = broker.groups.core.groups.get(group_id)
-        if group is None:
+        description = context.groups.describe(group_id)
+        if description is None:
             if request.api_version >= 6:
                 entry["error_code"] = ErrorCode.group_id_not_found
                 entry["error_message"] = f"group {group_id} does not exist"
             continue
-        description = describe(group)
         entry.update(
             group_state=description.state.value,
             protocol_type=description.protocol_type,
@@ -227,20 +216,20 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_delete_groups(broker: Broker, request: Request) -> Any:
+async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
     group_ids = list(request.body.groups_names)
     results: dict[str, ErrorCode] = {}
     local: list[str] = []
     for group_id in group_ids:
         try:
-            await broker.groups.coordinate(group_id)
+            await context.groups.coordinate(group_id)
             local.append(group_id)
         except CoordinatorUnavailable as exc:
             results[group_id] = exc.error_code
-    errors, out = group_offsets.delete_groups(broker.groups.core, local, now_ms())
+    errors, out = context.groups.delete_groups(local)
     results.update(zip(local, errors, strict=True))
     try:
-        await broker.groups.apply(out)
+        await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         deleted = [g for g, error in zip(local, errors, strict=True) if error is ErrorCode.none]
         results.update(dict.fromkeys(deleted, exc.error_code))

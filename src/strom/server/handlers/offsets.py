@@ -8,36 +8,34 @@ partitions that do not exist are refused with UNKNOWN_TOPIC_OR_PARTITION.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.group import offsets as group_offsets
 from strom.group.offsets import CommitRequest, OffsetToCommit
 from strom.group.state import TopicPartition
+from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
-from strom.server.clock import now_ms
 from strom.server.groups import CoordinatorUnavailable
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import GroupContext
 
 
-def _exists(broker: Broker, topic: str, partition: int) -> bool:
-    image = broker.image.topics_by_name.get(topic)
-    return image is not None and partition in image.partitions
+def _exists(image: MetadataImage, topic: str, partition: int) -> bool:
+    found = image.topics_by_name.get(topic)
+    return found is not None and partition in found.partitions
 
 
-async def handle_offset_commit(broker: Broker, request: Request) -> Any:
+async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
     body = request.body
+    image = context.metadata.image
     retention = getattr(body, "retention_time", None)
     wanted: list[OffsetToCommit] = []
     errors: dict[tuple[str, int], ErrorCode] = {}
     for topic in body.topics:
         for p in topic.partitions:
             key = (topic.name, int(p.partition_index))
-            if not _exists(broker, *key):
+            if not _exists(image, *key):
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue
             wanted.append(
@@ -58,10 +56,10 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
         offsets=tuple(wanted),
     )
     try:
-        await broker.groups.coordinate(commit.group_id)
-        results, out = group_offsets.commit(broker.groups.core, commit, now_ms())
+        await context.groups.coordinate(commit.group_id)
+        results, out = context.groups.commit_offsets(commit)
         try:
-            await broker.groups.apply(out)
+            await context.groups.apply(out)
         except CoordinatorUnavailable as exc:
             # GroupMetadataManager.storeOffsets: a record too large is an invalid commit size.
             failed = exc.error_code
@@ -91,10 +89,10 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Any:
 
 
 async def _fetch_group(
-    broker: Broker, group_id: str, topics: Any
+    context: GroupContext, group_id: str, topics: Any
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     try:
-        await broker.groups.coordinate(group_id)
+        await context.groups.coordinate(group_id)
     except CoordinatorUnavailable as exc:
         wanted = [] if topics is None else topics
         return exc.error_code, [
@@ -111,7 +109,7 @@ async def _fetch_group(
         if topics is None
         else [TopicPartition(t.name, int(i)) for t in topics for i in t.partition_indexes]
     )
-    found = group_offsets.fetch(broker.groups.core, group_id, partitions)
+    found = context.groups.committed_offsets(group_id, partitions)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, value in found:
         by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, value, ErrorCode.none))
@@ -128,33 +126,31 @@ def _partition(index: int, value: Any, error: ErrorCode) -> dict[str, Any]:
     }
 
 
-async def handle_offset_fetch(broker: Broker, request: Request) -> Any:
+async def handle_offset_fetch(context: GroupContext, request: Request) -> Any:
     body = request.body
     if request.api_version >= 8:
         groups = []
         for group in body.groups:
-            error, topics = await _fetch_group(broker, group.group_id, group.topics)
+            error, topics = await _fetch_group(context, group.group_id, group.topics)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         data: dict[str, Any] = {"throttle_time": 0, "groups": groups}
     else:
-        error, topics = await _fetch_group(broker, body.group_id, body.topics)
+        error, topics = await _fetch_group(context, body.group_id, body.topics)
         data = {"throttle_time": 0, "topics": topics, "error_code": error}
     return build_response(ApiKey.OFFSET_FETCH, request.api_version, data)
 
 
-async def handle_offset_delete(broker: Broker, request: Request) -> Any:
+async def handle_offset_delete(context: GroupContext, request: Request) -> Any:
     body = request.body
     wanted = [
         TopicPartition(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions
     ]
     errors: dict[TopicPartition, ErrorCode] = {}
     try:
-        await broker.groups.coordinate(body.group_id)
-        error, results, out = group_offsets.delete_offsets(
-            broker.groups.core, body.group_id, wanted, now_ms()
-        )
+        await context.groups.coordinate(body.group_id)
+        error, results, out = context.groups.delete_offsets(body.group_id, wanted)
         errors.update(zip(wanted, results, strict=False))
-        await broker.groups.apply(out)
+        await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
     topics = [

@@ -17,6 +17,10 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.offsets import CommitRequest
+from strom.group.records import OffsetCommitValue
+from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
+from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPartition
 from strom.metadata.brokers import HeartbeatResult, ProducerIdsResult
 from strom.metadata.image import MetadataImage
 from strom.metadata.isr import AlterPartitionResult, IsrChange
@@ -59,6 +63,83 @@ class FetchContext:
     partitions: PartitionManager
     stopping: Callable[[], bool]
     """The broker is shutting down: long polls answer at once."""
+
+
+# --- groups and offsets ---
+
+
+class GroupCoordination(Protocol):
+    """The group coordinator's shell (server/groups.py: GroupService) as the group,
+    offset and FindCoordinator handlers use it.
+
+    A decision of the core (heartbeat, leave, delete_groups, commit_offsets,
+    delete_offsets) is made on what this broker coordinates now: the handler asks
+    `coordinate` first, then hands the decision's output to `apply`, which returns once
+    its records are durable. `coordinate`, `apply`, `join` and `sync` raise
+    CoordinatorUnavailable (server/groups.py) with the error code the client gets."""
+
+    @property
+    def num_partitions(self) -> int:
+        """How many partitions `__consumer_offsets` has (or will have once created)."""
+        ...
+
+    def leader_of(self, index: int) -> int:
+        """The leader of partition `index` of `__consumer_offsets` now; -1 for none."""
+        ...
+
+    async def ensure_topic(self) -> None:
+        """Create `__consumer_offsets` unless it exists."""
+        ...
+
+    async def coordinate(self, group_id: str) -> None:
+        """Return only if this broker coordinates `group_id` now."""
+        ...
+
+    async def apply(self, out: Output) -> None:
+        """Carry out a decision: write its records and wait until they are durable."""
+        ...
+
+    async def join(self, join: JoinRequest) -> JoinResult: ...
+
+    async def sync(self, sync: SyncRequest) -> SyncResult: ...
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> tuple[ErrorCode, Output]: ...
+
+    def leave(
+        self, group_id: str, leaving: list[LeavingMember]
+    ) -> tuple[ErrorCode, list[ErrorCode], Output]: ...
+
+    def describe(self, group_id: str) -> GroupDescription | None:
+        """The committed state of `group_id`; None when there is no such group here."""
+        ...
+
+    def describe_all(self) -> list[GroupDescription]:
+        """Every committed group this broker coordinates."""
+        ...
+
+    def delete_groups(self, group_ids: list[str]) -> tuple[list[ErrorCode], Output]: ...
+
+    def commit_offsets(self, commit: CommitRequest) -> tuple[list[ErrorCode], Output]: ...
+
+    def committed_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> list[tuple[TopicPartition, OffsetCommitValue | None]]: ...
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, list[ErrorCode], Output]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupContext:
+    """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
+    DescribeGroups, DeleteGroups, OffsetCommit, OffsetFetch and OffsetDelete."""
+
+    metadata: MetadataView
+    """The brokers (FindCoordinator's answer) and the topics (OffsetCommit's check)."""
+    groups: GroupCoordination
 
 
 # --- controller quorum, forwarding, private ---
