@@ -64,10 +64,7 @@ HANDLERS = "server.handlers"
 BROKER = "server.broker"
 HANDLERS_TAKING_THE_BROKER = frozenset(
     {
-        "admin",
         "cluster",
-        "configs",
-        "reassignments",
     }
 )
 """Handler modules not yet converted to the contexts of handlers/ports.py. The list only

@@ -42,6 +42,7 @@ from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
 from strom.server.handlers import Contexts, client_handlers, controller_handlers
 from strom.server.handlers.ports import (
+    AdminContext,
     FetchContext,
     ForwardPort,
     GroupContext,
@@ -126,8 +127,11 @@ class Broker:
         """How handlers reach the active controller (handlers/forward.py)."""
         contexts = self._contexts()
         self._private = contexts.private
+        self.admin_context = contexts.admin
+        """Topic creation for the handlers and services not converted to contexts yet:
+        Metadata's auto-creation, the group coordinator's and the controller's."""
         self._handlers = client_handlers(contexts, self)
-        self._controller_handlers = controller_handlers(contexts, self)
+        self._controller_handlers = controller_handlers(contexts)
 
     def _contexts(self) -> Contexts:
         """What each group of handlers reaches (handlers/ports.py)."""
@@ -149,6 +153,14 @@ class Broker:
                 controller=lambda: self.controller,
                 store=lambda: self.store,
                 listener_name=next(iter(self.config.controller_listener_names), "CONTROLLER"),
+                forward=self.forward,
+            ),
+            admin=AdminContext(
+                node_id=self.node_id,
+                config=lambda: self.config,
+                metadata=self.metadata,
+                controller=lambda: self.controller,
+                rng=self.rng,
                 forward=self.forward,
             ),
             private=PrivateContext(

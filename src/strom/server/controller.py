@@ -405,7 +405,7 @@ class ControllerService:
         from strom.server.handlers.admin import create_here
 
         results = await create_here(
-            self._broker, [NewTopic(name, -1, -1, assignments=dict(assignment))]
+            self._broker.admin_context, [NewTopic(name, -1, -1, assignments=dict(assignment))]
         )
         for result in results:
             if result.error_code != ErrorCode.none:

@@ -260,7 +260,7 @@ class GroupService:
             max(replication, 1),
             configs=offsets_topic_configs(broker),
         )
-        results = await create_topics(broker, [topic])
+        results = await create_topics(broker.admin_context, [topic])
         if results[0].error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
             log.error(
                 "[node %d] cannot create %s: %s",

@@ -44,6 +44,7 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import build, decode_request, encode_request, encode_response
 from strom.protocol.codec import request_class as kio_request_class
 from strom.server.handlers import reassignments as handlers
+from strom.server.handlers.ports import AdminContext, ForwardPort
 
 
 def reassign(
@@ -412,6 +413,7 @@ class _Controller:
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
+        self.active = True
 
     async def alter_reassignments(
         self, targets: Sequence[PartitionTarget]
@@ -433,10 +435,15 @@ def _request(api_key: ApiKey, fields: dict[str, Any]) -> Any:
 
 def test_the_handlers_run_on_the_active_controller_and_refuse_elsewhere() -> None:
     controller = _Controller(create_topic(cluster(1, 2, 3), "t", {0: (1, 2), 1: (2, 1)}))
-    channel = SimpleNamespace(
-        local_controller_active=True, local_controller=lambda: controller, leader_id=1
+    channel: Any = SimpleNamespace(local_controller_active=True, leader_id=1)
+    context = AdminContext(
+        node_id=1,
+        config=lambda: pytest.fail("the reassignment handlers read no config"),
+        metadata=controller,
+        controller=lambda: controller,
+        rng=random.Random(0),
+        forward=ForwardPort(1, channel, SimpleNamespace()),
     )
-    broker: Any = SimpleNamespace(channel=channel, forward=SimpleNamespace(channel=channel))
     alter = _request(
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         {
@@ -452,7 +459,7 @@ def test_the_handlers_run_on_the_active_controller_and_refuse_elsewhere() -> Non
             ],
         },
     )
-    response = asyncio.run(handlers.controller_alter_partition_reassignments(broker, alter))
+    response = asyncio.run(handlers.controller_alter_partition_reassignments(context, alter))
     encode_response(3, response)
     assert response.error_code == ErrorCode.none
     [topic] = response.responses
@@ -462,7 +469,7 @@ def test_the_handlers_run_on_the_active_controller_and_refuse_elsewhere() -> Non
     ]
     for topics in (None, [{"name": "t", "partition_indexes": [0, 1]}]):
         listing = _request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout": 1, "topics": topics})
-        response = asyncio.run(handlers.controller_list_partition_reassignments(broker, listing))
+        response = asyncio.run(handlers.controller_list_partition_reassignments(context, listing))
         encode_response(3, response)
         [found] = response.topics
         [ongoing] = found.partitions
@@ -472,12 +479,12 @@ def test_the_handlers_run_on_the_active_controller_and_refuse_elsewhere() -> Non
             (3,),
         )
 
-    channel.local_controller_active = False
-    response = asyncio.run(handlers.controller_alter_partition_reassignments(broker, alter))
+    channel.local_controller_active = controller.active = False
+    response = asyncio.run(handlers.controller_alter_partition_reassignments(context, alter))
     encode_response(3, response)
     assert response.error_code == ErrorCode.not_controller
     assert {p.error_code for p in response.responses[0].partitions} == {ErrorCode.not_controller}
-    response = asyncio.run(handlers.controller_list_partition_reassignments(broker, listing))
+    response = asyncio.run(handlers.controller_list_partition_reassignments(context, listing))
     assert response.error_code == ErrorCode.not_controller and response.topics == ()
 
 

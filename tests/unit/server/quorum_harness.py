@@ -12,11 +12,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from server_harness import request
 
-from strom.config import load_config
+from strom.config import BrokerConfig, load_config
 from strom.metadata.image import MetadataImage
 from strom.metadata.stores import (
     Advertised,
@@ -32,7 +32,13 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, decode_response, encode_response
 from strom.server.broker import Broker
 from strom.server.controller import ControllerService, NotController
-from strom.server.handlers.ports import ControllerLink, ForwardPort, QuorumContext, QuorumSource
+from strom.server.handlers.ports import (
+    AdminContext,
+    ControllerLink,
+    ForwardPort,
+    QuorumContext,
+    QuorumSource,
+)
 from strom.server.handlers.private import PrivateSession
 
 LISTENER = "CONTROLLER"
@@ -126,6 +132,24 @@ def quorum_context(
     )
 
 
+def admin_context(
+    node: Broker,
+    *,
+    config: BrokerConfig | None = None,
+    channel: ControllerLink | None = None,
+) -> AdminContext:
+    """`node`'s admin handlers' context, as Broker builds it; `config` stands in for its
+    config, `channel` for its way to the controller."""
+    return AdminContext(
+        node_id=node.node_id,
+        config=(lambda: node.config) if config is None else (lambda: config),
+        metadata=node.metadata,
+        controller=lambda: node.controller,
+        rng=node.rng,
+        forward=ForwardPort(node.node_id, channel or node.channel, node.metadata),
+    )
+
+
 RAFT_LIKE = StoreCapabilities(
     liveness=Liveness.HEARTBEATS,
     follows_controller=False,
@@ -178,9 +202,12 @@ def wire(api_key: ApiKey, version: int, body: Any) -> Any:
     return decoded
 
 
+C = TypeVar("C")
+
+
 async def answered(
-    handler: Callable[[QuorumContext, Request], Awaitable[Any]],
-    context: QuorumContext,
+    handler: Callable[[C, Request], Awaitable[Any]],
+    context: C,
     asked: Request,
 ) -> Any:
     """The handler's answer to `asked`, as it goes over the wire."""

@@ -28,6 +28,7 @@ from strom.server.handlers import (
     reassignments,
 )
 from strom.server.handlers.ports import (
+    AdminContext,
     FetchContext,
     GroupContext,
     PrivateContext,
@@ -49,6 +50,7 @@ class Contexts:
     fetch: FetchContext
     groups: GroupContext
     quorum: QuorumContext
+    admin: AdminContext
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -74,18 +76,45 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),
         ApiKey.OFFSET_DELETE: partial(offsets.handle_offset_delete, contexts.groups),
         ApiKey.DESCRIBE_QUORUM: partial(quorum.handle_describe_quorum, contexts.quorum),
+        ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, contexts.admin),
+        ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, contexts.admin),
+        ApiKey.CREATE_PARTITIONS: partial(admin.handle_create_partitions, contexts.admin),
+        ApiKey.DESCRIBE_CONFIGS: partial(configs.handle_describe_configs, contexts.admin),
+        ApiKey.ALTER_CONFIGS: partial(configs.handle_alter_configs, contexts.admin),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(
+            configs.handle_incremental_alter_configs, contexts.admin
+        ),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: partial(
+            reassignments.handle_alter_partition_reassignments, contexts.admin
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: partial(
+            reassignments.handle_list_partition_reassignments, contexts.admin
+        ),
     }
 
 
 def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
-    """The converted handlers of the controller listener's own APIs (see
-    LEGACY_CONTROLLER_HANDLERS)."""
+    """The controller listener's own APIs: those that run at the active controller are
+    answered there (or refused with NOT_CONTROLLER), never forwarded again."""
     return {
         ApiKey.BROKER_REGISTRATION: partial(quorum.handle_broker_registration, contexts.quorum),
         ApiKey.BROKER_HEARTBEAT: partial(quorum.handle_broker_heartbeat, contexts.quorum),
         ApiKey.ALLOCATE_PRODUCER_IDS: partial(quorum.handle_allocate_producer_ids, contexts.quorum),
         ApiKey.DESCRIBE_QUORUM: partial(quorum.controller_describe_quorum, contexts.quorum),
         ApiKey.ALTER_PARTITION: partial(quorum.handle_alter_partition, contexts.quorum),
+        ApiKey.CREATE_TOPICS: partial(admin.controller_create_topics, contexts.admin),
+        ApiKey.DELETE_TOPICS: partial(admin.controller_delete_topics, contexts.admin),
+        ApiKey.CREATE_PARTITIONS: partial(admin.controller_create_partitions, contexts.admin),
+        ApiKey.ALTER_CONFIGS: partial(configs.controller_alter_configs, contexts.admin),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: partial(
+            configs.controller_incremental_alter_configs, contexts.admin
+        ),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: partial(
+            reassignments.controller_alter_partition_reassignments, contexts.admin
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: partial(
+            reassignments.controller_list_partition_reassignments, contexts.admin
+        ),
     }
 
 
@@ -96,37 +125,14 @@ def client_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler]:
     return table
 
 
-def controller_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler]:
-    """The APIs answered at the active controller (see LEGACY_CONTROLLER_HANDLERS)."""
-    table = _controller_contextual(contexts)
-    table.update(
-        {key: partial(handler, legacy) for key, handler in LEGACY_CONTROLLER_HANDLERS.items()}
-    )
-    return table
+def controller_handlers(contexts: Contexts) -> dict[ApiKey, Handler]:
+    """The controller listener's own APIs; every other one is answered as on a client
+    listener (Broker.dispatch_controller). All of them take their context now."""
+    return _controller_contextual(contexts)
 
 
 LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
     ApiKey.METADATA: cluster.handle_metadata,
     ApiKey.API_VERSIONS: cluster.handle_api_versions,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
-    ApiKey.CREATE_TOPICS: admin.handle_create_topics,
-    ApiKey.DELETE_TOPICS: admin.handle_delete_topics,
-    ApiKey.CREATE_PARTITIONS: admin.handle_create_partitions,
-    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
-    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
-}
-
-# The controller listener: the APIs that run at the active controller are answered there
-# (or refused with NOT_CONTROLLER), never forwarded again; the rest as on any listener.
-LEGACY_CONTROLLER_HANDLERS: dict[ApiKey, LegacyHandler] = {
-    ApiKey.CREATE_TOPICS: admin.controller_create_topics,
-    ApiKey.DELETE_TOPICS: admin.controller_delete_topics,
-    ApiKey.CREATE_PARTITIONS: admin.controller_create_partitions,
-    ApiKey.ALTER_CONFIGS: configs.controller_alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.controller_incremental_alter_configs,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.controller_alter_partition_reassignments,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.controller_list_partition_reassignments,
 }

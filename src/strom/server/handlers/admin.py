@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -16,9 +16,7 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build, build_response, request_class
 from strom.server.handlers.configs import topic_config_entries
 from strom.server.handlers.forward import at_controller, on_this_controller
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import AdminContext
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +35,13 @@ def live_brokers(image: MetadataImage) -> list[int]:
 
 
 async def create_topics(
-    broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
+    context: AdminContext, topics: list[controller.NewTopic], *, validate_only: bool = False
 ) -> list[controller.TopicResult]:
     """Create topics at the active controller (here or through a forwarded CreateTopics);
-    used by Metadata's auto-creation and by the group coordinator."""
-    if broker.channel.local_controller_active:
-        return await create_here(broker, topics, validate_only=validate_only)
+    used by Metadata's auto-creation and by the group coordinator, with the broker's
+    `admin_context`."""
+    if context.forward.channel.local_controller_active:
+        return await create_here(context, topics, validate_only=validate_only)
     request = Request(
         ApiKey.CREATE_TOPICS,
         CREATE_TOPICS_VERSION,
@@ -69,7 +68,7 @@ async def create_topics(
             },
         ),
     )
-    body = await at_controller(broker, request, _create_topics_here, _create_topics_error)
+    body = await at_controller(context, request, _create_topics_here, _create_topics_error)
     return [
         controller.TopicResult(
             t.name,
@@ -84,10 +83,12 @@ async def create_topics(
 
 
 async def create_here(
-    broker: Broker, topics: list[controller.NewTopic], *, validate_only: bool = False
+    context: AdminContext, topics: list[controller.NewTopic], *, validate_only: bool = False
 ) -> list[controller.TopicResult]:
-    config = broker.config
-    results = await broker.channel.local_controller().decide(
+    """Create topics on this node, the active controller (NotController otherwise); also
+    how the controller adopts a topic written into its store by hand."""
+    config = context.config()
+    results = await context.active_controller().decide(
         lambda image: controller.create_topics(
             image,
             topics,
@@ -95,7 +96,7 @@ async def create_here(
                 config.num_partitions, config.default_replication_factor
             ),
             brokers=live_brokers(image),
-            rng=broker.rng,
+            rng=context.rng,
             validate_only=validate_only,
             validate_configs=_check_configs,
         )
@@ -105,7 +106,7 @@ async def create_here(
             if result.error_code == ErrorCode.none:
                 log.info(
                     "[node %d] created topic %s (%d partitions, replication factor %d)",
-                    broker.node_id,
+                    context.node_id,
                     result.name,
                     result.num_partitions,
                     result.replication_factor,
@@ -113,12 +114,12 @@ async def create_here(
     return results
 
 
-async def handle_create_topics(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _create_topics_here, _create_topics_error)
+async def handle_create_topics(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _create_topics_here, _create_topics_error)
 
 
-async def controller_create_topics(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _create_topics_here, _create_topics_error)
+async def controller_create_topics(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _create_topics_here, _create_topics_error)
 
 
 def _create_topics_error(request: Request, code: ErrorCode, message: str) -> Any:
@@ -140,7 +141,7 @@ def _create_topics_error(request: Request, code: ErrorCode, message: str) -> Any
     )
 
 
-async def _create_topics_here(broker: Broker, request: Request) -> Any:
+async def _create_topics_here(context: AdminContext, request: Request) -> Any:
     body = request.body
     new_topics = []
     for topic in body.topics:
@@ -156,7 +157,7 @@ async def _create_topics_here(broker: Broker, request: Request) -> Any:
             )
         )
     validate_only = bool(getattr(body, "validate_only", False))
-    results = await create_here(broker, new_topics, validate_only=validate_only)
+    results = await create_here(context, new_topics, validate_only=validate_only)
     entries = []
     for topic, result in zip(new_topics, results, strict=True):
         ok = result.error_code == ErrorCode.none
@@ -169,7 +170,9 @@ async def _create_topics_here(broker: Broker, request: Request) -> Any:
                 "topic_config_error_code": 0,
                 "num_partitions": result.num_partitions,
                 "replication_factor": result.replication_factor,
-                "configs": topic_config_entries(broker, dict(topic.configs)) if ok else [],
+                "configs": topic_config_entries(context.config(), dict(topic.configs))
+                if ok
+                else [],
             }
         )
     return build_response(
@@ -181,12 +184,12 @@ def _zero_uuid() -> uuid.UUID:
     return uuid.UUID(int=0)
 
 
-async def handle_delete_topics(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _delete_topics_here, _delete_topics_error)
+async def handle_delete_topics(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _delete_topics_here, _delete_topics_error)
 
 
-async def controller_delete_topics(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _delete_topics_here, _delete_topics_error)
+async def controller_delete_topics(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _delete_topics_here, _delete_topics_error)
 
 
 def _delete_topics_error(request: Request, code: ErrorCode, message: str) -> Any:
@@ -221,9 +224,9 @@ def _delete_response(request: Request, results: list[controller.TopicResult]) ->
     )
 
 
-async def _delete_topics_here(broker: Broker, request: Request) -> Any:
+async def _delete_topics_here(context: AdminContext, request: Request) -> Any:
     names, ids = _delete_targets(request)
-    if not broker.config.delete_topic_enable:
+    if not context.config().delete_topic_enable:
         results = [
             controller.TopicResult(
                 name, ErrorCode.topic_deletion_disabled, "delete.topic.enable is false"
@@ -231,22 +234,22 @@ async def _delete_topics_here(broker: Broker, request: Request) -> Any:
             for name in names
         ]
     else:
-        results = await broker.channel.local_controller().decide(
+        results = await context.active_controller().decide(
             lambda image: controller.delete_topics(image, names, ids)
         )
         for result in results:
             if result.error_code == ErrorCode.none:
-                log.info("[node %d] deleted topic %s", broker.node_id, result.name)
+                log.info("[node %d] deleted topic %s", context.node_id, result.name)
     return _delete_response(request, results)
 
 
-async def handle_create_partitions(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _create_partitions_here, _create_partitions_error)
+async def handle_create_partitions(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _create_partitions_here, _create_partitions_error)
 
 
-async def controller_create_partitions(broker: Broker, request: Request) -> Any:
+async def controller_create_partitions(context: AdminContext, request: Request) -> Any:
     return await on_this_controller(
-        broker, request, _create_partitions_here, _create_partitions_error
+        context, request, _create_partitions_here, _create_partitions_error
     )
 
 
@@ -259,7 +262,7 @@ def _create_partitions_error(request: Request, code: ErrorCode, message: str) ->
     )
 
 
-async def _create_partitions_here(broker: Broker, request: Request) -> Any:
+async def _create_partitions_here(context: AdminContext, request: Request) -> Any:
     body = request.body
     increases = [
         controller.PartitionIncrease(
@@ -269,12 +272,12 @@ async def _create_partitions_here(broker: Broker, request: Request) -> Any:
         )
         for t in body.topics
     ]
-    results = await broker.channel.local_controller().decide(
+    results = await context.active_controller().decide(
         lambda image: controller.create_partitions(
             image,
             increases,
             brokers=live_brokers(image),
-            rng=broker.rng,
+            rng=context.rng,
             validate_only=bool(body.validate_only),
         )
     )

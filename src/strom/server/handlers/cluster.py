@@ -110,7 +110,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
             if t.name is not None and t.name not in broker.image.topics_by_name
         ]
         if missing and allow_auto_create and broker.config.auto_create_topics_enable:
-            await admin.create_topics(broker, [controller.NewTopic(n, -1, -1) for n in missing])
+            await admin.create_topics(
+                broker.admin_context, [controller.NewTopic(n, -1, -1) for n in missing]
+            )
         image = broker.image
         for wanted in requested:
             topic_id = getattr(wanted, "topic_id", None)

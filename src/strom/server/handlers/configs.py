@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.config import ConfigSource, effective_topic_config
+from strom.config import BrokerConfig, ConfigSource, effective_topic_config
 from strom.metadata.configs import (
     AlterConfigOp,
     ConfigEntryChange,
@@ -21,9 +21,7 @@ from strom.metadata.records import ConfigResourceType
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.handlers.forward import at_controller, on_this_controller
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import AdminContext
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +42,24 @@ def _entry(name: str, value: str | None, source: ConfigSource, **extra: Any) -> 
     return entry
 
 
-def topic_config_entries(broker: Broker, overrides: Mapping[str, str]) -> list[dict[str, Any]]:
-    effective = effective_topic_config(broker.config, overrides)
+def topic_config_entries(
+    config: BrokerConfig, overrides: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """A topic's every config: its `overrides`, else the broker's `config` behind them."""
+    effective = effective_topic_config(config, overrides)
     return [_entry(name, value, source) for name, (value, source) in sorted(effective.items())]
 
 
-def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
-    config = broker.config
+def _broker_entries(config: BrokerConfig) -> list[dict[str, Any]]:
     return [
         _entry(name, value, config.sources.get(name, ConfigSource.DEFAULT_CONFIG))
         for name, value in sorted(config.raw.items())
     ]
 
 
-async def handle_describe_configs(broker: Broker, request: Request) -> Any:
+async def handle_describe_configs(context: AdminContext, request: Request) -> Any:
+    image = context.metadata.image
+    config = context.config()
     results = []
     for resource in request.body.resources:
         result: dict[str, Any] = {
@@ -70,27 +72,25 @@ async def handle_describe_configs(broker: Broker, request: Request) -> Any:
         results.append(result)
         kind = int(resource.resource_type)
         if kind == ConfigResourceType.TOPIC:
-            if resource.resource_name not in broker.image.topics_by_name:
+            if resource.resource_name not in image.topics_by_name:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
                 result["error_message"] = f"topic {resource.resource_name!r} does not exist"
                 continue
-            entries = topic_config_entries(
-                broker, broker.image.topic_configs(resource.resource_name)
-            )
+            entries = topic_config_entries(config, image.topic_configs(resource.resource_name))
         elif kind == ConfigResourceType.BROKER and resource.resource_name == "":
             entries = [
                 _entry(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
-                for name, value in sorted(broker.image.cluster_default_configs().items())
+                for name, value in sorted(image.cluster_default_configs().items())
             ]
         elif kind == ConfigResourceType.BROKER:
-            if resource.resource_name != str(broker.node_id):
+            if resource.resource_name != str(context.node_id):
                 result["error_code"] = ErrorCode.invalid_request
                 result["error_message"] = (
-                    f"this is broker {broker.node_id}; ask broker {resource.resource_name} "
+                    f"this is broker {context.node_id}; ask broker {resource.resource_name} "
                     "for its own configs"
                 )
                 continue
-            entries = _broker_entries(broker)
+            entries = _broker_entries(config)
         else:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"unsupported resource type {kind}"
@@ -160,7 +160,7 @@ def _alter_error(request: Request, code: ErrorCode, message: str) -> Any:
     )
 
 
-async def _alter_here(broker: Broker, request: Request) -> Any:
+async def _alter_here(context: AdminContext, request: Request) -> Any:
     incremental = request.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
     bad_ops = [
         (resource, entry)
@@ -169,7 +169,7 @@ async def _alter_here(broker: Broker, request: Request) -> Any:
         if incremental and int(entry.config_operation) not in set(AlterConfigOp)
     ]
     changes = _changes(request, incremental=incremental and not bad_ops)
-    results = await broker.channel.local_controller().decide(
+    results = await context.active_controller().decide(
         lambda image: alter_configs(
             image,
             changes,
@@ -194,24 +194,24 @@ async def _alter_here(broker: Broker, request: Request) -> Any:
         if result.error_code == ErrorCode.none and not request.body.validate_only:
             log.info(
                 "[node %d] configs of %s %r changed",
-                broker.node_id,
+                context.node_id,
                 ConfigResourceType(result.resource_type).name.lower(),
                 result.resource_name,
             )
     return _alter_response(request, results)
 
 
-async def handle_alter_configs(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _alter_here, _alter_error)
+async def handle_alter_configs(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _alter_here, _alter_error)
 
 
-async def handle_incremental_alter_configs(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _alter_here, _alter_error)
+async def handle_incremental_alter_configs(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _alter_here, _alter_error)
 
 
-async def controller_alter_configs(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _alter_here, _alter_error)
+async def controller_alter_configs(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _alter_here, _alter_error)
 
 
-async def controller_incremental_alter_configs(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _alter_here, _alter_error)
+async def controller_incremental_alter_configs(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _alter_here, _alter_error)

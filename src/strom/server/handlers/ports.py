@@ -11,12 +11,14 @@ stopping) are read through a port at each request, never copied into the context
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from random import Random
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from strom.config import BrokerConfig
 from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
@@ -24,10 +26,15 @@ from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPar
 from strom.metadata.brokers import HeartbeatResult, ProducerIdsResult
 from strom.metadata.image import MetadataImage
 from strom.metadata.isr import AlterPartitionResult, IsrChange
+from strom.metadata.reassignments import OngoingReassignment, PartitionTarget, ReassignmentResult
+from strom.metadata.records import MetadataRecord
 from strom.metadata.stores.base import PeerStream, QuorumDescription, StoreCapabilities
 from strom.protocol.codec import Request
 from strom.raft.messages import Entry, Snapshot
+from strom.server.controller import NotController
 from strom.server.partitions import PartitionManager
+
+T = TypeVar("T")
 
 
 class MetadataView(Protocol):
@@ -142,7 +149,7 @@ class GroupContext:
     groups: GroupCoordination
 
 
-# --- controller quorum, forwarding, private ---
+# --- controller quorum, forwarding, admin, private ---
 
 
 class ControllerLink(Protocol):
@@ -266,6 +273,52 @@ class QuorumContext:
     listener_name: str
     """The controller listener's name, as DescribeQuorum lists the voters' endpoints."""
     forward: ForwardPort
+
+
+class AdminController(Protocol):
+    """The controller service's decisions the admin handlers ask for
+    (server/controller.py); each raises NotController when leadership is lost."""
+
+    @property
+    def active(self) -> bool: ...
+
+    async def decide(self, fn: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], T]]) -> T:
+        """`fn`'s result on the latest image, once its records are committed."""
+        ...
+
+    async def alter_reassignments(
+        self, targets: Sequence[PartitionTarget]
+    ) -> list[ReassignmentResult]: ...
+
+    async def list_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None
+    ) -> list[OngoingReassignment]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdminContext:
+    """CreateTopics, DeleteTopics and CreatePartitions (handlers/admin.py, also Metadata's
+    and the group coordinator's topic creation), DescribeConfigs, AlterConfigs and
+    IncrementalAlterConfigs (configs.py), AlterPartitionReassignments and
+    ListPartitionReassignments (reassignments.py)."""
+
+    node_id: int
+    config: Callable[[], BrokerConfig]
+    """The broker's config now: dynamic broker configs change it while the broker runs."""
+    metadata: MetadataView
+    controller: Callable[[], AdminController | None]
+    """This node's controller service (None on a node that is no controller); whether it
+    is the active one is asked at each request (`active_controller`)."""
+    rng: Random
+    """Where new replicas go (placement of created topics and partitions)."""
+    forward: ForwardPort
+
+    def active_controller(self) -> AdminController:
+        """This node's controller while it is the active one; NotController otherwise."""
+        controller = self.controller()
+        if controller is None or not controller.active:
+            raise NotController(self.forward.channel.leader_id)
+        return controller
 
 
 class PrivateStore(Protocol):

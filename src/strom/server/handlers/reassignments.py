@@ -3,7 +3,7 @@ controller (metadata/reassignments.py), wherever a client sent them (see forward
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -11,20 +11,17 @@ from strom.metadata.reassignments import PartitionTarget
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.handlers.forward import at_controller, on_this_controller
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
-
+from strom.server.handlers.ports import AdminContext
 
 # --- AlterPartitionReassignments ------------------------------------------------------
 
 
-async def handle_alter_partition_reassignments(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _alter_here, _alter_error)
+async def handle_alter_partition_reassignments(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _alter_here, _alter_error)
 
 
-async def controller_alter_partition_reassignments(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _alter_here, _alter_error)
+async def controller_alter_partition_reassignments(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _alter_here, _alter_error)
 
 
 def _alter_response(
@@ -55,7 +52,7 @@ def _alter_error(request: Request, code: ErrorCode, message: str) -> Any:
     return _alter_response(request, partitions, code, message)
 
 
-async def _alter_here(broker: Broker, request: Request) -> Any:
+async def _alter_here(context: AdminContext, request: Request) -> Any:
     targets = [
         PartitionTarget(
             topic.name,
@@ -65,7 +62,7 @@ async def _alter_here(broker: Broker, request: Request) -> Any:
         for topic in request.body.topics
         for p in topic.partitions
     ]
-    results = await broker.channel.local_controller().alter_reassignments(targets)
+    results = await context.active_controller().alter_reassignments(targets)
     partitions: dict[str, list[dict[str, Any]]] = {}
     for result in results:
         partitions.setdefault(result.topic, []).append(
@@ -81,12 +78,12 @@ async def _alter_here(broker: Broker, request: Request) -> Any:
 # --- ListPartitionReassignments -------------------------------------------------------
 
 
-async def handle_list_partition_reassignments(broker: Broker, request: Request) -> Any:
-    return await at_controller(broker, request, _list_here, _list_error)
+async def handle_list_partition_reassignments(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _list_here, _list_error)
 
 
-async def controller_list_partition_reassignments(broker: Broker, request: Request) -> Any:
-    return await on_this_controller(broker, request, _list_here, _list_error)
+async def controller_list_partition_reassignments(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _list_here, _list_error)
 
 
 def _list_response(
@@ -106,14 +103,14 @@ def _list_error(request: Request, code: ErrorCode, message: str) -> Any:
     return _list_response(request, [], code, message)
 
 
-async def _list_here(broker: Broker, request: Request) -> Any:
+async def _list_here(context: AdminContext, request: Request) -> Any:
     asked = request.body.topics
     wanted: dict[str, list[int]] | None = None
     if asked is not None:
         wanted = {}
         for topic in asked:
             wanted.setdefault(topic.name, []).extend(int(i) for i in topic.partition_indexes)
-    ongoing = await broker.channel.local_controller().list_reassignments(wanted)
+    ongoing = await context.active_controller().list_reassignments(wanted)
     topics: dict[str, list[dict[str, Any]]] = {}
     for found in ongoing:
         topics.setdefault(found.topic, []).append(
