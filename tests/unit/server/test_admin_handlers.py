@@ -436,7 +436,7 @@ def test_a_node_that_is_not_the_controller_forwards_and_sees_the_change_at_once(
         ]
         assert [(key, version) for key, version, _ in link.sent] == [(PrivateApi.FORWARD, 0)]
         assert TOPIC in one.metadata.image.topics_by_name
-        assert TOPIC in two.metadata.image.topics_by_name  # caught up before answering
+        assert TOPIC in two.metadata.image.topics_by_name  # served here as soon as it is answered
 
         answer = await answered(
             configs.handle_incremental_alter_configs,
