@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -40,11 +38,6 @@ from strom.metadata.records import (
     encode_entry,
 )
 from strom.metadata.snapshot import decode_snapshot, encode_snapshot
-from strom.protocol.apis import ApiKey
-from strom.protocol.codec import build, decode_request, encode_request, encode_response
-from strom.protocol.codec import request_class as kio_request_class
-from strom.server.handlers import reassignments as handlers
-from strom.server.handlers.ports import AdminContext, ForwardPort
 
 
 def reassign(
@@ -403,89 +396,6 @@ def test_records_written_before_reassignments_decode_with_defaults() -> None:
     change = decode(json.dumps(old_change).encode())
     assert isinstance(change, PartitionChangeRecord)
     assert (change.adding_replicas, change.removing_replicas) == (None, None)
-
-
-# ---------------------------------------------------------------- the handlers
-
-
-class _Controller:
-    """The parts of ControllerService the reassignment handlers use, over an image."""
-
-    def __init__(self, image: MetadataImage) -> None:
-        self.image = image
-        self.active = True
-
-    async def alter_reassignments(
-        self, targets: Sequence[PartitionTarget]
-    ) -> list[reassignments.ReassignmentResult]:
-        records, results = reassignments.alter_reassignments(
-            self.image, targets, is_live=self.image.is_live, unclean=never
-        )
-        self.image = commit(self.image, records)
-        return results
-
-    async def list_reassignments(self, topics: Any) -> list[OngoingReassignment]:
-        return reassignments.list_reassignments(self.image, topics)
-
-
-def _request(api_key: ApiKey, fields: dict[str, Any]) -> Any:
-    body = build(kio_request_class(api_key, 0), fields)
-    return decode_request(encode_request(api_key, 0, 3, body)[4:])
-
-
-def test_the_handlers_run_on_the_active_controller_and_refuse_elsewhere() -> None:
-    controller = _Controller(create_topic(cluster(1, 2, 3), "t", {0: (1, 2), 1: (2, 1)}))
-    channel: Any = SimpleNamespace(local_controller_active=True, leader_id=1)
-    context = AdminContext(
-        node_id=1,
-        config=lambda: pytest.fail("the reassignment handlers read no config"),
-        metadata=controller,
-        controller=lambda: controller,
-        rng=random.Random(0),
-        forward=ForwardPort(1, channel, SimpleNamespace()),
-    )
-    alter = _request(
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-        {
-            "timeout": 60_000,
-            "topics": [
-                {
-                    "name": "t",
-                    "partitions": [
-                        {"partition_index": 0, "replicas": [1, 2, 3]},
-                        {"partition_index": 1, "replicas": None},
-                    ],
-                }
-            ],
-        },
-    )
-    response = asyncio.run(handlers.controller_alter_partition_reassignments(context, alter))
-    encode_response(3, response)
-    assert response.error_code == ErrorCode.none
-    [topic] = response.responses
-    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [
-        (0, ErrorCode.none),
-        (1, ErrorCode.no_reassignment_in_progress),
-    ]
-    for topics in (None, [{"name": "t", "partition_indexes": [0, 1]}]):
-        listing = _request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout": 1, "topics": topics})
-        response = asyncio.run(handlers.controller_list_partition_reassignments(context, listing))
-        encode_response(3, response)
-        [found] = response.topics
-        [ongoing] = found.partitions
-        assert (found.name, ongoing.partition_index, tuple(ongoing.adding_replicas)) == (
-            "t",
-            0,
-            (3,),
-        )
-
-    channel.local_controller_active = controller.active = False
-    response = asyncio.run(handlers.controller_alter_partition_reassignments(context, alter))
-    encode_response(3, response)
-    assert response.error_code == ErrorCode.not_controller
-    assert {p.error_code for p in response.responses[0].partitions} == {ErrorCode.not_controller}
-    response = asyncio.run(handlers.controller_list_partition_reassignments(context, listing))
-    assert response.error_code == ErrorCode.not_controller and response.topics == ()
 
 
 # ---------------------------------------------------------------- the model

@@ -188,8 +188,10 @@ def reassign(partition: int, replicas: Sequence[int] | None) -> Request:
     )
 
 
-def list_reassignments() -> Request:
-    return request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": None})
+def list_reassignments(partitions: Sequence[int] | None = None) -> Request:
+    """ListPartitionReassignments of every partition, or of TOPIC's `partitions`."""
+    topics = None if partitions is None else [{"name": TOPIC, "partition_indexes": partitions}]
+    return request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": topics})
 
 
 def entries(answer: Any) -> dict[str, tuple[str | None, ConfigSource]]:

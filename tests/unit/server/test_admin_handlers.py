@@ -378,15 +378,16 @@ def test_a_reassignment_is_listed_until_it_is_cancelled(tmp_path: Path) -> None:
         ((name, (partition,)),) = [(t.name, t.partitions) for t in answer.responses]
         assert (name, partition.partition_index, partition.error_code) == (TOPIC, 0, ErrorCode.none)
 
-        listed = await answered(
-            reassignments.handle_list_partition_reassignments, context, list_reassignments()
-        )
-        assert listed.error_code == ErrorCode.none
-        ((name, (ongoing,)),) = [(t.name, t.partitions) for t in listed.topics]
-        assert (name, ongoing.partition_index) == (TOPIC, 0)
-        assert tuple(ongoing.adding_replicas) == (adding,)
-        assert tuple(ongoing.removing_replicas) == (before.replicas[1],)
-        assert set(ongoing.replicas) == {*before.replicas, adding}
+        for asked in (list_reassignments(), list_reassignments([0])):
+            listed = await answered(
+                reassignments.handle_list_partition_reassignments, context, asked
+            )
+            assert listed.error_code == ErrorCode.none
+            ((name, (ongoing,)),) = [(t.name, t.partitions) for t in listed.topics]
+            assert (name, ongoing.partition_index) == (TOPIC, 0)
+            assert tuple(ongoing.adding_replicas) == (adding,)
+            assert tuple(ongoing.removing_replicas) == (before.replicas[1],)
+            assert set(ongoing.replicas) == {*before.replicas, adding}
 
         missing = await answered(
             reassignments.handle_alter_partition_reassignments, context, reassign(5, target)
@@ -405,6 +406,12 @@ def test_a_reassignment_is_listed_until_it_is_cancelled(tmp_path: Path) -> None:
         assert listed.error_code == ErrorCode.none and listed.topics == ()
         (after,) = one.metadata.image.topics_by_name[TOPIC].partitions.values()
         assert after.replicas == before.replicas
+        again = await answered(
+            reassignments.handle_alter_partition_reassignments, context, reassign(0, None)
+        )
+        assert again.responses[0].partitions[0].error_code == (
+            ErrorCode.no_reassignment_in_progress
+        )
 
     run(scenario())
 
