@@ -13,13 +13,20 @@ after it with the refusal's own retriable error: nothing of it was written, and 
 producer retries the refused batch and everything after it, in order, under the same
 epoch, where the log deduplicates them.
 
-Only a refusal of an in-sequence batch is remembered (the gap then starts exactly at
-it), only until the producer's next batch is admitted, and only within one leader epoch.
+The same holds for a refusal as NOT_LEADER_OR_FOLLOWER by a replica that becomes the
+leader before the next batch arrives: a connection's requests are decided as they arrive
+and answered in order, so a refusal can be decided well before a later batch of the same
+pipeline is admitted.
+
+Only a refusal of an in-sequence batch is remembered, until the producer's next batch is
+admitted, and a gap is put down to it only while the log still expects exactly that
+batch next: then the client, told the refused batch was not written, still holds it and
+retries from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -38,8 +45,7 @@ _AHEAD = 2**30
 
 @dataclass(frozen=True, slots=True)
 class _Refusal:
-    epoch: int
-    first_seq: int
+    header: BatchHeader
     error: ErrorCode
     why: str
 
@@ -66,14 +72,12 @@ class Refusals:
             if producer_id < 0 or header.base_sequence < 0:
                 continue  # not idempotent: no sequence, no gap
             earlier = self._refused.pop(producer_id, None)
-            if earlier is not None and earlier.epoch == header.producer_epoch:
+            if earlier is not None and earlier.header.producer_epoch == header.producer_epoch:
                 self._refused[producer_id] = earlier  # the gap starts at the earlier one
                 continue
             if len(self._refused) >= self._capacity:
                 del self._refused[next(iter(self._refused))]
-            self._refused[producer_id] = _Refusal(
-                header.producer_epoch, header.base_sequence, error, why
-            )
+            self._refused[producer_id] = _Refusal(header, error, why)
 
     def admitted(self, headers: Iterable[BatchHeader]) -> None:
         """These batches were written (or answered as duplicates of written ones): their
@@ -84,24 +88,27 @@ class Refusals:
             self._refused.pop(header.producer_id, None)
 
     def explain(
-        self, headers: Iterable[BatchHeader], error: ErrorCode
+        self,
+        headers: Iterable[BatchHeader],
+        error: ErrorCode,
+        expects: Callable[[BatchHeader], bool],
     ) -> tuple[ErrorCode, str] | None:
         """The log refused these batches with `error`. If that is a sequence gap that
-        starts at a batch this leader refused, the refusal's error and why; else None."""
+        starts at a batch refused here, which the log (`expects`) still waits for next,
+        the refusal's error and why; else None."""
         if error not in SEQUENCE_ERRORS:
             return None
         for header in headers:
             refusal = self._refused.get(header.producer_id)
-            if refusal is None or refusal.epoch != header.producer_epoch:
+            if refusal is None:
                 continue
-            ahead = (header.base_sequence - refusal.first_seq) % _SEQUENCE_MODULUS
-            if 0 < ahead < _AHEAD:
+            refused = refusal.header
+            if refused.producer_epoch != header.producer_epoch:
+                continue
+            ahead = (header.base_sequence - refused.base_sequence) % _SEQUENCE_MODULUS
+            if 0 < ahead < _AHEAD and expects(refused):
                 return refusal.error, (
-                    f"{refusal.why}; the batch at sequence {refusal.first_seq} before this "
-                    "one was refused, retry from it"
+                    f"{refusal.why}; the batch at sequence {refused.base_sequence} before "
+                    "this one was refused, retry from it"
                 )
         return None
-
-    def clear(self) -> None:
-        """A new leader epoch: the gaps of the last one are not this tenure's doing."""
-        self._refused.clear()

@@ -142,7 +142,7 @@ class Replica:
         self.leader: LeaderState | None = None
         """The followers' progress, while this replica leads."""
         self.refusals = Refusals()
-        """The idempotent batches this leader refused, while their gaps are open."""
+        """The idempotent batches this replica refused, while their gaps are open."""
         self._isr_retry_at_ms = 0
         self._resend = False
 
@@ -184,7 +184,6 @@ class Replica:
             self.leader = None
             effects.append(FailWaiters(f"leader epoch {assignment.leader_epoch} began"))
         self.leader_id, self.leader_epoch = assignment.leader, assignment.leader_epoch
-        self.refusals.clear()
         if assignment.leader == self.node_id:
             effects.append(StartEpoch(self.leader_epoch, log_end))
             self.high_watermark = min(self.high_watermark, log_end)

@@ -199,14 +199,11 @@ class Partition:
         if not self.is_leader:
             raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
         headers = [header for _, header in batches]
-        refusals = self.replica.refusals
         if acks is not None:
             refused, why = self.replica.admit(acks)
             if refused != ErrorCode.none and not self.log.producers.repeats(headers):
-                why = why or refused.name
-                if self.log.producers.continues(headers):
-                    refusals.refused(headers, refused, why)
-                raise RecordsError(refused, why)
+                self.refused(headers, refused, why or refused.name)
+                raise RecordsError(refused, why or refused.name)
         try:
             result = self.log.append(
                 batches,
@@ -215,15 +212,29 @@ class Partition:
                 producer_check=producer_check,
             )
         except RecordsError as exc:
-            explained = refusals.explain(headers, exc.error_code) if acks is not None else None
+            explained = (
+                self.replica.refusals.explain(headers, exc.error_code, self._expects)
+                if acks is not None
+                else None
+            )
             if explained is not None:
                 raise RecordsError(*explained) from exc
             raise
-        refusals.admitted(headers)
+        self.replica.refusals.admitted(headers)
         self._after_append(now_ms)
         if not self.fsync_before_ack:
             self.carry_out(self.replica.on_durable(self.durable_end))
         return result
+
+    def refused(self, headers: Sequence[BatchHeader], error: ErrorCode, why: str) -> None:
+        """A produce of these batches was refused here with `error`, nothing written
+        (below min.insync.replicas, or not the leader): should the producer's next batch
+        arrive with a gap where they belong, it is told the same (replication/admission.py)."""
+        if self.log.producers.continues(headers):
+            self.replica.refusals.refused(headers, error, why)
+
+    def _expects(self, header: BatchHeader) -> bool:
+        return self.log.producers.continues([header])
 
     def append_copy(self, batches: Sequence[tuple[memoryview, BatchHeader]], now_ms: int) -> None:
         """As follower: append what the leader sent, as it is (offsets, epochs and

@@ -256,6 +256,31 @@ def test_a_batch_after_one_refused_below_min_isr_is_not_told_it_skipped_a_sequen
     at.close()
 
 
+def test_a_batch_after_one_refused_as_not_leader_by_the_new_leader_is_told_the_same(
+    tmp_path: Path,
+) -> None:
+    """The seed-8 soak again: a follower refused a pipelined producer's batches 0-1 as
+    NOT_LEADER_OR_FOLLOWER (requests are decided as they arrive, answered in order), then
+    became the leader before batch 2 arrived. Batch 2 is told NOT_LEADER_OR_FOLLOWER too,
+    not that it skipped a sequence; the producer retries from batch 0."""
+    image = image_of(replicas=(1, 2), leader=2)
+    at = node(tmp_path, image)
+
+    def send(sequence: int) -> Any:
+        records = batch(b"v", producer_id=1000, producer_epoch=0, base_sequence=sequence)
+        return answer(run(produce(at, produce_request(records, acks=1))))
+
+    assert send(0).error_code == ErrorCode.not_leader_or_follower
+    assert send(1).error_code == ErrorCode.not_leader_or_follower
+    at.apply(change_partition(image, leader=1))
+    after_gap = send(2)
+    assert after_gap.error_code == ErrorCode.not_leader_or_follower
+    assert "sequence 0" in after_gap.error_message
+    assert [send(sequence).base_offset for sequence in range(3)] == [0, 1, 2]
+    assert at.partition().log.log_end_offset == 3
+    at.close()
+
+
 def test_leadership_lost_while_waiting_answers_not_leader(tmp_path: Path) -> None:
     image = image_of(replicas=(1, 2))
     at = node(tmp_path, image)

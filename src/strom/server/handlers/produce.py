@@ -68,6 +68,7 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
             partition, error = led(topic_data.name, data.index, image)
             if partition is None:
                 entry["error_code"] = error
+                _refused_here(context, topic_data.name, data.index, data.records, error)
                 continue
             if topic_data.name == OFFSETS_TOPIC:
                 # Only the group coordinator writes there; a stray record would be
@@ -121,6 +122,21 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
     return build_response(
         ApiKey.PRODUCE, request.api_version, {"responses": topics, "throttle_time": 0}
     )
+
+
+def _refused_here(
+    context: ProduceContext, topic: str, index: int, records: bytes | None, error: ErrorCode
+) -> None:
+    """A replica here that is not the leader refused a produce: it may lead before the
+    producer's next batch arrives, which must then not be told it skipped this one."""
+    replica = context.partitions.get(topic, index)
+    if replica is None or records is None or error != ErrorCode.not_leader_or_follower:
+        return
+    try:
+        batches = validate_batches(records, max_batch_bytes=replica.config.max_message_bytes)
+    except RecordsError:
+        return
+    replica.refused([header for _, header in batches], error, "not the leader")
 
 
 async def _acknowledged(
