@@ -62,11 +62,7 @@ STORE_INTERFACE = ("metadata.stores", "metadata.stores.base")
 """The only modules of the stores that code outside them may import."""
 HANDLERS = "server.handlers"
 BROKER = "server.broker"
-HANDLERS_TAKING_THE_BROKER = frozenset(
-    {
-        "cluster",
-    }
-)
+HANDLERS_TAKING_THE_BROKER: frozenset[str] = frozenset()
 """Handler modules not yet converted to the contexts of handlers/ports.py. The list only
 shrinks: a module that no longer imports the broker must leave it."""
 

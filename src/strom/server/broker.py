@@ -43,6 +43,7 @@ from strom.server.groups import GroupService
 from strom.server.handlers import Contexts, client_handlers, controller_handlers
 from strom.server.handlers.ports import (
     AdminContext,
+    ClusterContext,
     FetchContext,
     ForwardPort,
     GroupContext,
@@ -128,13 +129,21 @@ class Broker:
         contexts = self._contexts()
         self._private = contexts.private
         self.admin_context = contexts.admin
-        """Topic creation for the handlers and services not converted to contexts yet:
-        Metadata's auto-creation, the group coordinator's and the controller's."""
-        self._handlers = client_handlers(contexts, self)
+        """Topic creation for the services that create topics: the group coordinator's
+        `__consumer_offsets` and the controller's adoption of hand-written topics."""
+        self._handlers = client_handlers(contexts)
         self._controller_handlers = controller_handlers(contexts)
 
     def _contexts(self) -> Contexts:
         """What each group of handlers reaches (handlers/ports.py)."""
+        admin = AdminContext(
+            node_id=self.node_id,
+            config=lambda: self.config,
+            metadata=self.metadata,
+            controller=lambda: self.controller,
+            rng=self.rng,
+            forward=self.forward,
+        )
         return Contexts(
             produce=ProduceContext(
                 node_id=self.node_id,
@@ -148,6 +157,13 @@ class Broker:
                 stopping=lambda: self.stopping,
             ),
             groups=GroupContext(metadata=self.metadata, groups=self.groups),
+            cluster=ClusterContext(
+                node_id=self.node_id,
+                metadata=self.metadata,
+                cluster_id=lambda: self.cluster_id,
+                channel=self.channel,
+                admin=admin,
+            ),
             quorum=QuorumContext(
                 node_id=self.node_id,
                 controller=lambda: self.controller,
@@ -155,14 +171,7 @@ class Broker:
                 listener_name=next(iter(self.config.controller_listener_names), "CONTROLLER"),
                 forward=self.forward,
             ),
-            admin=AdminContext(
-                node_id=self.node_id,
-                config=lambda: self.config,
-                metadata=self.metadata,
-                controller=lambda: self.controller,
-                rng=self.rng,
-                forward=self.forward,
-            ),
+            admin=admin,
             private=PrivateContext(
                 node_id=self.node_id,
                 metadata=self.metadata,

@@ -1,9 +1,8 @@
 """One handler per Kafka API: `async (context, request) -> response body | None`.
 
-A converted handler takes the context of its group of APIs (handlers/ports.py), never the
+Every handler takes the context of its group of APIs (handlers/ports.py), never the
 broker. `client_handlers` and `controller_handlers` bind the contexts (built once by the
-broker) into `async (request) -> response body | None` dispatch tables. The handlers not
-converted yet still take the broker (`legacy`), bound the same way.
+broker) into `async (request) -> response body | None` dispatch tables.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from strom.server.handlers import (
 )
 from strom.server.handlers.ports import (
     AdminContext,
+    ClusterContext,
     FetchContext,
     GroupContext,
     PrivateContext,
@@ -38,8 +38,6 @@ from strom.server.handlers.ports import (
 
 Handler = Callable[[Request], Awaitable[Any | None]]
 """A bound handler: what a connection dispatches to."""
-LegacyHandler = Callable[[Any, Request], Awaitable[Any | None]]
-"""A handler not converted yet: it takes the broker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +47,7 @@ class Contexts:
     produce: ProduceContext
     fetch: FetchContext
     groups: GroupContext
+    cluster: ClusterContext
     quorum: QuorumContext
     admin: AdminContext
     private: PrivateContext
@@ -57,6 +56,9 @@ class Contexts:
 
 def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
     return {
+        ApiKey.API_VERSIONS: partial(cluster.handle_api_versions, contexts.cluster),
+        ApiKey.METADATA: partial(cluster.handle_metadata, contexts.cluster),
+        ApiKey.DESCRIBE_CLUSTER: partial(cluster.handle_describe_cluster, contexts.cluster),
         ApiKey.PRODUCE: partial(produce.handle_produce, contexts.produce),
         ApiKey.INIT_PRODUCER_ID: partial(produce.handle_init_producer_id, contexts.produce),
         ApiKey.FETCH: partial(fetch.handle_fetch, contexts.fetch),
@@ -118,21 +120,12 @@ def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
     }
 
 
-def client_handlers(contexts: Contexts, legacy: Any) -> dict[ApiKey, Handler]:
+def client_handlers(contexts: Contexts) -> dict[ApiKey, Handler]:
     """The client listeners' dispatch table."""
-    table = _contextual(contexts)
-    table.update({key: partial(handler, legacy) for key, handler in LEGACY_HANDLERS.items()})
-    return table
+    return _contextual(contexts)
 
 
 def controller_handlers(contexts: Contexts) -> dict[ApiKey, Handler]:
     """The controller listener's own APIs; every other one is answered as on a client
     listener (Broker.dispatch_controller). All of them take their context now."""
     return _controller_contextual(contexts)
-
-
-LEGACY_HANDLERS: dict[ApiKey, LegacyHandler] = {
-    ApiKey.METADATA: cluster.handle_metadata,
-    ApiKey.API_VERSIONS: cluster.handle_api_versions,
-    ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
-}

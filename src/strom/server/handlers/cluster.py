@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -14,20 +14,18 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.connection import api_versions_body
 from strom.server.handlers import admin
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.handlers.ports import ClusterContext
 
 log = logging.getLogger(__name__)
 
 _OMITTED_OPERATIONS = -(2**31)
 
 
-async def handle_api_versions(broker: Broker, request: Request) -> Any:
+async def handle_api_versions(context: ClusterContext, request: Request) -> Any:
     return api_versions_body(request.api_version)
 
 
-def _brokers(broker: Broker, *, include_fenced: bool = False) -> list[dict[str, Any]]:
+def _brokers(image: MetadataImage, *, include_fenced: bool = False) -> list[dict[str, Any]]:
     """Registered brokers; clients are told only of the unfenced ones, as Kafka does."""
     return [
         {
@@ -38,23 +36,23 @@ def _brokers(broker: Broker, *, include_fenced: bool = False) -> list[dict[str, 
             "rack": b.rack,
             "is_fenced": b.fenced,
         }
-        for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id)
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
         if include_fenced or not b.fenced
     ]
 
 
-def controller_id(broker: Broker) -> int:
+def controller_id(context: ClusterContext, image: MetadataImage) -> int:
     """The id clients are given as the controller: the active controller when it is also
     a live broker (combined nodes), so users see who decides. A controller-only node is
     not reachable on a client listener, so then this broker is named instead, as Kafka
     does in KRaft mode: it forwards admin requests to the active controller. -1 while
     there is no active controller."""
-    leader = broker.channel.leader_id
+    leader = context.channel.leader_id
     if leader is None:
         return -1
-    registered = broker.image.brokers.get(leader)
+    registered = image.brokers.get(leader)
     if registered is None or registered.fenced:
-        return broker.node_id
+        return context.node_id
     return leader
 
 
@@ -92,7 +90,7 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id: Any = None) -> dic
     }
 
 
-async def handle_metadata(broker: Broker, request: Request) -> Any:
+async def handle_metadata(context: ClusterContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
     requested = body.topics
@@ -101,19 +99,19 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
     allow_auto_create = bool(getattr(body, "allow_auto_topic_creation", True))
     topics: list[dict[str, Any]] = []
     if requested is None:
-        image = broker.image
+        image = context.metadata.image
         topics = [_topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
     else:
         missing = [
             t.name
             for t in requested
-            if t.name is not None and t.name not in broker.image.topics_by_name
+            if t.name is not None and t.name not in context.metadata.image.topics_by_name
         ]
-        if missing and allow_auto_create and broker.config.auto_create_topics_enable:
+        if missing and allow_auto_create and context.admin.config().auto_create_topics_enable:
             await admin.create_topics(
-                broker.admin_context, [controller.NewTopic(n, -1, -1) for n in missing]
+                context.admin, [controller.NewTopic(n, -1, -1) for n in missing]
             )
-        image = broker.image
+        image = context.metadata.image
         for wanted in requested:
             topic_id = getattr(wanted, "topic_id", None)
             if wanted.name is None and topic_id is not None and topic_id.int != 0:
@@ -140,9 +138,9 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
         version,
         {
             "throttle_time": 0,
-            "brokers": _brokers(broker),
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller_id(broker),
+            "brokers": _brokers(image),
+            "cluster_id": context.cluster_id(),
+            "controller_id": controller_id(context, image),
             "topics": topics,
             "cluster_authorized_operations": _OMITTED_OPERATIONS,
             "error_code": ErrorCode.none,
@@ -150,7 +148,8 @@ async def handle_metadata(broker: Broker, request: Request) -> Any:
     )
 
 
-async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
+async def handle_describe_cluster(context: ClusterContext, request: Request) -> Any:
+    image = context.metadata.image
     return build_response(
         ApiKey.DESCRIBE_CLUSTER,
         request.api_version,
@@ -159,10 +158,10 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Any:
             "error_code": ErrorCode.none,
             "error_message": None,
             "endpoint_type": getattr(request.body, "endpoint_type", 1),
-            "cluster_id": broker.cluster_id,
-            "controller_id": controller_id(broker),
+            "cluster_id": context.cluster_id(),
+            "controller_id": controller_id(context, image),
             "brokers": _brokers(
-                broker, include_fenced=bool(getattr(request.body, "include_fenced_brokers", False))
+                image, include_fenced=bool(getattr(request.body, "include_fenced_brokers", False))
             ),
             "cluster_authorized_operations": _OMITTED_OPERATIONS,
         },

@@ -321,6 +321,20 @@ class AdminContext:
         return controller
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterContext:
+    """ApiVersions, Metadata and DescribeCluster (handlers/cluster.py)."""
+
+    node_id: int
+    metadata: MetadataView
+    cluster_id: Callable[[], str]
+    """The cluster's id, known once the metadata store is open."""
+    channel: ControllerLink
+    """Who the active controller is (the controller id clients are given)."""
+    admin: AdminContext
+    """Metadata's topic auto-creation, and `auto.create.topics.enable` in its config."""
+
+
 class PrivateStore(Protocol):
     """The metadata store's side of strom's private APIs (metadata/stores/base.py)."""
 
