@@ -24,6 +24,18 @@ from kio.schema.errors import ErrorCode
 from strom.log.results import OffsetOutOfRange
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
+from strom.protocol.responses.fetch import (
+    EpochEndOffset,
+    FetchPartition,
+    FetchResponse,
+    FetchTopic,
+    LeaderEpochEndOffset,
+    LeaderEpochTopic,
+    ListOffsetsPartition,
+    ListOffsetsResponse,
+    ListOffsetsTopic,
+    OffsetForLeaderEpochResponse,
+)
 from strom.server.clock import now_ms
 from strom.server.handlers.ports import FetchContext
 from strom.server.partition import Partition
@@ -40,7 +52,7 @@ class _Wanted:
 
     def __init__(
         self,
-        entry: dict[str, Any],
+        entry: FetchPartition,
         partition: Partition | None,
         fetch_offset: int,
         max_bytes: int,
@@ -60,7 +72,9 @@ def replica_id_of(body: Any, version: int) -> int:
     return int(getattr(body, "replica_id", -1))
 
 
-def _diverging(partition: Partition, fetch_offset: int, last_fetched_epoch: int) -> Any:
+def _diverging(
+    partition: Partition, fetch_offset: int, last_fetched_epoch: int
+) -> EpochEndOffset | None:
     """(epoch, end offset) where the fetcher's log left this one, or None."""
     found = partition.diverging(fetch_offset, last_fetched_epoch)
     if found is None:
@@ -68,7 +82,7 @@ def _diverging(partition: Partition, fetch_offset: int, last_fetched_epoch: int)
     return {"epoch": found[0], "end_offset": found[1]}
 
 
-def _empty_entry(index: int) -> dict[str, Any]:
+def _empty_entry(index: int) -> FetchPartition:
     return {
         "partition_index": index,
         "error_code": ErrorCode.none,
@@ -86,28 +100,25 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
     version = request.api_version
     session_id = int(getattr(body, "session_id", 0))
     if session_id != 0:
-        return build_response(
-            ApiKey.FETCH,
-            version,
-            {
-                "throttle_time": 0,
-                "error_code": ErrorCode.fetch_session_id_not_found,
-                "session_id": 0,
-                "responses": [],
-            },
-        )
+        refused: FetchResponse = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.fetch_session_id_not_found,
+            "session_id": 0,
+            "responses": [],
+        }
+        return build_response(ApiKey.FETCH, version, refused)
     replica_id = replica_id_of(body, version)
     image = context.metadata.image
     current_ms = now_ms()
     wanted: list[_Wanted] = []
-    responses: list[dict[str, Any]] = []
+    responses: list[FetchTopic] = []
     for fetch_topic in body.topics:
         topic_id: uuid.UUID | None = getattr(fetch_topic, "topic_id", None)
         name: str | None = getattr(fetch_topic, "topic", None)
         if version >= 13 and topic_id is not None:
             topic_image = image.topics_by_id.get(topic_id)
             name = topic_image.name if topic_image is not None else None
-        entries: list[dict[str, Any]] = []
+        entries: list[FetchPartition] = []
         responses.append({"topic": name or "", "topic_id": topic_id, "partitions": entries})
         for fetch_partition in fetch_topic.partitions:
             entry = _empty_entry(fetch_partition.partition)
@@ -163,11 +174,13 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
         if total >= min_bytes or errors or remaining <= 0 or context.stopping():
             break
         await _wait_for_data(wanted, remaining)
-    return build_response(
-        ApiKey.FETCH,
-        version,
-        {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses},
-    )
+    response: FetchResponse = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "session_id": 0,
+        "responses": responses,
+    }
+    return build_response(ApiKey.FETCH, version, response)
 
 
 def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
@@ -227,12 +240,12 @@ async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
 
 async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
     image = context.metadata.image
-    topics: list[dict[str, Any]] = []
+    topics: list[ListOffsetsTopic] = []
     for list_topic in request.body.topics:
-        entries: list[dict[str, Any]] = []
+        entries: list[ListOffsetsPartition] = []
         topics.append({"name": list_topic.name, "partitions": entries})
         for list_partition in list_topic.partitions:
-            entry: dict[str, Any] = {
+            entry: ListOffsetsPartition = {
                 "partition_index": list_partition.partition_index,
                 "error_code": ErrorCode.none,
                 "timestamp": -1,
@@ -268,21 +281,20 @@ async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
                     entry["offset"], entry["timestamp"] = found
             else:
                 entry["error_code"] = ErrorCode.invalid_request
-    return build_response(
-        ApiKey.LIST_OFFSETS, request.api_version, {"throttle_time": 0, "topics": topics}
-    )
+    response: ListOffsetsResponse = {"throttle_time": 0, "topics": topics}
+    return build_response(ApiKey.LIST_OFFSETS, request.api_version, response)
 
 
 async def handle_offset_for_leader_epoch(context: FetchContext, request: Request) -> Any:
     """Where each asked-about leader epoch ends in the leader's log (KIP-101, KIP-279):
     followers truncate to it, consumers (KIP-320) check their position against it."""
     image = context.metadata.image
-    topics: list[dict[str, Any]] = []
+    topics: list[LeaderEpochTopic] = []
     for asked_topic in request.body.topics:
-        results: list[dict[str, Any]] = []
+        results: list[LeaderEpochEndOffset] = []
         topics.append({"topic": asked_topic.topic, "partitions": results})
         for asked in asked_topic.partitions:
-            result: dict[str, Any] = {
+            result: LeaderEpochEndOffset = {
                 "error_code": ErrorCode.none,
                 "partition": asked.partition,
                 "leader_epoch": -1,
@@ -297,8 +309,5 @@ async def handle_offset_for_leader_epoch(context: FetchContext, request: Request
                 continue
             epoch, end_offset = partition.log.end_offset_for_epoch(int(asked.leader_epoch))
             result["leader_epoch"], result["end_offset"] = epoch, end_offset
-    return build_response(
-        ApiKey.OFFSET_FOR_LEADER_EPOCH,
-        request.api_version,
-        {"throttle_time": 0, "topics": topics},
-    )
+    response: OffsetForLeaderEpochResponse = {"throttle_time": 0, "topics": topics}
+    return build_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version, response)

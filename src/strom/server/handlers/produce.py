@@ -28,6 +28,12 @@ from strom.group.placement import OFFSETS_TOPIC
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.records import RecordsError, validate_batches
+from strom.protocol.responses.produce import (
+    InitProducerIdResponse,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 from strom.server.handlers.ports import ProduceContext
@@ -46,13 +52,13 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
     timeout_s = max(0, ms(body.timeout)) / 1000
     image = context.metadata.image
     led = context.partitions.led
-    waits: list[tuple[dict[str, Any], Awaitable[None]]] = []
-    topics: list[dict[str, Any]] = []
+    waits: list[tuple[PartitionProduceResponse, Awaitable[None]]] = []
+    topics: list[TopicProduceResponse] = []
     for topic_data in body.topic_data:
-        partitions: list[dict[str, Any]] = []
+        partitions: list[PartitionProduceResponse] = []
         topics.append({"name": topic_data.name, "partition_responses": partitions})
         for data in topic_data.partition_data:
-            entry: dict[str, Any] = {
+            entry: PartitionProduceResponse = {
                 "index": data.index,
                 "error_code": ErrorCode.none,
                 "base_offset": -1,
@@ -119,9 +125,8 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
                 entry["error_message"] = str(outcome)
             elif isinstance(outcome, BaseException):
                 raise outcome
-    return build_response(
-        ApiKey.PRODUCE, request.api_version, {"responses": topics, "throttle_time": 0}
-    )
+    response: ProduceResponse = {"responses": topics, "throttle_time": 0}
+    return build_response(ApiKey.PRODUCE, request.api_version, response)
 
 
 def _refused_here(
@@ -140,7 +145,7 @@ def _refused_here(
 
 
 async def _acknowledged(
-    entry: dict[str, Any], partition: Partition, offset: int, acks: int, timeout_s: float
+    entry: PartitionProduceResponse, partition: Partition, offset: int, acks: int, timeout_s: float
 ) -> None:
     """Wait as `acks` asks for the records below `offset`; errors go into `entry`."""
     try:
@@ -154,7 +159,7 @@ async def _acknowledged(
 
 async def handle_init_producer_id(context: ProduceContext, request: Request) -> Any:
     body = request.body
-    response: dict[str, Any] = {
+    response: InitProducerIdResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "producer_id": -1,

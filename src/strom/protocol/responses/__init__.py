@@ -1,0 +1,30 @@
+"""The shapes of the responses strom builds, typed: one TypedDict per Kafka response and
+per nested entity, version-independent (the union of the fields of the versions strom
+serves; the codec keeps those the asked version has, protocol/codec.py: build).
+
+A handler fills these instead of `dict[str, Any]`, so mypy checks every key and value it
+sets; `tests/unit/protocol/test_response_shapes.py` checks each shape against Kafka's
+message definitions (kio's schema) for every version strom serves: no key the protocol
+lacks, no field a version requires left optional. Values are plain: ints for durations
+(milliseconds) and instants (epoch milliseconds, -1 for none), ErrorCode for errors.
+`SHAPES` maps each API to its response's shape.
+"""
+
+from __future__ import annotations
+
+from strom.protocol.apis import ApiKey
+from strom.protocol.responses.fetch import (
+    FetchResponse,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochResponse,
+)
+from strom.protocol.responses.produce import InitProducerIdResponse, ProduceResponse
+
+SHAPES: dict[ApiKey, type] = {
+    ApiKey.PRODUCE: ProduceResponse,
+    ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
+    ApiKey.FETCH: FetchResponse,
+    ApiKey.LIST_OFFSETS: ListOffsetsResponse,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
+}
+"""Each API's response shape; the APIs not listed still build plain mappings."""
