@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +38,26 @@ def store_settings(store: str | None, session_timeout_ms: int) -> list[str]:
     """On ZooKeeper a broker's liveness is its session: as short as the Raft cluster's
     broker.session.timeout.ms, so both fence a dead broker equally soon."""
     return [] if store is None else [f"zookeeper.session.timeout.ms={session_timeout_ms}"]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def new_broker(data_dir: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Start brokers on `data_dir`; all are killed at the end."""
+    started: list[BrokerProcess] = []
+
+    def start(*extra: str) -> BrokerProcess:
+        broker = BrokerProcess(data_dir, extra=list(extra))
+        started.append(broker)
+        broker.start()
+        return broker
+
+    try:
+        yield start
+    finally:
+        for broker in started:
+            broker.kill()

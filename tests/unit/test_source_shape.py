@@ -1,7 +1,7 @@
-"""The shape of src/strom: modules stay small, and a class name means one thing.
+"""The shape of src/strom and tests/: modules stay small, and a class name means one thing.
 
-Modules are split by state or by API before they grow into god classes (style.md, 9);
-two classes with one name make every import and every log line ambiguous.
+Modules are split by state or by API before they grow into god classes (style.md, 9), test
+modules by topic; two classes with one name make every import and every log line ambiguous.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "strom"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src" / "strom"
 MODULES = sorted(SRC.rglob("*.py"))
+TESTS = ROOT / "tests"
+TEST_MODULES = sorted(TESTS.rglob("*.py"))
 
 MAX_LINES = 600
 
@@ -40,6 +43,19 @@ def test_modules_stay_small(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_LINES, (
         f"{_relative(path)} has {lines} lines, more than {MAX_LINES}: split it"
+    )
+
+
+def _test_relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("path", TEST_MODULES, ids=_test_relative)
+def test_test_modules_stay_small(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, (
+        f"{_test_relative(path)} has {lines} lines, more than {MAX_LINES}: split it by topic, "
+        "shared helpers into a helper module or the directory's conftest.py"
     )
 
 
