@@ -13,12 +13,29 @@ lacks, no field a version requires left optional. Values are plain: ints for dur
 from __future__ import annotations
 
 from strom.protocol.apis import ApiKey
+from strom.protocol.responses.admin import (
+    AlterConfigsResponse,
+    AlterPartitionReassignmentsResponse,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsResponse,
+)
 from strom.protocol.responses.fetch import (
     FetchResponse,
     ListOffsetsResponse,
     OffsetForLeaderEpochResponse,
 )
 from strom.protocol.responses.produce import InitProducerIdResponse, ProduceResponse
+from strom.protocol.responses.quorum import (
+    AllocateProducerIdsResponse,
+    AlterPartitionResponse,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
+    DescribeQuorumResponse,
+)
 
 SHAPES: dict[ApiKey, type] = {
     ApiKey.PRODUCE: ProduceResponse,
@@ -26,5 +43,18 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.FETCH: FetchResponse,
     ApiKey.LIST_OFFSETS: ListOffsetsResponse,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochResponse,
+    ApiKey.CREATE_TOPICS: CreateTopicsResponse,
+    ApiKey.DELETE_TOPICS: DeleteTopicsResponse,
+    ApiKey.CREATE_PARTITIONS: CreatePartitionsResponse,
+    ApiKey.DESCRIBE_CONFIGS: DescribeConfigsResponse,
+    ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsResponse,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
+    ApiKey.DESCRIBE_QUORUM: DescribeQuorumResponse,
+    ApiKey.BROKER_REGISTRATION: BrokerRegistrationResponse,
+    ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,
+    ApiKey.ALLOCATE_PRODUCER_IDS: AllocateProducerIdsResponse,
+    ApiKey.ALTER_PARTITION: AlterPartitionResponse,
 }
 """Each API's response shape; the APIs not listed still build plain mappings."""

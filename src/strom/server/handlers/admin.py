@@ -14,6 +14,15 @@ from strom.metadata import controller
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build, build_response, request_class
+from strom.protocol.responses.admin import (
+    CreatableTopicConfig,
+    CreatableTopicResult,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+    CreateTopicsResponse,
+    DeletableTopicResult,
+    DeleteTopicsResponse,
+)
 from strom.server.handlers.configs import topic_config_entries
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
@@ -123,7 +132,7 @@ async def controller_create_topics(context: AdminContext, request: Request) -> A
 
 
 def _create_topics_error(request: Request, code: ErrorCode, message: str) -> Any:
-    entries = [
+    entries: list[CreatableTopicResult] = [
         {
             "name": topic.name,
             "topic_id": _zero_uuid(),
@@ -136,9 +145,8 @@ def _create_topics_error(request: Request, code: ErrorCode, message: str) -> Any
         }
         for topic in request.body.topics
     ]
-    return build_response(
-        ApiKey.CREATE_TOPICS, request.api_version, {"throttle_time": 0, "topics": entries}
-    )
+    response: CreateTopicsResponse = {"throttle_time": 0, "topics": entries}
+    return build_response(ApiKey.CREATE_TOPICS, request.api_version, response)
 
 
 async def _create_topics_here(context: AdminContext, request: Request) -> Any:
@@ -158,7 +166,7 @@ async def _create_topics_here(context: AdminContext, request: Request) -> Any:
         )
     validate_only = bool(getattr(body, "validate_only", False))
     results = await create_here(context, new_topics, validate_only=validate_only)
-    entries = []
+    entries: list[CreatableTopicResult] = []
     for topic, result in zip(new_topics, results, strict=True):
         ok = result.error_code == ErrorCode.none
         entries.append(
@@ -170,14 +178,27 @@ async def _create_topics_here(context: AdminContext, request: Request) -> Any:
                 "topic_config_error_code": 0,
                 "num_partitions": result.num_partitions,
                 "replication_factor": result.replication_factor,
-                "configs": topic_config_entries(context.config(), dict(topic.configs))
-                if ok
-                else [],
+                "configs": _created_configs(context, topic) if ok else [],
             }
         )
-    return build_response(
-        ApiKey.CREATE_TOPICS, request.api_version, {"throttle_time": 0, "topics": entries}
-    )
+    response: CreateTopicsResponse = {"throttle_time": 0, "topics": entries}
+    return build_response(ApiKey.CREATE_TOPICS, request.api_version, response)
+
+
+def _created_configs(
+    context: AdminContext, topic: controller.NewTopic
+) -> list[CreatableTopicConfig]:
+    """A created topic's every config, as CreateTopics v5+ reports them."""
+    return [
+        {
+            "name": entry["name"],
+            "value": entry["value"],
+            "read_only": entry["read_only"],
+            "config_source": entry["config_source"],
+            "is_sensitive": entry["is_sensitive"],
+        }
+        for entry in topic_config_entries(context.config(), dict(topic.configs))
+    ]
 
 
 def _zero_uuid() -> uuid.UUID:
@@ -210,7 +231,7 @@ def _delete_targets(request: Request) -> tuple[list[str], list[uuid.UUID]]:
 
 
 def _delete_response(request: Request, results: list[controller.TopicResult]) -> Any:
-    entries = [
+    entries: list[DeletableTopicResult] = [
         {
             "name": r.name,
             "topic_id": r.topic_id or _zero_uuid(),
@@ -219,9 +240,8 @@ def _delete_response(request: Request, results: list[controller.TopicResult]) ->
         }
         for r in results
     ]
-    return build_response(
-        ApiKey.DELETE_TOPICS, request.api_version, {"throttle_time": 0, "responses": entries}
-    )
+    response: DeleteTopicsResponse = {"throttle_time": 0, "responses": entries}
+    return build_response(ApiKey.DELETE_TOPICS, request.api_version, response)
 
 
 async def _delete_topics_here(context: AdminContext, request: Request) -> Any:
@@ -254,12 +274,17 @@ async def controller_create_partitions(context: AdminContext, request: Request) 
 
 
 def _create_partitions_error(request: Request, code: ErrorCode, message: str) -> Any:
-    entries = [
+    entries: list[CreatePartitionsTopicResult] = [
         {"name": t.name, "error_code": code, "error_message": message} for t in request.body.topics
     ]
-    return build_response(
-        ApiKey.CREATE_PARTITIONS, request.api_version, {"throttle_time": 0, "results": entries}
-    )
+    return _create_partitions_response(request, entries)
+
+
+def _create_partitions_response(
+    request: Request, entries: list[CreatePartitionsTopicResult]
+) -> Any:
+    response: CreatePartitionsResponse = {"throttle_time": 0, "results": entries}
+    return build_response(ApiKey.CREATE_PARTITIONS, request.api_version, response)
 
 
 async def _create_partitions_here(context: AdminContext, request: Request) -> Any:
@@ -281,10 +306,8 @@ async def _create_partitions_here(context: AdminContext, request: Request) -> An
             validate_only=bool(body.validate_only),
         )
     )
-    entries = [
+    entries: list[CreatePartitionsTopicResult] = [
         {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
         for r in results
     ]
-    return build_response(
-        ApiKey.CREATE_PARTITIONS, request.api_version, {"throttle_time": 0, "results": entries}
-    )
+    return _create_partitions_response(request, entries)

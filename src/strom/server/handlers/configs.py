@@ -20,37 +20,41 @@ from strom.metadata.configs import (
 from strom.metadata.records import ConfigResourceType
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.admin import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+    DescribeConfigsEntry,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
 
 log = logging.getLogger(__name__)
 
 
-def _entry(name: str, value: str | None, source: ConfigSource, **extra: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+def _entry(name: str, value: str | None, source: ConfigSource) -> DescribeConfigsEntry:
+    return {
         "name": name,
         "value": value,
         "read_only": False,
         "config_source": int(source),
-        "is_default": source == ConfigSource.DEFAULT_CONFIG,
         "is_sensitive": False,
         "synonyms": [],
         "config_type": 0,
         "documentation": None,
     }
-    entry.update(extra)
-    return entry
 
 
 def topic_config_entries(
     config: BrokerConfig, overrides: Mapping[str, str]
-) -> list[dict[str, Any]]:
+) -> list[DescribeConfigsEntry]:
     """A topic's every config: its `overrides`, else the broker's `config` behind them."""
     effective = effective_topic_config(config, overrides)
     return [_entry(name, value, source) for name, (value, source) in sorted(effective.items())]
 
 
-def _broker_entries(config: BrokerConfig) -> list[dict[str, Any]]:
+def _broker_entries(config: BrokerConfig) -> list[DescribeConfigsEntry]:
     return [
         _entry(name, value, config.sources.get(name, ConfigSource.DEFAULT_CONFIG))
         for name, value in sorted(config.raw.items())
@@ -60,9 +64,9 @@ def _broker_entries(config: BrokerConfig) -> list[dict[str, Any]]:
 async def handle_describe_configs(context: AdminContext, request: Request) -> Any:
     image = context.metadata.image
     config = context.config()
-    results = []
+    results: list[DescribeConfigsResult] = []
     for resource in request.body.resources:
-        result: dict[str, Any] = {
+        result: DescribeConfigsResult = {
             "error_code": ErrorCode.none,
             "error_message": None,
             "resource_type": resource.resource_type,
@@ -100,9 +104,8 @@ async def handle_describe_configs(context: AdminContext, request: Request) -> An
             wanted = set(keys)
             entries = [e for e in entries if e["name"] in wanted]
         result["configs"] = entries
-    return build_response(
-        ApiKey.DESCRIBE_CONFIGS, request.api_version, {"throttle_time": 0, "results": results}
-    )
+    response: DescribeConfigsResponse = {"throttle_time": 0, "results": results}
+    return build_response(ApiKey.DESCRIBE_CONFIGS, request.api_version, response)
 
 
 # --- AlterConfigs and IncrementalAlterConfigs: decided by the active controller -------
@@ -132,22 +135,18 @@ def _op(value: int) -> AlterConfigOp:
 
 
 def _alter_response(request: Request, results: list[ConfigResult]) -> Any:
-    return build_response(
-        request.api_key,
-        request.api_version,
+    """AlterConfigs' or IncrementalAlterConfigs' response (the same shape)."""
+    entries: list[AlterConfigsResourceResponse] = [
         {
-            "throttle_time": 0,
-            "responses": [
-                {
-                    "error_code": r.error_code,
-                    "error_message": r.error_message,
-                    "resource_type": r.resource_type,
-                    "resource_name": r.resource_name,
-                }
-                for r in results
-            ],
-        },
-    )
+            "error_code": r.error_code,
+            "error_message": r.error_message,
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+        }
+        for r in results
+    ]
+    response: AlterConfigsResponse = {"throttle_time": 0, "responses": entries}
+    return build_response(request.api_key, request.api_version, response)
 
 
 def _alter_error(request: Request, code: ErrorCode, message: str) -> Any:

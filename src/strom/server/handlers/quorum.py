@@ -17,6 +17,17 @@ from kio.schema.errors import ErrorCode
 from strom.metadata.isr import IsrChange, IsrMember
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.quorum import (
+    AllocateProducerIdsResponse,
+    AlterPartitionPartition,
+    AlterPartitionResponse,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
+    DescribeQuorumResponse,
+    QuorumNode,
+    QuorumPartition,
+    QuorumReplica,
+)
 from strom.server.controller import NotController
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import QuorumContext, QuorumController
@@ -49,17 +60,18 @@ async def handle_broker_registration(context: QuorumContext, request: Request) -
             error, epoch = ErrorCode.not_controller, -1
     elif controller is not None:
         error = ErrorCode.invalid_request
-    return build_response(
-        ApiKey.BROKER_REGISTRATION,
-        request.api_version,
-        {"throttle_time": 0, "error_code": error, "broker_epoch": epoch},
-    )
+    response: BrokerRegistrationResponse = {
+        "throttle_time": 0,
+        "error_code": error,
+        "broker_epoch": epoch,
+    }
+    return build_response(ApiKey.BROKER_REGISTRATION, request.api_version, response)
 
 
 async def handle_broker_heartbeat(context: QuorumContext, request: Request) -> Any:
     body = request.body
     controller = _active(context)
-    data: dict[str, Any] = {
+    data: BrokerHeartbeatResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.not_controller,
         "is_caught_up": False,
@@ -78,12 +90,10 @@ async def handle_broker_heartbeat(context: QuorumContext, request: Request) -> A
         except NotController:
             pass
         else:
-            data.update(
-                error_code=result.error_code,
-                is_caught_up=result.is_caught_up,
-                is_fenced=result.is_fenced,
-                should_shut_down=result.should_shutdown,
-            )
+            data["error_code"] = result.error_code
+            data["is_caught_up"] = result.is_caught_up
+            data["is_fenced"] = result.is_fenced
+            data["should_shut_down"] = result.should_shutdown
     return build_response(ApiKey.BROKER_HEARTBEAT, request.api_version, data)
 
 
@@ -103,11 +113,13 @@ async def controller_describe_quorum(context: QuorumContext, request: Request) -
 
 
 def _describe_error(request: Request, code: ErrorCode, message: str) -> Any:
-    return build_response(
-        ApiKey.DESCRIBE_QUORUM,
-        request.api_version,
-        {"error_code": code, "error_message": message, "topics": [], "nodes": []},
-    )
+    response: DescribeQuorumResponse = {
+        "error_code": code,
+        "error_message": message,
+        "topics": [],
+        "nodes": [],
+    }
+    return build_response(ApiKey.DESCRIBE_QUORUM, request.api_version, response)
 
 
 async def _describe_here(context: QuorumContext, request: Request) -> Any:
@@ -115,7 +127,7 @@ async def _describe_here(context: QuorumContext, request: Request) -> Any:
     quorum = store.describe_quorum() if store is not None else None
     if quorum is None:
         raise NotController(context.forward.channel.leader_id)
-    voters = [
+    voters: list[QuorumReplica] = [
         {
             "replica_id": voter.node_id,
             "replica_directory_id": None,
@@ -125,7 +137,7 @@ async def _describe_here(context: QuorumContext, request: Request) -> Any:
         }
         for voter in quorum.voters
     ]
-    partition = {
+    partition: QuorumPartition = {
         "partition_index": 0,
         "error_code": ErrorCode.none,
         "error_message": None,
@@ -135,29 +147,26 @@ async def _describe_here(context: QuorumContext, request: Request) -> Any:
         "current_voters": voters,
         "observers": [],
     }
-    nodes = [
+    nodes: list[QuorumNode] = [
         {
             "node_id": node_id,
             "listeners": [{"name": context.listener_name, "host": host, "port": port}],
         }
         for node_id, host, port in quorum.endpoints
     ]
-    return build_response(
-        ApiKey.DESCRIBE_QUORUM,
-        request.api_version,
-        {
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
-            "nodes": nodes,
-        },
-    )
+    response: DescribeQuorumResponse = {
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "topics": [{"topic_name": METADATA_TOPIC, "partitions": [partition]}],
+        "nodes": nodes,
+    }
+    return build_response(ApiKey.DESCRIBE_QUORUM, request.api_version, response)
 
 
 async def handle_allocate_producer_ids(context: QuorumContext, request: Request) -> Any:
     body = request.body
     controller = _active(context)
-    data: dict[str, Any] = {
+    data: AllocateProducerIdsResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.not_controller,
         "producer_id_start": -1,
@@ -171,11 +180,9 @@ async def handle_allocate_producer_ids(context: QuorumContext, request: Request)
         except NotController:
             pass
         else:
-            data.update(
-                error_code=result.error_code,
-                producer_id_start=result.first_id,
-                producer_id_len=result.count,
-            )
+            data["error_code"] = result.error_code
+            data["producer_id_start"] = result.first_id
+            data["producer_id_len"] = result.count
     return build_response(ApiKey.ALLOCATE_PRODUCER_IDS, request.api_version, data)
 
 
@@ -184,7 +191,7 @@ async def handle_alter_partition(context: QuorumContext, request: Request) -> An
     is the active controller, so the leader looks for the one that is."""
     body = request.body
     controller = _active(context)
-    data: dict[str, Any] = {
+    data: AlterPartitionResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.not_controller,
         "topics": [],
@@ -208,7 +215,7 @@ async def handle_alter_partition(context: QuorumContext, request: Request) -> An
         )
     except NotController:
         return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
-    topics: dict[Any, list[dict[str, Any]]] = {}
+    topics: dict[uuid.UUID, list[AlterPartitionPartition]] = {}
     for done in result.partitions:
         topics.setdefault(done.topic_id, []).append(
             {
@@ -221,10 +228,8 @@ async def handle_alter_partition(context: QuorumContext, request: Request) -> An
                 "partition_epoch": done.partition_epoch,
             }
         )
-    data.update(
-        error_code=result.error_code,
-        topics=[{"topic_id": t, "partitions": parts} for t, parts in topics.items()],
-    )
+    data["error_code"] = result.error_code
+    data["topics"] = [{"topic_id": t, "partitions": parts} for t, parts in topics.items()]
     return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
 
 

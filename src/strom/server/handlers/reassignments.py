@@ -10,6 +10,13 @@ from kio.schema.errors import ErrorCode
 from strom.metadata.reassignments import PartitionTarget
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.admin import (
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+    ReassignablePartitionResponse,
+)
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
 
@@ -26,24 +33,21 @@ async def controller_alter_partition_reassignments(context: AdminContext, reques
 
 def _alter_response(
     request: Request,
-    partitions: dict[str, list[dict[str, Any]]],
+    partitions: dict[str, list[ReassignablePartitionResponse]],
     code: ErrorCode = ErrorCode.none,
     message: str | None = None,
 ) -> Any:
-    return build_response(
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-        request.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": code,
-            "error_message": message,
-            "responses": [{"name": name, "partitions": p} for name, p in partitions.items()],
-        },
-    )
+    response: AlterPartitionReassignmentsResponse = {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": message,
+        "responses": [{"name": name, "partitions": p} for name, p in partitions.items()],
+    }
+    return build_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request.api_version, response)
 
 
 def _alter_error(request: Request, code: ErrorCode, message: str) -> Any:
-    partitions: dict[str, list[dict[str, Any]]] = {}
+    partitions: dict[str, list[ReassignablePartitionResponse]] = {}
     for topic in request.body.topics:
         partitions.setdefault(topic.name, []).extend(
             {"partition_index": p.partition_index, "error_code": code, "error_message": message}
@@ -63,7 +67,7 @@ async def _alter_here(context: AdminContext, request: Request) -> Any:
         for p in topic.partitions
     ]
     results = await context.active_controller().alter_reassignments(targets)
-    partitions: dict[str, list[dict[str, Any]]] = {}
+    partitions: dict[str, list[ReassignablePartitionResponse]] = {}
     for result in results:
         partitions.setdefault(result.topic, []).append(
             {
@@ -88,15 +92,17 @@ async def controller_list_partition_reassignments(context: AdminContext, request
 
 def _list_response(
     request: Request,
-    topics: list[dict[str, Any]],
+    topics: list[OngoingTopicReassignment],
     code: ErrorCode = ErrorCode.none,
     message: str | None = None,
 ) -> Any:
-    return build_response(
-        ApiKey.LIST_PARTITION_REASSIGNMENTS,
-        request.api_version,
-        {"throttle_time": 0, "error_code": code, "error_message": message, "topics": topics},
-    )
+    response: ListPartitionReassignmentsResponse = {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": message,
+        "topics": topics,
+    }
+    return build_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, request.api_version, response)
 
 
 def _list_error(request: Request, code: ErrorCode, message: str) -> Any:
@@ -111,7 +117,7 @@ async def _list_here(context: AdminContext, request: Request) -> Any:
         for topic in asked:
             wanted.setdefault(topic.name, []).extend(int(i) for i in topic.partition_indexes)
     ongoing = await context.active_controller().list_reassignments(wanted)
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[OngoingPartitionReassignment]] = {}
     for found in ongoing:
         topics.setdefault(found.topic, []).append(
             {
