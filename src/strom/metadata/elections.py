@@ -35,7 +35,7 @@ reassignment that the change made complete (every target replica in the ISR).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 
 from strom.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
@@ -230,12 +230,17 @@ def unfence_broker(
 
 
 def preferred_leader_elections(
-    image: MetadataImage, *, imbalance_percentage: int = 0
+    image: MetadataImage,
+    *,
+    imbalance_percentage: int = 0,
+    settled: Collection[int] | None = None,
 ) -> list[MetadataRecord]:
     """Lead every partition by its preferred (first) replica where that one is unfenced,
     in the ISR and not already the leader — for the preferred brokers whose share of
     partitions led by another exceeds `imbalance_percentage` (Kafka's
-    leader.imbalance.per.broker.percentage; 0: any imbalance)."""
+    leader.imbalance.per.broker.percentage; 0: any imbalance) and, when `settled` is
+    given, that are in it: a broker that has only just come back does not take its
+    leaderships (and their clients) back before it has stayed up for a while."""
     preferred_of: dict[int, int] = {}
     imbalanced: dict[int, int] = {}
     for _, partition in image.partitions():
@@ -248,6 +253,7 @@ def preferred_leader_elections(
         broker
         for broker, count in imbalanced.items()
         if count * 100 > imbalance_percentage * preferred_of[broker]
+        and (settled is None or broker in settled)
     }
     records: list[MetadataRecord] = []
     for topic, partition in image.partitions():

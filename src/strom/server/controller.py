@@ -64,6 +64,9 @@ class ControllerService:
         self._pending: dict[int, tuple[int, asyncio.Future[None]]] = {}  # index -> (term, f)
         self._last_heartbeat_ms: dict[int, int] = {}
         self._heard_this_term: set[int] = set()
+        self._live_since_ms: dict[int, int] = {}
+        """When each unfenced broker was last seen unfenced after being fenced (or when
+        this controller first saw it live): how long it has stayed up."""
         self._tasks = TaskSet(f"[node {self.node_id}] controller", expected=(NotController,))
         self.activated_ms = 0
 
@@ -90,6 +93,7 @@ class ControllerService:
         self.activated_ms = current
         self._last_heartbeat_ms = dict.fromkeys(self._speculative.brokers, current)
         self._heard_this_term = set()
+        self._live_since_ms = {}
         log.info("[node %d] active controller for term %d", self.node_id, term)
         self._tasks.spawn(self._bootstrap(), "controller-bootstrap")
         if not self._sessions:
@@ -228,21 +232,38 @@ class ControllerService:
         )
 
     async def _preferred_leader_loop(self) -> None:
-        """Every leader.imbalance.check.interval.seconds, as Kafka: a broker that just came
+        """Every leader.imbalance.check.interval.seconds, as Kafka; and, beyond Kafka, only
+        to brokers that have stayed unfenced for a whole interval: a broker that just came
         back does not take its leaderships back at once, so a broker flapping in and out
-        of the network does not drag leadership (and its clients) with it."""
+        of the network does not drag leadership (and its clients, which must reconnect to
+        it) with it."""
         while True:
             await asyncio.sleep(self._broker.config.leader_imbalance_check_interval_seconds)
             await self.restore_preferred_leaders()
+
+    def settled_brokers(self, image: MetadataImage, current_ms: int, interval_ms: int) -> set[int]:
+        """The live brokers that have been unfenced for at least `interval_ms`; a live
+        broker first seen now starts counting now."""
+        live = {b for b in image.brokers if image.is_live(b)}
+        for gone in set(self._live_since_ms) - live:
+            del self._live_since_ms[gone]
+        for broker in live:
+            self._live_since_ms.setdefault(broker, current_ms)
+        return {b for b in live if current_ms - self._live_since_ms[b] >= interval_ms}
 
     async def restore_preferred_leaders(self) -> None:
         config = self._broker.config
         if not config.auto_leader_rebalance_enable:
             return
         percentage = config.leader_imbalance_per_broker_percentage
+        settled = self.settled_brokers(
+            self._speculative, now_ms(), config.leader_imbalance_check_interval_seconds * 1000
+        )
         await self.decide(
             lambda image: (
-                broker_decisions.preferred_leader_elections(image, imbalance_percentage=percentage),
+                broker_decisions.preferred_leader_elections(
+                    image, imbalance_percentage=percentage, settled=settled
+                ),
                 None,
             )
         )
@@ -307,6 +328,7 @@ class ControllerService:
             self.heard_from(broker_id)
             if was_fenced and not self._fenced(broker_id):
                 log.info("[node %d] unfenced broker %d", self.node_id, broker_id)
+                self._live_since_ms[broker_id] = now_ms()
         return result
 
     async def allocate_producer_ids(

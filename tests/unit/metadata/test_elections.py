@@ -160,6 +160,19 @@ def test_a_preferred_replica_out_of_sync_does_not_take_leadership() -> None:
     assert brokers.preferred_leader_elections(image) == []
 
 
+def test_preferred_leaders_return_only_to_settled_brokers() -> None:
+    """Broker 3 is back, in sync and preferred for t-2, but has not stayed up long
+    enough (not in `settled`): it does not take the leadership back yet."""
+    image = three_brokers_one_topic()
+    image = fence(image, 3)
+    image, _ = heartbeat(image, 3)
+    image = rejoin(image, "t", 2, 3)
+    assert brokers.preferred_leader_elections(image, settled={1, 2}) == []
+    records = brokers.preferred_leader_elections(image, settled={1, 2, 3})
+    assert len(records) == 1
+    assert partition(commit(image, records), "t", 2).leader == 3
+
+
 def test_preferred_leaders_return_only_past_the_imbalance_percentage() -> None:
     """Broker 3 is preferred for one partition of three (t-2), led elsewhere: 100% of its
     preferred partitions, over any percentage below 100."""
