@@ -23,6 +23,11 @@ from strom.protocol.responses.admin import (
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsResponse,
 )
+from strom.protocol.responses.cluster import (
+    DescribeClusterResponse,
+    FindCoordinatorResponse,
+    MetadataResponse,
+)
 from strom.protocol.responses.fetch import (
     FetchResponse,
     ListOffsetsResponse,
@@ -56,5 +61,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,
     ApiKey.ALLOCATE_PRODUCER_IDS: AllocateProducerIdsResponse,
     ApiKey.ALTER_PARTITION: AlterPartitionResponse,
+    ApiKey.METADATA: MetadataResponse,
+    ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
+    ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
 }
 """Each API's response shape; the APIs not listed still build plain mappings."""

@@ -12,6 +12,13 @@ from strom.metadata import controller
 from strom.metadata.image import MetadataImage, TopicImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.cluster import (
+    DescribeClusterBroker,
+    DescribeClusterResponse,
+    MetadataBroker,
+    MetadataResponse,
+    MetadataTopic,
+)
 from strom.server.connection import api_versions_body
 from strom.server.handlers import admin
 from strom.server.handlers.ports import ClusterContext
@@ -25,19 +32,33 @@ async def handle_api_versions(context: ClusterContext, request: Request) -> Any:
     return api_versions_body(request.api_version)
 
 
-def _brokers(image: MetadataImage, *, include_fenced: bool = False) -> list[dict[str, Any]]:
-    """Registered brokers; clients are told only of the unfenced ones, as Kafka does."""
+def _live(image: MetadataImage, *, include_fenced: bool = False) -> list[Any]:
+    """Registered brokers by id; clients are told only of the unfenced ones, as Kafka
+    does."""
+    return [
+        b
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+        if include_fenced or not b.fenced
+    ]
+
+
+def _metadata_brokers(image: MetadataImage) -> list[MetadataBroker]:
+    return [
+        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in _live(image)
+    ]
+
+
+def _cluster_brokers(image: MetadataImage, *, include_fenced: bool) -> list[DescribeClusterBroker]:
     return [
         {
-            "node_id": b.broker_id,
             "broker_id": b.broker_id,
             "host": b.host,
             "port": b.port,
             "rack": b.rack,
             "is_fenced": b.fenced,
         }
-        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
-        if include_fenced or not b.fenced
+        for b in _live(image, include_fenced=include_fenced)
     ]
 
 
@@ -56,7 +77,7 @@ def controller_id(context: ClusterContext, image: MetadataImage) -> int:
     return leader
 
 
-def _topic_entry(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
+def _topic_entry(topic: TopicImage, image: MetadataImage) -> MetadataTopic:
     fenced = {b.broker_id for b in image.brokers.values() if b.fenced}
     return {
         "error_code": ErrorCode.none,
@@ -79,13 +100,15 @@ def _topic_entry(topic: TopicImage, image: MetadataImage) -> dict[str, Any]:
     }
 
 
-def _error_entry(name: str | None, code: ErrorCode, topic_id: Any = None) -> dict[str, Any]:
+def _error_entry(
+    name: str | None, code: ErrorCode, topic_id: uuid.UUID | None = None
+) -> MetadataTopic:
     return {
         "error_code": code,
         "name": name,
         "topic_id": topic_id or uuid.UUID(int=0),
         "is_internal": False,
-        "partitions": (),
+        "partitions": [],
         "topic_authorized_operations": _OMITTED_OPERATIONS,
     }
 
@@ -97,7 +120,7 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
     if version == 0 and not requested:
         requested = None  # v0 asks for every topic with an empty list
     allow_auto_create = bool(getattr(body, "allow_auto_topic_creation", True))
-    topics: list[dict[str, Any]] = []
+    topics: list[MetadataTopic] = []
     if requested is None:
         image = context.metadata.image
         topics = [_topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
@@ -133,36 +156,29 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
                     else ErrorCode.unknown_topic_or_partition
                 )
                 topics.append(_error_entry(wanted.name, code))
-    return build_response(
-        ApiKey.METADATA,
-        version,
-        {
-            "throttle_time": 0,
-            "brokers": _brokers(image),
-            "cluster_id": context.cluster_id(),
-            "controller_id": controller_id(context, image),
-            "topics": topics,
-            "cluster_authorized_operations": _OMITTED_OPERATIONS,
-            "error_code": ErrorCode.none,
-        },
-    )
+    response: MetadataResponse = {
+        "throttle_time": 0,
+        "brokers": _metadata_brokers(image),
+        "cluster_id": context.cluster_id(),
+        "controller_id": controller_id(context, image),
+        "topics": topics,
+        "cluster_authorized_operations": _OMITTED_OPERATIONS,
+        "error_code": ErrorCode.none,
+    }
+    return build_response(ApiKey.METADATA, version, response)
 
 
 async def handle_describe_cluster(context: ClusterContext, request: Request) -> Any:
     image = context.metadata.image
-    return build_response(
-        ApiKey.DESCRIBE_CLUSTER,
-        request.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "endpoint_type": getattr(request.body, "endpoint_type", 1),
-            "cluster_id": context.cluster_id(),
-            "controller_id": controller_id(context, image),
-            "brokers": _brokers(
-                image, include_fenced=bool(getattr(request.body, "include_fenced_brokers", False))
-            ),
-            "cluster_authorized_operations": _OMITTED_OPERATIONS,
-        },
-    )
+    include_fenced = bool(getattr(request.body, "include_fenced_brokers", False))
+    response: DescribeClusterResponse = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "endpoint_type": int(getattr(request.body, "endpoint_type", 1)),
+        "cluster_id": context.cluster_id(),
+        "controller_id": controller_id(context, image),
+        "brokers": _cluster_brokers(image, include_fenced=include_fenced),
+        "cluster_authorized_operations": _OMITTED_OPERATIONS,
+    }
+    return build_response(ApiKey.DESCRIBE_CLUSTER, request.api_version, response)

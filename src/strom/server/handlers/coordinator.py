@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.cluster import Coordinator, FindCoordinatorResponse
 from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.ports import GroupContext
 
@@ -23,8 +24,8 @@ _GROUP = 0
 _TRANSACTION = 1
 
 
-async def _coordinator(context: GroupContext, key: str, key_type: int) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+async def _coordinator(context: GroupContext, key: str, key_type: int) -> Coordinator:
+    entry: Coordinator = {
         "key": key,
         "node_id": -1,
         "host": "",
@@ -45,7 +46,9 @@ async def _coordinator(context: GroupContext, key: str, key_type: int) -> dict[s
             entry["error_code"] = ErrorCode.coordinator_not_available
             entry["error_message"] = f"{OFFSETS_TOPIC}-{index} has no leader now"
         else:
-            entry.update(node_id=leader.broker_id, host=leader.host, port=leader.port)
+            entry["node_id"] = leader.broker_id
+            entry["host"] = leader.host
+            entry["port"] = leader.port
     elif key_type == _TRANSACTION:
         entry["error_code"] = ErrorCode.transactional_id_authorization_failed
         entry["error_message"] = "strom does not support transactions yet"
@@ -60,7 +63,18 @@ async def handle_find_coordinator(context: GroupContext, request: Request) -> An
     key_type = int(getattr(body, "key_type", _GROUP))
     if request.api_version >= 4:
         coordinators = [await _coordinator(context, key, key_type) for key in body.coordinator_keys]
-        data: dict[str, Any] = {"throttle_time": 0, "coordinators": coordinators}
     else:
-        data = {"throttle_time": 0, **(await _coordinator(context, body.key, key_type))}
-    return build_response(ApiKey.FIND_COORDINATOR, request.api_version, data)
+        coordinators = [await _coordinator(context, body.key, key_type)]
+    # v0-v3 answer their one key at the top level, v4+ in `coordinators`; the codec
+    # keeps what the asked version has.
+    first = coordinators[0] if coordinators else None
+    response: FindCoordinatorResponse = {
+        "throttle_time": 0,
+        "error_code": first["error_code"] if first else ErrorCode.none,
+        "error_message": first["error_message"] if first else None,
+        "node_id": first["node_id"] if first else -1,
+        "host": first["host"] if first else "",
+        "port": first["port"] if first else -1,
+        "coordinators": coordinators,
+    }
+    return build_response(ApiKey.FIND_COORDINATOR, request.api_version, response)
