@@ -29,6 +29,7 @@ from strom.protocol.codec import (
     decode_request,
     encode_response,
 )
+from strom.protocol.responses.groups import ApiVersionsResponse
 from strom.server.private import FIRST_PRIVATE_KEY, PrivatePayloadError
 
 log = logging.getLogger(__name__)
@@ -46,18 +47,15 @@ _PRIVATE_HEADER = struct.Struct(">hhi")
 
 
 def api_versions_body(api_version: int, error: ErrorCode = ErrorCode.none) -> Any:
-    return build_response(
-        ApiKey.API_VERSIONS,
-        api_version,
-        {
-            "error_code": error,
-            "api_keys": [
-                {"api_key": int(key), "min_version": r.min_version, "max_version": r.max_version}
-                for key, r in sorted(SUPPORTED_APIS.items())
-            ],
-            "throttle_time": 0,
-        },
-    )
+    response: ApiVersionsResponse = {
+        "error_code": error,
+        "api_keys": [
+            {"api_key": int(key), "min_version": r.min_version, "max_version": r.max_version}
+            for key, r in sorted(SUPPORTED_APIS.items())
+        ],
+        "throttle_time": 0,
+    }
+    return build_response(ApiKey.API_VERSIONS, api_version, response)
 
 
 class Connection:

@@ -98,3 +98,7 @@ def test_the_check_catches_a_wrong_shape() -> None:
     problems = _compare(Broken, response_class(ApiKey.PRODUCE, 12), seen, "v12")
     assert problems == ["v12.responses: an entity, not a shape here"]
     assert _keys(Broken, set()) - seen == {(Broken.__qualname__, "no_such_field")}
+
+
+def test_every_api_strom_serves_has_a_shape() -> None:
+    assert set(SERVED_APIS) - set(SHAPES) == set()

@@ -33,6 +33,19 @@ from strom.protocol.responses.fetch import (
     ListOffsetsResponse,
     OffsetForLeaderEpochResponse,
 )
+from strom.protocol.responses.groups import (
+    ApiVersionsResponse,
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
 from strom.protocol.responses.produce import InitProducerIdResponse, ProduceResponse
 from strom.protocol.responses.quorum import (
     AllocateProducerIdsResponse,
@@ -64,5 +77,16 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.METADATA: MetadataResponse,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
     ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
+    ApiKey.API_VERSIONS: ApiVersionsResponse,
+    ApiKey.JOIN_GROUP: JoinGroupResponse,
+    ApiKey.SYNC_GROUP: SyncGroupResponse,
+    ApiKey.HEARTBEAT: HeartbeatResponse,
+    ApiKey.LEAVE_GROUP: LeaveGroupResponse,
+    ApiKey.LIST_GROUPS: ListGroupsResponse,
+    ApiKey.DESCRIBE_GROUPS: DescribeGroupsResponse,
+    ApiKey.DELETE_GROUPS: DeleteGroupsResponse,
+    ApiKey.OFFSET_COMMIT: OffsetCommitResponse,
+    ApiKey.OFFSET_FETCH: OffsetFetchResponse,
+    ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
 }
-"""Each API's response shape; the APIs not listed still build plain mappings."""
+"""Each API's response shape: every API strom serves has one."""

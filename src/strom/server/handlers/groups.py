@@ -19,6 +19,17 @@ from strom.group.coordinator import JoinRequest, LeavingMember, SyncRequest
 from strom.group.state import GroupState, JoinResult, SyncResult
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
+from strom.protocol.responses.groups import (
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListedGroup,
+    ListGroupsResponse,
+    SyncGroupResponse,
+)
 from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.ports import GroupContext
 
@@ -46,28 +57,25 @@ async def handle_join_group(context: GroupContext, request: Request) -> Any:
         result = JoinResult(exc.error_code, member_id=join.member_id)
     if result.error is ErrorCode.member_id_required and request.api_version < 4:
         result = JoinResult(ErrorCode.unknown_member_id)
-    return build_response(
-        ApiKey.JOIN_GROUP,
-        request.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": result.error,
-            "generation_id": result.generation_id,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name,
-            "leader": result.leader_id,
-            "skip_assignment": result.skip_assignment,
-            "member_id": result.member_id,
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "metadata": m.metadata,
-                }
-                for m in result.members
-            ],
-        },
-    )
+    response: JoinGroupResponse = {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata,
+            }
+            for m in result.members
+        ],
+    }
+    return build_response(ApiKey.JOIN_GROUP, request.api_version, response)
 
 
 async def handle_sync_group(context: GroupContext, request: Request) -> Any:
@@ -85,17 +93,14 @@ async def handle_sync_group(context: GroupContext, request: Request) -> Any:
         result = await context.groups.sync(sync)
     except CoordinatorUnavailable as exc:
         result = SyncResult(exc.error_code)
-    return build_response(
-        ApiKey.SYNC_GROUP,
-        request.api_version,
-        {
-            "throttle_time": 0,
-            "error_code": result.error,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name,
-            "assignment": result.assignment,
-        },
-    )
+    response: SyncGroupResponse = {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+    return build_response(ApiKey.SYNC_GROUP, request.api_version, response)
 
 
 async def handle_heartbeat(context: GroupContext, request: Request) -> Any:
@@ -111,9 +116,8 @@ async def handle_heartbeat(context: GroupContext, request: Request) -> Any:
         await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
-    return build_response(
-        ApiKey.HEARTBEAT, request.api_version, {"throttle_time": 0, "error_code": error}
-    )
+    response: HeartbeatResponse = {"throttle_time": 0, "error_code": error}
+    return build_response(ApiKey.HEARTBEAT, request.api_version, response)
 
 
 async def handle_leave_group(context: GroupContext, request: Request) -> Any:
@@ -130,7 +134,7 @@ async def handle_leave_group(context: GroupContext, request: Request) -> Any:
         await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error, member_errors = exc.error_code, []
-    data: dict[str, Any] = {"throttle_time": 0, "error_code": error, "members": []}
+    data: LeaveGroupResponse = {"throttle_time": 0, "error_code": error, "members": []}
     if request.api_version >= 3:
         data["members"] = [
             {
@@ -149,7 +153,7 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
-    groups = []
+    groups: list[ListedGroup] = []
     for group in context.groups.describe_all():
         if states and group.state.value.lower() not in states:
             continue
@@ -163,17 +167,18 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
                 "group_type": "classic",
             }
         )
-    return build_response(
-        ApiKey.LIST_GROUPS,
-        request.api_version,
-        {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups},
-    )
+    response: ListGroupsResponse = {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "groups": groups,
+    }
+    return build_response(ApiKey.LIST_GROUPS, request.api_version, response)
 
 
 async def handle_describe_groups(context: GroupContext, request: Request) -> Any:
-    entries = []
+    entries: list[DescribedGroup] = []
     for group_id in request.body.groups:
-        entry: dict[str, Any] = {
+        entry: DescribedGroup = {
             "error_code": ErrorCode.none,
             "error_message": None,
             "group_id": group_id,
@@ -195,25 +200,22 @@ async def handle_describe_groups(context: GroupContext, request: Request) -> Any
                 entry["error_code"] = ErrorCode.group_id_not_found
                 entry["error_message"] = f"group {group_id} does not exist"
             continue
-        entry.update(
-            group_state=description.state.value,
-            protocol_type=description.protocol_type,
-            protocol_data=description.protocol_name,
-            members=[
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "member_metadata": m.metadata,
-                    "member_assignment": m.assignment,
-                }
-                for m in description.members
-            ],
-        )
-    return build_response(
-        ApiKey.DESCRIBE_GROUPS, request.api_version, {"throttle_time": 0, "groups": entries}
-    )
+        entry["group_state"] = description.state.value
+        entry["protocol_type"] = description.protocol_type
+        entry["protocol_data"] = description.protocol_name
+        entry["members"] = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata,
+                "member_assignment": m.assignment,
+            }
+            for m in description.members
+        ]
+    response: DescribeGroupsResponse = {"throttle_time": 0, "groups": entries}
+    return build_response(ApiKey.DESCRIBE_GROUPS, request.api_version, response)
 
 
 async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
@@ -233,11 +235,8 @@ async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
     except CoordinatorUnavailable as exc:
         deleted = [g for g, error in zip(local, errors, strict=True) if error is ErrorCode.none]
         results.update(dict.fromkeys(deleted, exc.error_code))
-    return build_response(
-        ApiKey.DELETE_GROUPS,
-        request.api_version,
-        {
-            "throttle_time": 0,
-            "results": [{"group_id": g, "error_code": results[g]} for g in group_ids],
-        },
-    )
+    response: DeleteGroupsResponse = {
+        "throttle_time": 0,
+        "results": [{"group_id": g, "error_code": results[g]} for g in group_ids],
+    }
+    return build_response(ApiKey.DELETE_GROUPS, request.api_version, response)

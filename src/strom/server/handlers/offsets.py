@@ -17,6 +17,15 @@ from strom.group.state import TopicPartition
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
+from strom.protocol.responses.groups import (
+    FetchedGroup,
+    FetchedOffset,
+    FetchedTopic,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    TopicPartitionErrors,
+)
 from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.ports import GroupContext
 
@@ -70,7 +79,7 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
         results = [exc.error_code] * len(wanted)
     for each, error in zip(wanted, results, strict=True):
         errors[(each.topic, each.partition)] = error
-    topics = [
+    topics: list[TopicPartitionErrors] = [
         {
             "name": topic.name,
             "partitions": [
@@ -83,14 +92,13 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
         }
         for topic in body.topics
     ]
-    return build_response(
-        ApiKey.OFFSET_COMMIT, request.api_version, {"throttle_time": 0, "topics": topics}
-    )
+    response: OffsetCommitResponse = {"throttle_time": 0, "topics": topics}
+    return build_response(ApiKey.OFFSET_COMMIT, request.api_version, response)
 
 
 async def _fetch_group(
     context: GroupContext, group_id: str, topics: Any
-) -> tuple[ErrorCode, list[dict[str, Any]]]:
+) -> tuple[ErrorCode, list[FetchedTopic]]:
     try:
         await context.groups.coordinate(group_id)
     except CoordinatorUnavailable as exc:
@@ -110,13 +118,13 @@ async def _fetch_group(
         else [TopicPartition(t.name, int(i)) for t in topics for i in t.partition_indexes]
     )
     found = context.groups.committed_offsets(group_id, partitions)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[FetchedOffset]] = {}
     for tp, value in found:
         by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, value, ErrorCode.none))
     return ErrorCode.none, [{"name": name, "partitions": ps} for name, ps in by_topic.items()]
 
 
-def _partition(index: int, value: Any, error: ErrorCode) -> dict[str, Any]:
+def _partition(index: int, value: Any, error: ErrorCode) -> FetchedOffset:
     return {
         "partition_index": index,
         "committed_offset": value.offset if value is not None else -1,
@@ -128,15 +136,22 @@ def _partition(index: int, value: Any, error: ErrorCode) -> dict[str, Any]:
 
 async def handle_offset_fetch(context: GroupContext, request: Request) -> Any:
     body = request.body
+    # v8+ answer per group in `groups`, v1-v7 one group at the top level; the codec keeps
+    # what the asked version has.
+    data: OffsetFetchResponse = {
+        "throttle_time": 0,
+        "topics": [],
+        "error_code": ErrorCode.none,
+        "groups": [],
+    }
     if request.api_version >= 8:
-        groups = []
+        groups: list[FetchedGroup] = []
         for group in body.groups:
             error, topics = await _fetch_group(context, group.group_id, group.topics)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
-        data: dict[str, Any] = {"throttle_time": 0, "groups": groups}
+        data["groups"] = groups
     else:
-        error, topics = await _fetch_group(context, body.group_id, body.topics)
-        data = {"throttle_time": 0, "topics": topics, "error_code": error}
+        data["error_code"], data["topics"] = await _fetch_group(context, body.group_id, body.topics)
     return build_response(ApiKey.OFFSET_FETCH, request.api_version, data)
 
 
@@ -153,7 +168,7 @@ async def handle_offset_delete(context: GroupContext, request: Request) -> Any:
         await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
-    topics = [
+    topics: list[TopicPartitionErrors] = [
         {
             "name": t.name,
             "partitions": [
@@ -168,8 +183,5 @@ async def handle_offset_delete(context: GroupContext, request: Request) -> Any:
         }
         for t in body.topics
     ]
-    return build_response(
-        ApiKey.OFFSET_DELETE,
-        request.api_version,
-        {"throttle_time": 0, "error_code": error, "topics": topics},
-    )
+    response: OffsetDeleteResponse = {"throttle_time": 0, "error_code": error, "topics": topics}
+    return build_response(ApiKey.OFFSET_DELETE, request.api_version, response)
