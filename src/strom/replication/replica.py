@@ -219,9 +219,8 @@ class Replica:
     # --- as leader ---------------------------------------------------------------------------
 
     def admit(self, acks: int) -> tuple[ErrorCode, str | None]:
-        """May a produce with `acks` append now? acks=all needs min.insync.replicas. A
-        refusal of in-sequence idempotent batches goes into `refusals`, so that the
-        producer's next batch is not told it skipped a sequence (replication/admission.py)."""
+        """May a produce with `acks` append now? acks=all needs min.insync.replicas. The
+        shell records a refusal in `refusals` (replication/admission.py)."""
         if acks == -1 and len(self.isr) < self.min_insync_replicas:
             return ErrorCode.not_enough_replicas, (
                 f"{len(self.isr)} in-sync replica(s), min.insync.replicas is "

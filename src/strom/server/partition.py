@@ -198,12 +198,14 @@ class Partition:
         OUT_OF_ORDER_SEQUENCE_NUMBER (replication/admission.py)."""
         if not self.is_leader:
             raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
-        headers = [header for _, header in batches]
+        refusals = self.replica.refusals
         if acks is not None:
             refused, why = self.replica.admit(acks)
-            if refused != ErrorCode.none and not self.log.producers.repeats(headers):
-                self.refused(headers, refused, why or refused.name)
-                raise RecordsError(refused, why or refused.name)
+            if refused != ErrorCode.none:
+                headers = [header for _, header in batches]
+                if not self.log.producers.repeats(headers):
+                    self.refused(headers, refused, why or refused.name)
+                    raise RecordsError(refused, why or refused.name)
         try:
             result = self.log.append(
                 batches,
@@ -213,14 +215,15 @@ class Partition:
             )
         except RecordsError as exc:
             explained = (
-                self.replica.refusals.explain(headers, exc.error_code, self._expects)
-                if acks is not None
+                refusals.explain([h for _, h in batches], exc.error_code, self._expects)
+                if acks is not None and refusals
                 else None
             )
             if explained is not None:
                 raise RecordsError(*explained) from exc
             raise
-        self.replica.refusals.admitted(headers)
+        if refusals:  # usually empty: no work on the hot path
+            refusals.admitted(header for _, header in batches)
         self._after_append(now_ms)
         if not self.fsync_before_ack:
             self.carry_out(self.replica.on_durable(self.durable_end))
