@@ -13,7 +13,9 @@ check(history) finds:
    offsets increasing with its sequence numbers;
 6. UNDER_MIN_ISR_ACK: a write acknowledged although, for the whole time from its send to
    its acknowledgement, fewer than min.insync.replicas of its partition's replicas were
-   up (never killed or paused over all of it), which acks=all forbids;
+   up (never killed or paused over all of it), or no replica could have reached that many
+   (itself included) across the network's cuts, which acks=all forbids: the record must
+   be held by min.insync.replicas replicas, each fetching it from the leader;
 7. PHANTOM: a record read or in the final log that no producer sent to that partition;
 8. NO_WRITE_AFTER_HEAL: a partition with enough live replicas that acknowledged no write
    sent after a heal of the network within RECOVERY_BOUND_S, or that did and then, before
@@ -29,6 +31,7 @@ not lost data). Every anomaly names the faults around its time.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -47,6 +50,10 @@ from .history import (
 )
 from .recovery import PartitionRecovery, Recovery, Verdict, recoveries
 
+HEAL_SLACK_S = 0.5
+"""A change of the network is stamped once its rules are in place, so a link may carry a
+fetch a moment before the heal that restored it is stamped: each state of the network is
+taken to start this much before its stamp."""
 FAULTS_BEFORE_S = 15.0
 FAULTS_AFTER_S = 5.0
 MAX_FAULTS_SHOWN = 8
@@ -248,6 +255,19 @@ class _Faults:
                 self.down[change.node].append((down_since.pop(change.node), change.at_s))
         for node, since in down_since.items():
             self.down[node].append((since, math.inf))
+        # The states of the network, (since, until, cuts), each from HEAL_SLACK_S before
+        # its stamp to the next stamp (so neighbours overlap, in the replicas' favour).
+        stamps = [change.at_s for change in self.network]
+        self._states: list[tuple[float, float, frozenset[tuple[int, int]]]] = [
+            (since - HEAL_SLACK_S if since > -math.inf else since, until, frozenset(cuts))
+            for since, until, cuts in zip(
+                [-math.inf, *stamps],
+                [*stamps, math.inf],
+                [(), *(change.cuts for change in self.network)],
+                strict=True,
+            )
+        ]
+        self._state_ends = [until for _, until, _ in self._states]
 
     def at(
         self,
@@ -283,6 +303,26 @@ class _Faults:
         return not any(
             since <= start_s and end_s < until for since, until in self.down.get(node, [])
         )
+
+    def reachable(self, replicas: tuple[int, ...], start_s: float, end_s: float) -> list[int]:
+        """The most replicas one of them could have reached (itself included) at some
+        moment from start_s to end_s: up then, and not cut from it by the network state
+        of that moment. A record sent at start_s and acknowledged at end_s with acks=all
+        was fetched from its leader by every other replica that holds it."""
+        reached: dict[int, set[int]] = {node: set() for node in replicas}
+        first = max(0, bisect_right(self._state_ends, start_s) - 1)
+        for since, until, cuts in self._states[first:]:
+            if since > end_s:
+                break
+            low, high = max(since, start_s), min(until, end_s)
+            if low > high:
+                continue
+            up = [node for node in replicas if self.up_at_some_time(node, low, high)]
+            for leader in up:
+                reached[leader].update(
+                    node for node in up if (min(leader, node), max(leader, node)) not in cuts
+                )
+        return sorted(max(reached.values(), key=len, default=set()))
 
 
 def _what(change: NodeChanged | NetworkChanged) -> str:
@@ -406,12 +446,19 @@ def _under_min_isr_acks(
         if send is None or not replicas:
             continue
         up = [n for n in replicas if faults.up_at_some_time(n, send.at_s, ack.at_s)]
-        if len(up) >= needed:
+        reached = faults.reachable(replicas, send.at_s, ack.at_s)
+        if len(up) >= needed and len(reached) >= needed:
             continue
+        if len(up) < needed:
+            why = f"only nodes {up} of the replicas {list(replicas)} were up"
+        else:
+            why = (
+                f"no replica of {list(replicas)} could reach more than nodes {reached} "
+                "across the network's cuts"
+            )
         detail = (
-            f"sent at {send.at_s:.2f}s and acknowledged at offset {ack.offset}, while only "
-            f"nodes {up} of the replicas {list(replicas)} were up "
-            f"(min.insync.replicas={needed})"
+            f"sent at {send.at_s:.2f}s and acknowledged at offset {ack.offset}, while "
+            f"{why} (min.insync.replicas={needed})"
         )
         found.append(faults.anomaly(AnomalyKind.UNDER_MIN_ISR_ACK, ack, detail))
     return found
