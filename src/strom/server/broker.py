@@ -299,7 +299,7 @@ class Broker:
         self._background.spawn(self.flusher.run(), "flusher")
         self._background.spawn(self._retention_loop(), "retention")
         self._background.spawn(
-            run_cleaner(self), "log-cleaner"
+            run_cleaner(self.node_id, self.config, self.partitions), "log-cleaner"
         )  # returns at once unless log.cleaner.enable
         self._background.spawn(self._interval_flush_loop(), "interval-flush")
         self._background.spawn(self._checkpoint_loop(), "hw-checkpoint")

@@ -24,38 +24,38 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
+from strom.config import BrokerConfig
 from strom.log.cleaner import CleaningAborted, CleaningPlan, CleaningResult
 from strom.log.cleaner_build import build_cleaned
 from strom.log.partition_log import PartitionLog
 from strom.server.clock import now_ms
 from strom.server.partition import Partition
 
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
-
 log = logging.getLogger(__name__)
 
 _MIN_MAP_BUDGET_BYTES = 1 << 20
 
 
-async def run_cleaner(broker: Broker) -> None:
+async def run_cleaner(node_id: int, config: BrokerConfig, partitions: Iterable[Partition]) -> None:
     """The broker's cleaner task; returns at once when `log.cleaner.enable` is false."""
-    if broker.config.raw["log.cleaner.enable"] != "true":
+    if config.raw["log.cleaner.enable"] != "true":
         return
-    await LogCleaner(broker).run()
+    await LogCleaner(node_id, config, partitions).run()
 
 
 class LogCleaner:
     """Idle -> (round: assess every compacted log -> clean the dirtiest -> idle)* ->
-    stopped (by cancellation, which stops and waits for the running builds)."""
+    stopped (by cancellation, which stops and waits for the running builds).
 
-    def __init__(self, broker: Broker) -> None:
-        raw = broker.config.raw
-        self._broker = broker
-        self._node_id = broker.node_id
+    `config` is read once, when the cleaner is built; `partitions` (the partitions this
+    broker holds) is iterated afresh every round."""
+
+    def __init__(self, node_id: int, config: BrokerConfig, partitions: Iterable[Partition]) -> None:
+        raw = config.raw
+        self._partitions = partitions
+        self._node_id = node_id
         self._backoff_s = int(raw["log.cleaner.backoff.ms"]) / 1000
         self._threads = max(1, int(raw["log.cleaner.threads"]))
         budget = int(raw["log.cleaner.dedupe.buffer.size"]) // self._threads
@@ -74,7 +74,7 @@ class LogCleaner:
         """Clean the dirtiest partitions that are due; returns how many were swapped."""
         current_ms = now_ms()
         due: list[tuple[float, Partition]] = []
-        for partition in self._broker.partitions:
+        for partition in self._partitions:
             if partition.log.closed or not partition.config.compact:
                 continue
             state = partition.log.cleanability(current_ms, max_offset=partition.high_watermark)
