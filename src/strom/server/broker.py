@@ -59,7 +59,7 @@ from strom.server.metadata_state import MetadataState
 from strom.server.partition import Partition, ReplicaPorts
 from strom.server.partitions import METADATA_LOG_DIR, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
-from strom.server.replica_fetcher import ReplicaFetchers
+from strom.server.replica_fetcher import FetcherPorts, ReplicaFetchers
 from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,13 @@ class Broker:
         self.lifecycle: BrokerLifecycle | None = None
         self.channel = ControllerChannel(self)
         self.flusher = Flusher(on_flushed=Partition.on_flushed)
-        self.fetchers = ReplicaFetchers(self)
+        self.fetchers = ReplicaFetchers(
+            FetcherPorts(
+                node_id=self.node_id,
+                config=lambda: self.config,
+                image=lambda: self.metadata.image,
+            )
+        )
         self.isr = IsrManager(self)
         self.partitions = PartitionManager(
             config,

@@ -22,20 +22,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, KafkaConnection
+from strom.config import BrokerConfig
+from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.records import RecordsError, replica_batches
 from strom.server.clock import now_ms
 from strom.server.partition import Partition
 from strom.server.tasks import TaskSet
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,17 @@ _EPOCH_ERRORS = (
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_topic_or_partition,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherPorts:
+    """What the fetchers reach, each read when it is used."""
+
+    node_id: int
+    config: Callable[[], BrokerConfig]
+    """The broker's config now (the replica.fetch.* sizes, waits and backoff)."""
+    image: Callable[[], MetadataImage]
+    """The committed metadata image: where each leader listens."""
 
 
 @dataclass(slots=True, eq=False)
@@ -70,11 +81,11 @@ class _Followed:
 class ReplicaFetchers:
     """Routes followed partitions to one fetcher per leader (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    def __init__(self, ports: FetcherPorts) -> None:
+        self._ports = ports
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._leader_of: dict[tuple[str, int], int] = {}
-        self._tasks = TaskSet(f"[node {broker.node_id}] replica fetchers")
+        self._tasks = TaskSet(f"[node {ports.node_id}] replica fetchers")
 
     def on_role(self, partition: Partition) -> None:
         """A partition's leader changed: follow the new one, or stop following."""
@@ -85,11 +96,11 @@ class ReplicaFetchers:
             if fetcher is not None:
                 fetcher.remove(key)
         leader = partition.leader_id
-        if leader < 0 or leader == self._broker.node_id or partition.log.closed:
+        if leader < 0 or leader == self._ports.node_id or partition.log.closed:
             return
         fetcher = self._fetchers.get(leader)
         if fetcher is None or fetcher.done:
-            fetcher = self._fetchers[leader] = _LeaderFetcher(self._broker, leader)
+            fetcher = self._fetchers[leader] = _LeaderFetcher(self._ports, leader)
             self._tasks.spawn(fetcher.run(), f"replica-fetcher-{leader}")
         fetcher.add(_Followed(partition, partition.leader_epoch))
         self._leader_of[key] = leader
@@ -105,8 +116,9 @@ class ReplicaFetchers:
 
 
 class _LeaderFetcher:
-    def __init__(self, broker: Broker, leader_id: int) -> None:
-        self._broker = broker
+    def __init__(self, ports: FetcherPorts, leader_id: int) -> None:
+        self._ports = ports
+        self._node_id = ports.node_id
         self.leader_id = leader_id
         self._partitions: dict[tuple[str, int], _Followed] = {}
         self._wake = asyncio.Event()
@@ -129,8 +141,7 @@ class _LeaderFetcher:
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        broker = self._broker
-        backoff_s = broker.config.replica_fetch_backoff_ms / 1000
+        backoff_s = self._ports.config().replica_fetch_backoff_ms / 1000
         loop = asyncio.get_running_loop()
         try:
             while not self.done:
@@ -154,7 +165,7 @@ class _LeaderFetcher:
                 except (ClientError, OSError, TimeoutError) as exc:
                     log.info(
                         "[node %d] fetching from leader %d: %s; retrying in %.1f s",
-                        broker.node_id,
+                        self._node_id,
                         self.leader_id,
                         exc,
                         backoff_s,
@@ -165,7 +176,7 @@ class _LeaderFetcher:
                     # A bug must not stop replication from this leader for good.
                     log.exception(
                         "[node %d] fetching from leader %d failed; retrying in %.1f s",
-                        broker.node_id,
+                        self._node_id,
                         self.leader_id,
                         backoff_s,
                     )
@@ -178,15 +189,15 @@ class _LeaderFetcher:
     async def _connect(self) -> KafkaConnection:
         if self._connection is not None and not self._connection.is_closed:
             return self._connection
-        broker_image = self._broker.image.brokers.get(self.leader_id)
+        broker_image = self._ports.image().brokers.get(self.leader_id)
         if broker_image is None:
             raise ClientError(f"leader {self.leader_id} is not registered")
         self._connection = await KafkaConnection.connect(
             broker_image.host,
             broker_image.port,
-            client_id=f"strom-replica-{self._broker.node_id}",
+            client_id=f"strom-replica-{self._node_id}",
             timeout_s=CONNECT_TIMEOUT_S,
-            max_frame_bytes=self._broker.config.replica_fetch_response_max_bytes + (1 << 20),
+            max_frame_bytes=self._ports.config().replica_fetch_response_max_bytes + (1 << 20),
         )
         return self._connection
 
@@ -223,7 +234,7 @@ class _LeaderFetcher:
             ApiKey.OFFSET_FOR_LEADER_EPOCH,
             EPOCH_VERSION,
             {
-                "replica_id": self._broker.node_id,
+                "replica_id": self._node_id,
                 "topics": [
                     {"topic": name, "partitions": partitions} for name, partitions in topics.items()
                 ],
@@ -250,7 +261,7 @@ class _LeaderFetcher:
             log.info(
                 "[node %d] %s-%d: truncated from %d to %d to match leader %d "
                 "(its epoch %d ends at %d)",
-                self._broker.node_id,
+                self._node_id,
                 partition.topic,
                 partition.index,
                 end,
@@ -265,7 +276,7 @@ class _LeaderFetcher:
         partition = followed.partition
         log.debug(
             "[node %d] %s-%d: %s from leader %d: %s",
-            self._broker.node_id,
+            self._node_id,
             partition.topic,
             partition.index,
             what,
@@ -277,7 +288,7 @@ class _LeaderFetcher:
     # --- fetching -----------------------------------------------------------------------
 
     async def _fetch(self, connection: KafkaConnection, items: list[_Followed]) -> None:
-        config = self._broker.config
+        config = self._ports.config()
         topics: dict[str, list[dict[str, Any]]] = {}
         sent: dict[tuple[str, int], tuple[_Followed, int]] = {}
         for followed in items:
@@ -299,7 +310,7 @@ class _LeaderFetcher:
             ApiKey.FETCH,
             FETCH_VERSION,
             {
-                "replica_id": self._broker.node_id,
+                "replica_id": self._node_id,
                 "max_wait": wait_ms,
                 "min_bytes": 1,
                 "max_bytes": config.replica_fetch_response_max_bytes,
@@ -336,7 +347,7 @@ class _LeaderFetcher:
             except TimeoutError:
                 log.warning(
                     "[node %d] fsync of records from leader %d took over %.0f s",
-                    self._broker.node_id,
+                    self._node_id,
                     self.leader_id,
                     FLUSH_TIMEOUT_S,
                 )
@@ -351,7 +362,7 @@ class _LeaderFetcher:
                 partition.log.truncate_fully_and_start_at(leader_start)
                 log.info(
                     "[node %d] %s-%d: behind leader %d's log start %d; starting there",
-                    self._broker.node_id,
+                    self._node_id,
                     partition.topic,
                     partition.index,
                     self.leader_id,
@@ -375,7 +386,7 @@ class _LeaderFetcher:
             except (RecordsError, ValueError) as exc:
                 log.warning(
                     "[node %d] %s-%d: cannot append what leader %d sent at %d: %s",
-                    self._broker.node_id,
+                    self._node_id,
                     partition.topic,
                     partition.index,
                     self.leader_id,
@@ -383,7 +394,7 @@ class _LeaderFetcher:
                     exc,
                 )
                 followed.truncating = True
-                self._delay(followed, self._broker.config.replica_fetch_backoff_ms / 1000)
+                self._delay(followed, self._ports.config().replica_fetch_backoff_ms / 1000)
                 return False
         partition.follow_high_watermark(int(data.high_watermark))
         return appended
