@@ -38,6 +38,7 @@ from strom.server.clock import now_ms
 from strom.server.connection import Connection
 from strom.server.controller import ControllerService
 from strom.server.controller_channel import ControllerChannel
+from strom.server.controller_link import ControllerCaller
 from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
 from strom.server.handlers import Contexts, client_handlers, controller_handlers
@@ -95,6 +96,11 @@ class Broker:
         self.fetcher: MetadataFetcher | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.channel = ControllerChannel(self)
+        self.to_controller = ControllerCaller(
+            node_id=self.node_id, channel=self.channel, dispatch_controller=self.dispatch_controller
+        )
+        """How the lifecycle, the ISR manager and the producer id blocks ask the active
+        controller (server/controller_link.py)."""
         self.flusher = Flusher(on_flushed=Partition.on_flushed)
         self.fetchers = ReplicaFetchers(
             FetcherPorts(
@@ -103,7 +109,14 @@ class Broker:
                 image=lambda: self.metadata.image,
             )
         )
-        self.isr = IsrManager(self)
+        self.isr = IsrManager(
+            node_id=self.node_id,
+            config=lambda: self.config,
+            image=lambda: self.metadata.image,
+            broker_epoch=self._broker_epoch,
+            partitions=lambda: self.partitions,
+            controller=self.to_controller,
+        )
         self.partitions = PartitionManager(
             config,
             on_opened=self._on_partitions_opened,
@@ -186,6 +199,10 @@ class Broker:
                 dispatch_controller=self.dispatch_controller,
             ),
         )
+
+    def _broker_epoch(self) -> int | None:
+        """This broker's epoch from its registration; None before it has one."""
+        return self.lifecycle.epoch if self.lifecycle is not None else None
 
     @property
     def is_broker(self) -> bool:

@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, build_request
+from strom.config import BrokerConfig
+from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
-from strom.protocol.codec import Request
 from strom.replication.replica import ProposeIsr
 from strom.server.clock import now_ms
 from strom.server.controller import NotController
+from strom.server.controller_link import ActiveController, ControllerCall
 from strom.server.partition import Partition
 from strom.server.tasks import TaskSet
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +44,36 @@ REQUEST_TIMEOUT_S = 10.0
 
 
 class IsrManager:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    """Carries the partitions' proposed ISR changes to the controller (see the module
+    docstring). Ports, each read when it is used:
+
+    - `config`: the broker's config now (`replica.lag.time.max.ms` paces the checks);
+    - `image`: the committed metadata image, whose broker epochs go with the proposed
+      members;
+    - `broker_epoch`: this broker's epoch from its registration, None before;
+    - `partitions`: the partitions this broker holds, for the checks;
+    - `controller`: the active controller, who gets the AlterPartition requests.
+    """
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        config: Callable[[], BrokerConfig],
+        image: Callable[[], MetadataImage],
+        broker_epoch: Callable[[], int | None],
+        partitions: Callable[[], Iterable[Partition]],
+        controller: ActiveController,
+    ) -> None:
+        self._node_id = node_id
+        self._config = config
+        self._image = image
+        self._broker_epoch = broker_epoch
+        self._partitions = partitions
+        self._controller = controller
         self._waiting: dict[tuple[str, int], tuple[Partition, ProposeIsr]] = {}
         self._wake = asyncio.Event()
-        self._tasks = TaskSet(f"[node {broker.node_id}] isr")
+        self._tasks = TaskSet(f"[node {node_id}] isr")
         self._logged: dict[tuple[str, int], ProposeIsr] = {}
         """The last change logged per partition: a change sent again is not logged again."""
         self._send_problem: str | None = None
@@ -69,7 +94,7 @@ class IsrManager:
         self._logged[partition.key] = change
         log.info(
             "[node %d] %s-%d: proposing ISR %s (%s)",
-            self._broker.node_id,
+            self._node_id,
             partition.topic,
             partition.index,
             list(change.isr),
@@ -81,10 +106,10 @@ class IsrManager:
 
     async def _check_loop(self) -> None:
         while True:
-            interval_s = max(0.05, self._broker.config.replica_lag_time_max_ms / 2000)
+            interval_s = max(0.05, self._config().replica_lag_time_max_ms / 2000)
             await asyncio.sleep(interval_s)
             current = now_ms()
-            for partition in self._broker.partitions:
+            for partition in self._partitions():
                 if partition.is_leader and not partition.log.closed:
                     partition.isr_tick(current)
 
@@ -107,7 +132,7 @@ class IsrManager:
             except (NotController, ClientError, OSError, TimeoutError) as exc:
                 problem = str(exc) or type(exc).__name__
                 if problem != self._send_problem:  # each new reason once, not every retry
-                    log.info("[node %d] AlterPartition not sent: %s", self._broker.node_id, problem)
+                    log.info("[node %d] AlterPartition not sent: %s", self._node_id, problem)
                     self._send_problem = problem
                 self._unanswered(batch.values())
                 await asyncio.sleep(RETRY_S)
@@ -116,12 +141,10 @@ class IsrManager:
             self._apply(batch, response)
 
     async def _send(self, items: list[tuple[Partition, ProposeIsr]]) -> Any:
-        broker = self._broker
-        lifecycle = broker.lifecycle
-        epoch = lifecycle.epoch if lifecycle is not None else None
+        epoch = self._broker_epoch()
         if epoch is None:
             raise NotController(None)
-        brokers = broker.image.brokers
+        brokers = self._image().brokers
         topics: dict[Any, list[dict[str, Any]]] = {}
         for partition, change in items:
             topics.setdefault(partition.topic_id, []).append(
@@ -140,7 +163,7 @@ class IsrManager:
                 }
             )
         fields = {
-            "broker_id": broker.node_id,
+            "broker_id": self._node_id,
             "broker_epoch": epoch,
             "topics": [
                 {"topic_id": topic_id, "partitions": partitions}
@@ -148,21 +171,24 @@ class IsrManager:
             ],
         }
         body = build_request(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, fields)
-        if broker.channel.local_controller_active:  # the same handler, without the socket
-            request = Request(
-                ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, 0, f"strom-{broker.node_id}", body
-            )
-            return await broker.dispatch_controller(request)
-        return await broker.channel.request(
-            ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body, timeout_s=REQUEST_TIMEOUT_S
+        # This node's controller answers through its own handler (here=None), and a
+        # refusal as a whole, NOT_CONTROLLER too, is read in _apply.
+        call: ControllerCall[Any] = ControllerCall(
+            ApiKey.ALTER_PARTITION,
+            ALTER_PARTITION_VERSION,
+            body,
+            timeout_s=REQUEST_TIMEOUT_S,
+            read=lambda response: response,
+            not_controller_raises=False,
         )
+        return await self._controller.call(call)
 
     def _apply(
         self, batch: dict[tuple[str, int], tuple[Partition, ProposeIsr]], response: Any
     ) -> None:
         top = ErrorCode(response.error_code)
         if top != ErrorCode.none:
-            log.info("[node %d] AlterPartition refused: %s", self._broker.node_id, top.name)
+            log.info("[node %d] AlterPartition refused: %s", self._node_id, top.name)
             self._unanswered(batch.values())  # not looked at: sent again later
             return
         by_id = {
@@ -186,7 +212,7 @@ class IsrManager:
                 if error != ErrorCode.none:
                     log.info(
                         "[node %d] %s-%d: ISR change to %s refused: %s",
-                        self._broker.node_id,
+                        self._node_id,
                         partition.topic,
                         partition.index,
                         list(change.isr),
