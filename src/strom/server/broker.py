@@ -127,7 +127,9 @@ class Broker:
             ),
         )
         self.groups = GroupService(self)
-        self.producer_ids = ProducerIdBlocks(self)
+        self.producer_ids = ProducerIdBlocks(
+            node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
+        )
         self.serving = False  # partitions opened; client listeners may serve
         self.fatal = asyncio.Event()
         self.fatal_reason = ""

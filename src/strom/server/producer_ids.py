@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.metadata.brokers import ProducerIdsResult
 from strom.protocol.apis import ApiKey
 from strom.server.controller import NotController
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.controller_link import ActiveController, ControllerCall, LocalController
 
 log = logging.getLogger(__name__)
 
 RETRY_S = 0.1
 ALLOCATE_TIMEOUT_S = 15.0
+REQUEST_TIMEOUT_S = 5.0
 
 
 class ProducerIdsUnavailable(Exception):
@@ -31,10 +32,21 @@ class ProducerIdsUnavailable(Exception):
 
 
 class ProducerIdBlocks:
-    """next_id() -> an id of the current block, fetching a new block when it is used up."""
+    """next_id() -> an id of the current block, fetching a new block when it is used up.
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    Ports: `broker_epoch`, this broker's epoch from its registration (None before), read
+    at each request; `controller`, the active controller that hands out the blocks."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        broker_epoch: Callable[[], int | None],
+        controller: ActiveController,
+    ) -> None:
+        self._node_id = node_id
+        self._broker_epoch = broker_epoch
+        self._controller = controller
         self._next = 0
         self._end = 0
         self._lock = asyncio.Lock()
@@ -48,12 +60,10 @@ class ProducerIdBlocks:
             return producer_id
 
     async def _allocate(self) -> tuple[int, int]:
-        broker = self._broker
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ALLOCATE_TIMEOUT_S
         while True:
-            lifecycle = broker.lifecycle
-            epoch = lifecycle.epoch if lifecycle is not None else None
+            epoch = self._broker_epoch()
             try:
                 if epoch is None:
                     raise NotController(None)
@@ -61,7 +71,7 @@ class ProducerIdBlocks:
                 if count > 0:
                     log.info(
                         "[node %d] producer ids %d..%d from the controller",
-                        broker.node_id,
+                        self._node_id,
                         first,
                         first + count - 1,
                     )
@@ -73,23 +83,29 @@ class ProducerIdBlocks:
             await asyncio.sleep(RETRY_S)
 
     async def _ask(self, epoch: int) -> tuple[int, int]:
-        broker = self._broker
-        if broker.channel.local_controller_active:
-            controller = broker.channel.local_controller()
-            result = await controller.allocate_producer_ids(broker.node_id, epoch)
-            error, first, count = result.error_code, result.first_id, result.count
-        else:
-            response = await broker.channel.request(
+        node_id = self._node_id
+
+        async def here(controller: LocalController) -> ProducerIdsResult:
+            return await controller.allocate_producer_ids(node_id, epoch)
+
+        def read(response: Any) -> ProducerIdsResult:
+            return ProducerIdsResult(
+                ErrorCode(response.error_code),
+                int(response.producer_id_start),
+                int(response.producer_id_len),
+            )
+
+        result = await self._controller.call(
+            ControllerCall(
                 ApiKey.ALLOCATE_PRODUCER_IDS,
                 0,
-                {"broker_id": broker.node_id, "broker_epoch": epoch},
-                timeout_s=5.0,
+                {"broker_id": node_id, "broker_epoch": epoch},
+                timeout_s=REQUEST_TIMEOUT_S,
+                read=read,
+                here=here,
             )
-            error = ErrorCode(response.error_code)
-            first, count = int(response.producer_id_start), int(response.producer_id_len)
-        if error == ErrorCode.not_controller:
-            raise NotController(broker.channel.leader_id)
-        if error != ErrorCode.none:
-            log.info("[node %d] producer id block refused: %s", broker.node_id, error.name)
+        )
+        if result.error_code != ErrorCode.none:
+            log.info("[node %d] producer id block refused: %s", node_id, result.error_code.name)
             return -1, 0
-        return first, count
+        return result.first_id, result.count
