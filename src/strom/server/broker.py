@@ -243,7 +243,14 @@ class Broker:
         if not self.is_broker:
             await self._wait_or_fail(self._cluster_formed(), "the quorum to form the cluster")
             return
-        self.lifecycle = BrokerLifecycle(self)
+        self.lifecycle = BrokerLifecycle(
+            node_id=self.node_id,
+            incarnation_id=self.incarnation_id,
+            config=lambda: self.config,
+            advertised=lambda: self.advertised_listener,
+            metadata=self.metadata,
+            controller=self.to_controller,
+        )
         self._background.spawn(self.lifecycle.run(), "broker-lifecycle")
         await self._wait_or_fail(self.lifecycle.unfenced.wait(), "the controller to unfence it")
         self._open_partitions()

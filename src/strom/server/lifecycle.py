@@ -15,31 +15,73 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.config import BrokerConfig
+from strom.metadata.brokers import HeartbeatResult
+from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import build, request_class
 from strom.server.controller import NotController
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.server.controller_link import ActiveController, ControllerCall, LocalController
 
 log = logging.getLogger(__name__)
 
 FAST_HEARTBEAT_S = 0.05
 CALL_TIMEOUT_S = 6.0
 """The longest one registration or heartbeat may take (a remote one times out at 5 s)."""
+REQUEST_TIMEOUT_S = 5.0
 RETRY_S = 0.1
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 
 
+class LifecycleMetadata(Protocol):
+    """The committed metadata this broker has applied (server/metadata_state.py)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def applied_index(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A BrokerRegistration's answer; `message` comes only from this node's controller."""
+
+    error_code: ErrorCode
+    message: str | None
+    broker_epoch: int
+
+
 class BrokerLifecycle:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self.incarnation_id = broker.incarnation_id
+    """Ports, each read when it is used: `config`, the broker's config now (heartbeat
+    interval, advertised listener name, rack); `advertised`, the host and port this
+    broker advertises; `metadata`, the cluster id to register in and the offset the
+    heartbeats report; `controller`, the active controller."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        incarnation_id: uuid.UUID,
+        config: Callable[[], BrokerConfig],
+        advertised: Callable[[], tuple[str, int]],
+        metadata: LifecycleMetadata,
+        controller: ActiveController,
+    ) -> None:
+        self._node_id = node_id
+        self._config = config
+        self._advertised = advertised
+        self._metadata = metadata
+        self._controller = controller
+        self.incarnation_id = incarnation_id
         self.epoch: int | None = None
         self.fenced = True
         self.unfenced = asyncio.Event()
@@ -49,8 +91,7 @@ class BrokerLifecycle:
     # --- the loop -------------------------------------------------------------------
 
     async def run(self) -> None:
-        broker = self._broker
-        interval_s = broker.config.broker_heartbeat_interval_ms / 1000
+        interval_s = self._config().broker_heartbeat_interval_ms / 1000
         while True:
             try:
                 # Bounded, also when this node's own controller answers: a call left
@@ -75,106 +116,122 @@ class BrokerLifecycle:
         """Say why a registration or heartbeat did not go through, once per new reason: a
         broker left fenced must say why in its log."""
         if problem != self._last_error:
-            log.info("[node %d] heartbeat: %s", self._broker.node_id, problem)
+            log.info("[node %d] heartbeat: %s", self._node_id, problem)
             self._last_error = problem
 
     async def _register(self) -> None:
-        broker = self._broker
-        image = broker.metadata.image
+        node_id = self._node_id
+        image = self._metadata.image
         if not image.cluster_id:
             raise NotController(None)  # the quorum has not formed the cluster yet
-        host, port = broker.advertised_listener
-        listener = broker.config.advertised_listeners[0]
-        if broker.channel.local_controller_active:
-            assert broker.controller is not None
-            error, message, epoch = await broker.controller.register_broker(
-                broker_id=broker.node_id,
-                cluster_id=image.cluster_id,
-                incarnation_id=self.incarnation_id,
-                host=host,
-                port=port,
-                rack=broker.config.broker_rack,
+        cluster_id = image.cluster_id
+        host, port = self._advertised()
+        config = self._config()
+        listener = config.advertised_listeners[0]
+        rack = config.broker_rack
+        incarnation_id = self.incarnation_id
+
+        async def here(controller: LocalController) -> Registration:
+            return Registration(
+                *await controller.register_broker(
+                    broker_id=node_id,
+                    cluster_id=cluster_id,
+                    incarnation_id=incarnation_id,
+                    host=host,
+                    port=port,
+                    rack=rack,
+                )
             )
-        else:
-            request = build(
-                request_class(ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION),
-                {
-                    "broker_id": broker.node_id,
-                    "cluster_id": image.cluster_id,
-                    "incarnation_id": self.incarnation_id,
-                    "listeners": [
-                        {
-                            "name": listener.name,
-                            "host": host,
-                            "port": port,
-                            "security_protocol": 0,
-                        }
-                    ],
-                    "features": [],
-                    "rack": broker.config.broker_rack,
-                },
+
+        def read(response: Any) -> Registration:
+            return Registration(ErrorCode(response.error_code), None, int(response.broker_epoch))
+
+        request = build(
+            request_class(ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION),
+            {
+                "broker_id": node_id,
+                "cluster_id": cluster_id,
+                "incarnation_id": incarnation_id,
+                "listeners": [
+                    {"name": listener.name, "host": host, "port": port, "security_protocol": 0}
+                ],
+                "features": [],
+                "rack": rack,
+            },
+        )
+        answer = await self._controller.call(
+            ControllerCall(
+                ApiKey.BROKER_REGISTRATION,
+                REGISTRATION_VERSION,
+                request,
+                timeout_s=REQUEST_TIMEOUT_S,
+                read=read,
+                here=here,
             )
-            response = await broker.channel.request(
-                ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, request, timeout_s=5.0
-            )
-            error, message, epoch = ErrorCode(response.error_code), None, int(response.broker_epoch)
-        if error == ErrorCode.not_controller:
-            raise NotController(broker.channel.leader_id)
-        if error != ErrorCode.none:
-            self._note(f"registration refused: {error.name} {message or ''}")
+        )
+        if answer.error_code != ErrorCode.none:
+            self._note(f"registration refused: {answer.error_code.name} {answer.message or ''}")
             await asyncio.sleep(RETRY_S * 5)
             return
-        self.epoch = epoch
+        self.epoch = answer.broker_epoch
         log.info(
             "[node %d] registered with the controller as broker %d (epoch %d, incarnation %s)",
-            broker.node_id,
-            broker.node_id,
-            epoch,
-            self.incarnation_id,
+            node_id,
+            node_id,
+            self.epoch,
+            incarnation_id,
         )
 
     async def _heartbeat(self, *, want_shutdown: bool) -> bool:
         """One heartbeat; True when the controller says this broker may shut down."""
-        broker = self._broker
-        assert self.epoch is not None
-        offset = broker.metadata.applied_index
-        if broker.channel.local_controller_active:
-            assert broker.controller is not None
-            result = await broker.controller.broker_heartbeat(
-                broker_id=broker.node_id,
-                broker_epoch=self.epoch,
+        node_id = self._node_id
+        epoch = self.epoch
+        assert epoch is not None
+        offset = self._metadata.applied_index
+
+        async def here(controller: LocalController) -> HeartbeatResult:
+            return await controller.broker_heartbeat(
+                broker_id=node_id,
+                broker_epoch=epoch,
                 current_metadata_offset=offset,
                 want_fence=False,
                 want_shutdown=want_shutdown,
             )
-            error, is_fenced, should_shutdown = (
-                result.error_code,
-                result.is_fenced,
-                result.should_shutdown,
+
+        def read(response: Any) -> HeartbeatResult:
+            return HeartbeatResult(
+                ErrorCode(response.error_code),
+                bool(response.is_caught_up),
+                bool(response.is_fenced),
+                bool(response.should_shut_down),
             )
-        else:
-            request = build(
-                request_class(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION),
-                {
-                    "broker_id": broker.node_id,
-                    "broker_epoch": self.epoch,
-                    "current_metadata_offset": offset,
-                    "want_fence": False,
-                    "want_shut_down": want_shutdown,
-                },
+
+        request = build(
+            request_class(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION),
+            {
+                "broker_id": node_id,
+                "broker_epoch": epoch,
+                "current_metadata_offset": offset,
+                "want_fence": False,
+                "want_shut_down": want_shutdown,
+            },
+        )
+        result = await self._controller.call(
+            ControllerCall(
+                ApiKey.BROKER_HEARTBEAT,
+                HEARTBEAT_VERSION,
+                request,
+                timeout_s=REQUEST_TIMEOUT_S,
+                read=read,
+                here=here,
             )
-            response = await broker.channel.request(
-                ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request, timeout_s=5.0
-            )
-            error = ErrorCode(response.error_code)
-            is_fenced, should_shutdown = bool(response.is_fenced), bool(response.should_shut_down)
-        if error == ErrorCode.not_controller:
-            raise NotController(broker.channel.leader_id)
+        )
+        error = result.error_code
         if error in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
             log.info(
                 "[node %d] the controller no longer knows epoch %d (%s); registering again",
-                broker.node_id,
-                self.epoch,
+                node_id,
+                epoch,
                 error.name,
             )
             self.epoch = None
@@ -184,8 +241,8 @@ class BrokerLifecycle:
             self._note(f"heartbeat refused: {error.name}")
             return False
         self._last_error = None
-        self._set_fenced(is_fenced)
-        return bool(should_shutdown)
+        self._set_fenced(result.is_fenced)
+        return bool(result.should_shutdown)
 
     def _set_fenced(self, fenced: bool) -> None:
         if fenced == self.fenced:
@@ -193,10 +250,10 @@ class BrokerLifecycle:
         self.fenced = fenced
         if fenced:
             self.unfenced.clear()
-            log.info("[node %d] fenced by the controller", self._broker.node_id)
+            log.info("[node %d] fenced by the controller", self._node_id)
         else:
             self.unfenced.set()
-            log.info("[node %d] unfenced: serving as a live broker", self._broker.node_id)
+            log.info("[node %d] unfenced: serving as a live broker", self._node_id)
 
     # --- controlled shutdown ----------------------------------------------------------
 
@@ -209,11 +266,9 @@ class BrokerLifecycle:
         while loop.time() < deadline:
             try:
                 if await self._heartbeat(want_shutdown=True):
-                    log.info(
-                        "[node %d] controlled shutdown: leadership moved away", self._broker.node_id
-                    )
+                    log.info("[node %d] controlled shutdown: leadership moved away", self._node_id)
                     return
             except NotController:
                 pass
             await asyncio.sleep(FAST_HEARTBEAT_S)
-        log.info("[node %d] controlled shutdown timed out; stopping anyway", self._broker.node_id)
+        log.info("[node %d] controlled shutdown timed out; stopping anyway", self._node_id)
