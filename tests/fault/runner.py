@@ -74,8 +74,19 @@ DEFAULT_SETTINGS = (
     "offsets.topic.replication.factor=3",
     "offsets.topic.num.partitions=3",
     "group.initial.rebalance.delay.ms=0",
-    "leader.imbalance.check.interval.seconds=2",  # preferred leaders back soon
+    # Preferred leaders move back within a run, but not seconds after a broker returns:
+    # clients are still backing off from it (librdkafka up to 10 s) and their writes wait
+    # (docs/operations.md, "Under network partitions"). Kafka's default is 300 s.
+    "leader.imbalance.check.interval.seconds=30",
 )
+FAST_FAILBACK = "leader.imbalance.check.interval.seconds=2"
+"""For a test that needs a returning broker to lead its preferred partitions soon."""
+
+
+def with_setting(settings: tuple[str, ...], setting: str) -> tuple[str, ...]:
+    """`settings` with `setting` (`key=value`) in place of any value of its key."""
+    key = setting.split("=", 1)[0]
+    return (*(s for s in settings if s.split("=", 1)[0] != key), setting)
 
 
 @dataclass(frozen=True, slots=True)

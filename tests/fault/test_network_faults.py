@@ -28,7 +28,14 @@ from .cluster_view import (
     zookeeper_controller,
 )
 from .clusters import started_cluster
-from .runner import DEFAULT_SETTINGS, create_topic, seconds_from_env, seed_from_env
+from .runner import (
+    DEFAULT_SETTINGS,
+    FAST_FAILBACK,
+    create_topic,
+    seconds_from_env,
+    seed_from_env,
+    with_setting,
+)
 from .schedule import bridge, cut_and_kill, cut_controller, cut_leader, flapping, split_one_two
 from .test_faults import run, scenario
 from .topology import WHOLE, ZOOKEEPER, isolate
@@ -112,7 +119,7 @@ def test_quiet_partition_interim_leader_rejoins_isr(tmp_path: Path, store: str) 
     with started_cluster(
         tmp_path,
         nodes=3,
-        settings=DEFAULT_SETTINGS,
+        settings=with_setting(DEFAULT_SETTINGS, FAST_FAILBACK),
         store=store,
         session_timeout_ms=4000,
         network=True,
