@@ -235,7 +235,13 @@ class Broker:
         if store is None or store.capabilities.follows_controller:
             # A broker-only Raft node follows the controllers; a ZooKeeper node follows
             # the active controller the store names (and leads when elected).
-            self.fetcher = MetadataFetcher(self)
+            self.fetcher = MetadataFetcher(
+                node_id=self.node_id,
+                config=lambda: self.config,
+                store=lambda: self.store,
+                metadata=self.metadata,
+                on_leader_changed=self.channel.leader_changed,
+            )
             self._background.spawn(self.fetcher.run(), "metadata-fetcher")
         if self._client_serves_controller:
             for server in self._client_servers:  # other brokers reach the controller here

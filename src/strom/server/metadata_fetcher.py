@@ -16,9 +16,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from strom.client import ClientError, KafkaConnection
+from strom.config import BrokerConfig
+from strom.raft.messages import Entry, Snapshot
 from strom.server.private import (
     MetadataFetchRequest,
     PrivateApi,
@@ -27,18 +30,57 @@ from strom.server.private import (
     encode_fetch_request,
 )
 
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
-
 log = logging.getLogger(__name__)
 
 MAX_WAIT_MS = 500
 RETRY_S = 0.2
 
 
+class FollowedMetadata(Protocol):
+    """The node's committed metadata, which the fetched entries extend
+    (server/metadata_state.py)."""
+
+    @property
+    def applied_index(self) -> int: ...
+
+    def apply(self, entries: Sequence[Entry]) -> None: ...
+
+    def restore(self, snapshot: Snapshot) -> None: ...
+
+
+class LeaderStore(Protocol):
+    """A store that names the active controller and where it listens (ZooKeeper's), as
+    the fetcher follows it (metadata/stores/base.py)."""
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def controller_endpoint(self, node_id: int) -> tuple[str, int] | None: ...
+
+
 class MetadataFetcher:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    """Ports, each read when it is used: `config`, the broker's config now (the
+    controllers' addresses); `store`, the metadata store when the node has one (then the
+    fetcher follows the leader it names); `metadata`, what the fetched entries extend;
+    `on_leader_changed`, told when the answers name another active controller."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        config: Callable[[], BrokerConfig],
+        store: Callable[[], LeaderStore | None],
+        metadata: FollowedMetadata,
+        on_leader_changed: Callable[[], None],
+    ) -> None:
+        self._node_id = node_id
+        self._config = config
+        self._store = store
+        self._metadata = metadata
+        self._on_leader_changed = on_leader_changed
         self.leader_id: int | None = None
         self._leader_changed = asyncio.Event()
 
@@ -47,7 +89,7 @@ class MetadataFetcher:
         self._leader_changed.set()
 
     def _endpoints(self) -> list[tuple[int | None, str, int]]:
-        config = self._broker.config
+        config = self._config()
         endpoints: list[tuple[int | None, str, int]] = [
             (voter.node_id, voter.host, voter.port) for voter in config.controller_quorum_voters
         ]
@@ -55,7 +97,7 @@ class MetadataFetcher:
         return endpoints
 
     async def run(self) -> None:
-        if self._broker.store is not None:
+        if self._store() is not None:
             await self._follow_store_leader()
             return
         endpoints = self._endpoints()
@@ -73,7 +115,7 @@ class MetadataFetcher:
     async def _follow_store_leader(self) -> None:
         """Follow whichever node the store elected, unless it is this one (then the
         store applies what it commits itself)."""
-        store = self._broker.store
+        store = self._store()
         assert store is not None
         while True:
             self._leader_changed.clear()
@@ -89,16 +131,14 @@ class MetadataFetcher:
         """Follow the metadata at host:port (see _follow); False when that failed."""
         try:
             connection = await KafkaConnection.connect(
-                host, port, client_id=f"strom-metadata-{self._broker.node_id}", timeout_s=2.0
+                host, port, client_id=f"strom-metadata-{self._node_id}", timeout_s=2.0
             )
         except (ClientError, OSError):
             return False
         try:
             await self._follow(connection, leader=leader)
         except (ClientError, OSError, PrivatePayloadError) as exc:
-            log.debug(
-                "[node %d] metadata fetch from %s:%d: %s", self._broker.node_id, host, port, exc
-            )
+            log.debug("[node %d] metadata fetch from %s:%d: %s", self._node_id, host, port, exc)
             return False
         finally:
             connection.close()
@@ -106,16 +146,14 @@ class MetadataFetcher:
 
     async def _follow(self, connection: KafkaConnection, leader: int | None = None) -> None:
         """Fetch and apply; with `leader` (the store's), only while the store names it."""
-        state = self._broker.metadata
-        store = self._broker.store
+        state = self._metadata
+        store = self._store()
 
         def still() -> bool:
             return leader is None or (store is not None and store.leader_id == leader)
 
         while still():
-            request = MetadataFetchRequest(
-                self._broker.node_id, state.applied_index + 1, MAX_WAIT_MS
-            )
+            request = MetadataFetchRequest(self._node_id, state.applied_index + 1, MAX_WAIT_MS)
             payload = await connection.raw_request(
                 PrivateApi.METADATA_FETCH, 0, encode_fetch_request(request), timeout_s=5.0
             )
@@ -125,7 +163,7 @@ class MetadataFetcher:
             leader_id = None if response.leader_id < 0 else response.leader_id
             if leader_id != self.leader_id:
                 self.leader_id = leader_id
-                self._broker.channel.leader_changed()
+                self._on_leader_changed()
             if response.snapshot is not None:
                 state.restore(response.snapshot)
             if response.entries:
