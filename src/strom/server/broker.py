@@ -32,12 +32,11 @@ from strom.metadata.stores import (
 )
 from strom.protocol.apis import CONTROLLER_APIS, SERVED_APIS
 from strom.protocol.codec import Request
-from strom.server import layout
+from strom.server import layout, wiring
 from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
 from strom.server.controller import ControllerService
-from strom.server.controller_channel import ControllerChannel
 from strom.server.controller_link import ControllerCaller
 from strom.server.flusher import Flusher
 from strom.server.groups import GroupService
@@ -95,7 +94,7 @@ class Broker:
         self.controller: ControllerService | None = None
         self.fetcher: MetadataFetcher | None = None
         self.lifecycle: BrokerLifecycle | None = None
-        self.channel = ControllerChannel(self)
+        self.channel = wiring.controller_channel(self)
         self.to_controller = ControllerCaller(
             node_id=self.node_id, channel=self.channel, dispatch_controller=self.dispatch_controller
         )
@@ -235,13 +234,7 @@ class Broker:
         if store is None or store.capabilities.follows_controller:
             # A broker-only Raft node follows the controllers; a ZooKeeper node follows
             # the active controller the store names (and leads when elected).
-            self.fetcher = MetadataFetcher(
-                node_id=self.node_id,
-                config=lambda: self.config,
-                store=lambda: self.store,
-                metadata=self.metadata,
-                on_leader_changed=self.channel.leader_changed,
-            )
+            self.fetcher = wiring.metadata_fetcher(self)
             self._background.spawn(self.fetcher.run(), "metadata-fetcher")
         if self._client_serves_controller:
             for server in self._client_servers:  # other brokers reach the controller here

@@ -10,49 +10,92 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from strom.client import ClientError, KafkaConnection
-from strom.server.controller import ControllerService, NotController
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
+from strom.config import BrokerConfig
+from strom.server.controller import NotController
+from strom.server.controller_link import LocalController
 
 log = logging.getLogger(__name__)
 
 
+class ChannelStore(Protocol):
+    """The metadata store's view of the active controller (metadata/stores/base.py)."""
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+    def controller_endpoint(self, node_id: int) -> tuple[str, int] | None: ...
+
+
+class FetchedLeader(Protocol):
+    """The active controller the metadata fetcher's answers name (metadata_fetcher.py)."""
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+
+class ChannelController(LocalController, Protocol):
+    """This node's controller service (server/controller.py)."""
+
+    @property
+    def active(self) -> bool: ...
+
+
 class ControllerChannel:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    """Ports, each read when it is used, since each is made or replaced while the node
+    runs: `store`, the metadata store once opened (none on a broker-only Raft node);
+    `fetcher`, the metadata fetcher once started; `controller`, this node's controller
+    service (none on a node that is no controller); `config`, the broker's config now
+    (the controller quorum voters' addresses)."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        config: Callable[[], BrokerConfig],
+        store: Callable[[], ChannelStore | None],
+        fetcher: Callable[[], FetchedLeader | None],
+        controller: Callable[[], ChannelController | None],
+    ) -> None:
+        self._node_id = node_id
+        self._config = config
+        self._store = store
+        self._fetcher = fetcher
+        self._controller = controller
         self._connections: dict[int, KafkaConnection] = {}
         self._connecting = asyncio.Lock()
         """Held while connecting, so that requests arriving together share one connection."""
 
     @property
     def leader_id(self) -> int | None:
-        broker = self._broker
-        if broker.store is not None:
-            return broker.store.leader_id
-        if broker.fetcher is not None:
-            return broker.fetcher.leader_id
+        store = self._store()
+        if store is not None:
+            return store.leader_id
+        fetcher = self._fetcher()
+        if fetcher is not None:
+            return fetcher.leader_id
         return None
 
     @property
     def local_controller_active(self) -> bool:
-        controller = self._broker.controller
+        controller = self._controller()
         return controller is not None and controller.active
 
-    def local_controller(self) -> ControllerService:
+    def local_controller(self) -> ChannelController:
         """This node's controller when it is the active one; NotController otherwise."""
-        controller = self._broker.controller
+        controller = self._controller()
         if controller is None or not controller.active:
             raise NotController(self.leader_id)
         return controller
 
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
-        if self._broker.store is not None:
-            return self._broker.store.controller_endpoint(node_id)
-        for voter in self._broker.config.controller_quorum_voters:
+        store = self._store()
+        if store is not None:
+            return store.controller_endpoint(node_id)
+        for voter in self._config().controller_quorum_voters:
             if voter.node_id == node_id:
                 return voter.host, voter.port
         return None
@@ -60,7 +103,7 @@ class ControllerChannel:
     async def connection(self) -> KafkaConnection:
         """A connection to the active controller; NotController when it is unknown."""
         leader = self.leader_id
-        if leader is None or leader == self._broker.node_id:
+        if leader is None or leader == self._node_id:
             raise NotController(leader)
         existing = self._connections.get(leader)
         if existing is not None and not existing.is_closed:
@@ -74,7 +117,7 @@ class ControllerChannel:
                 raise NotController(None)
             try:
                 connection = await KafkaConnection.connect(
-                    *endpoint, client_id=f"strom-broker-{self._broker.node_id}", timeout_s=2.0
+                    *endpoint, client_id=f"strom-broker-{self._node_id}", timeout_s=2.0
                 )
             except (ClientError, OSError):
                 raise NotController(leader) from None

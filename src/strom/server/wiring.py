@@ -1,0 +1,34 @@
+"""How the broker builds its services from ports (broker.py): each service gets only what
+it uses, the node id as a value and whatever the broker makes or replaces while it runs
+(its config, metadata store, controller service, fetcher) as a function read at each use.
+Kept apart so that broker.py stays about the node's lifecycle."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.server.controller_channel import ControllerChannel
+from strom.server.metadata_fetcher import MetadataFetcher
+
+if TYPE_CHECKING:
+    from strom.server.broker import Broker
+
+
+def controller_channel(broker: Broker) -> ControllerChannel:
+    return ControllerChannel(
+        node_id=broker.node_id,
+        config=lambda: broker.config,
+        store=lambda: broker.store,
+        fetcher=lambda: broker.fetcher,
+        controller=lambda: broker.controller,
+    )
+
+
+def metadata_fetcher(broker: Broker) -> MetadataFetcher:
+    return MetadataFetcher(
+        node_id=broker.node_id,
+        config=lambda: broker.config,
+        store=lambda: broker.store,
+        metadata=broker.metadata,
+        on_leader_changed=broker.channel.leader_changed,
+    )
