@@ -39,7 +39,6 @@ from strom.server.connection import Connection
 from strom.server.controller import ControllerService
 from strom.server.controller_link import ControllerCaller
 from strom.server.flusher import Flusher
-from strom.server.groups import GroupService
 from strom.server.handlers import Contexts, client_handlers, controller_handlers
 from strom.server.handlers.ports import (
     AdminContext,
@@ -125,7 +124,7 @@ class Broker:
                 durability=self.flusher,
             ),
         )
-        self.groups = GroupService(self)
+        self.groups = wiring.group_service(self)
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )

@@ -29,11 +29,12 @@ import itertools
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from strom.config import BrokerConfig
 from strom.group import offsets as group_offsets
 from strom.group.coordinator import (
     Discarded,
@@ -77,7 +78,6 @@ from strom.server.flusher import PartitionGone
 from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
-    from strom.server.broker import Broker
     from strom.server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -122,31 +122,60 @@ def _retrieve(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
-def offsets_topic_configs(broker: Broker) -> dict[str, str]:
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
     return {
         "cleanup.policy": "compact",
-        "segment.bytes": str(broker.config.offsets_topic_segment_bytes),
+        "segment.bytes": str(config.offsets_topic_segment_bytes),
         "compression.type": "producer",
     }
 
 
-class GroupService:
-    """Owns the GroupCoordinator core for this broker."""
+class OffsetsPartitions(Protocol):
+    """The partitions this broker holds (server/partitions.py), where the groups' records
+    are read and written."""
 
-    def __init__(self, broker: Broker) -> None:
-        config = broker.config
-        self._broker = broker
+    def get(self, topic: str, index: int) -> Partition | None: ...
+
+
+CreateTopics = Callable[[list[controller.NewTopic]], Awaitable[list[controller.TopicResult]]]
+"""Topics created at the active controller (handlers/admin.py: create_topics)."""
+
+
+class GroupService:
+    """Owns the GroupCoordinator core for this broker.
+
+    Ports, each read when it is used: `config`, the broker's config now (the group and
+    offsets settings; the core's are read once, at construction); `image`, the committed
+    metadata image (`__consumer_offsets`, its leaders, the live brokers); `partitions`,
+    the partitions of `__consumer_offsets` this broker holds; `create_topics`, how
+    `__consumer_offsets` is created."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        config: Callable[[], BrokerConfig],
+        image: Callable[[], MetadataImage],
+        partitions: OffsetsPartitions,
+        create_topics: CreateTopics,
+    ) -> None:
+        self._node_id = node_id
+        self._config = config
+        self._image = image
+        self._partitions = partitions
+        self._create_topics = create_topics
+        config_now = config()
         self.core = GroupCoordinator(
             GroupConfig(
-                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                min_session_timeout_ms=config.group_min_session_timeout_ms,
-                max_session_timeout_ms=config.group_max_session_timeout_ms,
-                offsets_retention_ms=config.offsets_retention_ms,
-                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-                max_group_size=config.group_max_size,
+                initial_rebalance_delay_ms=config_now.group_initial_rebalance_delay_ms,
+                min_session_timeout_ms=config_now.group_min_session_timeout_ms,
+                max_session_timeout_ms=config_now.group_max_session_timeout_ms,
+                offsets_retention_ms=config_now.offsets_retention_ms,
+                offset_metadata_max_bytes=config_now.offset_metadata_max_bytes,
+                max_group_size=config_now.group_max_size,
             ),
             random.Random(),
-            label=f"[node {broker.node_id}] ",
+            label=f"[node {node_id}] ",
         )
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
@@ -162,10 +191,10 @@ class GroupService:
 
     @property
     def num_partitions(self) -> int:
-        topic = self._broker.image.topics_by_name.get(OFFSETS_TOPIC)
+        topic = self._image().topics_by_name.get(OFFSETS_TOPIC)
         if topic is not None:
             return len(topic.partitions)
-        return self._broker.config.offsets_topic_num_partitions
+        return self._config().offsets_topic_num_partitions
 
     def follow(self, image: MetadataImage) -> None:
         """Coordinate the groups of the `__consumer_offsets` partitions this broker leads:
@@ -176,20 +205,20 @@ class GroupService:
             leading = {
                 index
                 for index, partition in topic.partitions.items()
-                if partition.leader == self._broker.node_id
+                if partition.leader == self._node_id
             }
         for index in sorted(self._loaded - leading):
             self._unload(index)
         current = now_ms()
         for index in sorted(leading - self._loaded):
-            partition = self._broker.partitions.get(OFFSETS_TOPIC, index)
+            partition = self._partitions.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue
             count = self._load_partition(partition, current)
             self._loaded.add(index)
             log.info(
                 "[node %d] coordinating the groups of %s-%d (%d record(s) loaded)",
-                self._broker.node_id,
+                self._node_id,
                 OFFSETS_TOPIC,
                 index,
                 count,
@@ -202,7 +231,7 @@ class GroupService:
         self._discard(self.core.forget(mine), ErrorCode.not_coordinator)
         log.info(
             "[node %d] no longer coordinating the groups of %s-%d",
-            self._broker.node_id,
+            self._node_id,
             OFFSETS_TOPIC,
             index,
         )
@@ -241,30 +270,27 @@ class GroupService:
 
     async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (once, whoever asks)."""
-        if OFFSETS_TOPIC in self._broker.image.topics_by_name:
+        if OFFSETS_TOPIC in self._image().topics_by_name:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.create_task(self._create_topic())
         await asyncio.shield(self._creating)
 
     async def _create_topic(self) -> None:
-        from strom.server.handlers.admin import create_topics
-
-        broker = self._broker
-        config = broker.config
-        live = sum(1 for b in broker.image.brokers.values() if not b.fenced)
+        config = self._config()
+        live = sum(1 for b in self._image().brokers.values() if not b.fenced)
         replication = min(config.offsets_topic_replication_factor, live)
         topic = controller.NewTopic(
             OFFSETS_TOPIC,
             config.offsets_topic_num_partitions,
             max(replication, 1),
-            configs=offsets_topic_configs(broker),
+            configs=offsets_topic_configs(config),
         )
-        results = await create_topics(broker.admin_context, [topic])
+        results = await self._create_topics([topic])
         if results[0].error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
             log.error(
                 "[node %d] cannot create %s: %s",
-                broker.node_id,
+                self._node_id,
                 OFFSETS_TOPIC,
                 results[0].error_message,
             )
@@ -275,7 +301,7 @@ class GroupService:
             raise CoordinatorUnavailable(ErrorCode.not_coordinator, "broker is stopping")
         await self.ensure_topic()
         index = partition_for(group_id, self.num_partitions)
-        if self.leader_of(index) != self._broker.node_id:
+        if self.leader_of(index) != self._node_id:
             raise CoordinatorUnavailable(
                 ErrorCode.not_coordinator, f"this broker does not lead {OFFSETS_TOPIC}-{index}"
             )
@@ -285,7 +311,7 @@ class GroupService:
             )
 
     def leader_of(self, index: int) -> int:
-        topic = self._broker.image.topics_by_name.get(OFFSETS_TOPIC)
+        topic = self._image().topics_by_name.get(OFFSETS_TOPIC)
         partition = topic.partitions.get(index) if topic is not None else None
         return -1 if partition is None else partition.leader
 
@@ -437,7 +463,7 @@ class GroupService:
         try:
             await self.append_and_wait(records)
         except StorageError as exc:
-            log.error("[node %d] cannot write group state: %s", self._broker.node_id, exc)
+            log.error("[node %d] cannot write group state: %s", self._node_id, exc)
             return _COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
         return ErrorCode.none
 
@@ -453,7 +479,7 @@ class GroupService:
         current = now_ms()
         try:
             for index, items in by_partition.items():
-                partition = self._broker.partitions.get(OFFSETS_TOPIC, index)
+                partition = self._partitions.get(OFFSETS_TOPIC, index)
                 if partition is None:
                     raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
                 batch = encode_batch(
@@ -497,7 +523,7 @@ class GroupService:
 
     async def run_expiry(self) -> None:
         """Expire old offsets every `offsets.retention.check.interval.ms`."""
-        interval_s = self._broker.config.offsets_retention_check_interval_ms / 1000
+        interval_s = self._config().offsets_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
             with contextlib.suppress(CoordinatorUnavailable):

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.metadata.controller import NewTopic, TopicResult
 from strom.server.controller_channel import ControllerChannel
+from strom.server.groups import GroupService
+from strom.server.handlers.admin import create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
 
 if TYPE_CHECKING:
@@ -31,4 +34,17 @@ def metadata_fetcher(broker: Broker) -> MetadataFetcher:
         store=lambda: broker.store,
         metadata=broker.metadata,
         on_leader_changed=broker.channel.leader_changed,
+    )
+
+
+def group_service(broker: Broker) -> GroupService:
+    async def create(topics: list[NewTopic]) -> list[TopicResult]:
+        return await create_topics(broker.admin_context, topics)
+
+    return GroupService(
+        node_id=broker.node_id,
+        config=lambda: broker.config,
+        image=lambda: broker.metadata.image,
+        partitions=broker.partitions,
+        create_topics=create,
     )

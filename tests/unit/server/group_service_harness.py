@@ -1,10 +1,11 @@
-"""The group, offset and FindCoordinator handlers without a socket: a real GroupService (and
-its real GroupCoordinator core) on a Broker never started, its partitions opened in
-tmp_path from a replayed metadata image, its flusher running on the test's event loop,
-and the GroupContext the broker builds for them (server/handlers/ports.py).
+"""The group, offset and FindCoordinator handlers without a broker or a socket: a real
+GroupService (and its real GroupCoordinator core) built from its ports, the partitions
+opened in tmp_path from a replayed metadata image, a broker's flusher running on the
+test's event loop, and the GroupContext the broker builds for them
+(server/handlers/ports.py).
 
 Nothing here sleeps: a group write is appended to `__consumer_offsets`, fsynced by the
-broker's own flusher (in a worker thread) and committed, as on a started broker."""
+flusher (in a worker thread) and committed, as on a started broker."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from server_harness import NODE_ID, TOPIC, image_of, request
 from strom.config import load_config
 from strom.group.consumer_protocol import encode_subscription
 from strom.group.placement import OFFSETS_TOPIC
+from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
     FenceBrokerRecord,
@@ -31,8 +34,12 @@ from strom.metadata.records import (
 )
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
-from strom.server.broker import Broker
+from strom.server.flusher import Flusher
+from strom.server.groups import GroupService
 from strom.server.handlers.ports import GroupContext
+from strom.server.metadata_state import MetadataState
+from strom.server.partition import Partition, ReplicaPorts
+from strom.server.partitions import PartitionManager
 
 OFFSETS_TOPIC_ID = uuid.UUID(int=0x0FF5E7)
 SESSION_MS = 10_000
@@ -72,45 +79,75 @@ def leader_moved(image: MetadataImage, leader: int) -> MetadataImage:
     )
 
 
-def group_node(tmp_path: Path, image: MetadataImage, *, loaded: bool = True) -> Broker:
-    """Node NODE_ID, never started, on `image`: its partitions opened in tmp_path and (when
-    `loaded`) its group service coordinating the `__consumer_offsets` partitions it leads.
-    No initial rebalance delay, so a lone member's JoinGroup completes at once."""
-    broker = Broker(
-        load_config(
-            overrides=[
-                f"node.id={NODE_ID}",
-                f"log.dirs={tmp_path}",
-                "group.initial.rebalance.delay.ms=0",
-            ]
-        )
+@dataclass(frozen=True, slots=True)
+class GroupNode:
+    """Node NODE_ID's group coordinator and what it is built on."""
+
+    metadata: MetadataState
+    partitions: PartitionManager
+    flusher: Flusher
+    groups: GroupService
+
+
+async def _no_topic_creation(topics: list[NewTopic]) -> list[TopicResult]:
+    raise AssertionError(f"the tests' images hold {OFFSETS_TOPIC}; asked to create {topics}")
+
+
+def group_node(tmp_path: Path, image: MetadataImage, *, loaded: bool = True) -> GroupNode:
+    """Node NODE_ID on `image`: its partitions opened in tmp_path and (when `loaded`) its
+    group service coordinating the `__consumer_offsets` partitions it leads. No initial
+    rebalance delay, so a lone member's JoinGroup completes at once."""
+    config = load_config(
+        overrides=[
+            f"node.id={NODE_ID}",
+            f"log.dirs={tmp_path}",
+            "group.initial.rebalance.delay.ms=0",
+        ]
     )
-    follow(broker, image, loaded=loaded)
-    return broker
+    metadata = MetadataState(NODE_ID)
+    flusher = Flusher(on_flushed=Partition.on_flushed)
+    partitions = PartitionManager(
+        config,
+        ports=ReplicaPorts(
+            propose_isr=lambda _partition, _change: None,
+            on_role=lambda _partition: None,
+            durability=flusher,
+        ),
+    )
+    groups = GroupService(
+        node_id=NODE_ID,
+        config=lambda: config,
+        image=lambda: metadata.image,
+        partitions=partitions,
+        create_topics=_no_topic_creation,
+    )
+    node = GroupNode(metadata, partitions, flusher, groups)
+    follow(node, image, loaded=loaded)
+    return node
 
 
-def follow(broker: Broker, image: MetadataImage, *, loaded: bool = True) -> None:
+def follow(node: GroupNode, image: MetadataImage, *, loaded: bool = True) -> None:
     """Apply `image` as the broker does with committed metadata (never following a leader
     here: the tests' images give NODE_ID no partition another broker leads)."""
-    broker.metadata.reset(image, index=broker.metadata.applied_index + 1, term=1)
-    broker.partitions.sync(image, now_ms=0)
+    node.metadata.reset(image, index=node.metadata.applied_index + 1, term=1)
+    node.partitions.sync(image, now_ms=0)
     if loaded:
-        broker.groups.follow(image)
+        node.groups.follow(image)
 
 
 @contextlib.asynccontextmanager
-async def serving(broker: Broker) -> AsyncIterator[GroupContext]:
-    """The broker's GroupContext, as Broker._contexts builds it, with its flusher running;
+async def serving(node: GroupNode) -> AsyncIterator[GroupContext]:
+    """The node's GroupContext, as Broker._contexts builds it, with its flusher running;
     the group service closed and the partitions closed afterwards."""
-    flushing = asyncio.create_task(broker.flusher.run())
+    flushing = asyncio.create_task(node.flusher.run())
     try:
-        yield GroupContext(metadata=broker.metadata, groups=broker.groups)
+        yield GroupContext(metadata=node.metadata, groups=node.groups)
     finally:
-        broker.groups.close()
+        node.groups.close()
         flushing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await flushing
-        broker.partitions.close()
+        node.partitions.close()
 
 
 async def answered(
