@@ -260,7 +260,7 @@ class Broker:
         listeners where other controllers reach this one, and join."""
         self.store = store
         store.open()
-        self.controller = ControllerService(self)
+        self.controller = wiring.controller_service(self)
         listener = store.capabilities.controller_listener
         self._client_serves_controller = listener is ControllerListener.CLIENT
         if listener is ControllerListener.CONTROLLER:

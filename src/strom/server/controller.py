@@ -20,24 +20,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from random import Random
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from strom.config import BrokerConfig
 from strom.metadata import brokers as broker_decisions
 from strom.metadata import isr, reassignments
 from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
-from strom.metadata.controller import NewTopic
+from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ClusterRecord, ConfigResourceType, MetadataRecord, encode_entry
-from strom.metadata.stores import Liveness, NotMetadataLeader
+from strom.metadata.stores import Liveness, NotMetadataLeader, StoreCapabilities
 from strom.server.clock import now_ms
 from strom.server.tasks import TaskSet
-
-if TYPE_CHECKING:
-    from strom.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +52,61 @@ class NotController(Exception):
         self.leader_id = leader_id
 
 
+class ControllerMetadata(Protocol):
+    """The committed metadata this node has applied (server/metadata_state.py)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    def term_of_applied(self, index: int) -> int | None: ...
+
+
+class ControllerStore(Protocol):
+    """The metadata store the controller commits through (metadata/stores/base.py)."""
+
+    @property
+    def capabilities(self) -> StoreCapabilities: ...
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+    @property
+    def live_brokers(self) -> frozenset[int]: ...
+
+    def propose(self, data: bytes) -> int: ...
+
+
+CreateTopicsHere = Callable[[list[NewTopic]], Awaitable[list[TopicResult]]]
+"""Topics created by this node's controller (handlers/admin.py: create_here)."""
+
+
 class ControllerService:
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-        self.node_id = broker.node_id
+    """Ports, each read when it is used: `config`, the broker's config now (session
+    timeout, unclean election, cluster name, leader imbalance checks); `metadata`, the
+    committed image and the terms of its entries; `store`, the metadata store (None
+    before the node has one); `leader_id`, the active controller as the node knows it;
+    `cluster_id_to_form`, the id of the cluster this controller forms when there is none
+    (this node's data's, else a new one); `create_topics_here`, how a topic written into
+    the store by hand is adopted."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        config: Callable[[], BrokerConfig],
+        metadata: ControllerMetadata,
+        store: Callable[[], ControllerStore | None],
+        leader_id: Callable[[], int | None],
+        cluster_id_to_form: Callable[[], str],
+        create_topics_here: CreateTopicsHere,
+    ) -> None:
+        self._config = config
+        self._metadata = metadata
+        self._store = store
+        self._leader_id = leader_id
+        self._cluster_id_to_form = cluster_id_to_form
+        self._create_topics_here = create_topics_here
+        self.node_id = node_id
         self.rng = Random()
         self.term: int | None = None
         self._speculative = MetadataImage.empty()
@@ -88,7 +137,7 @@ class ControllerService:
 
     def _activate(self, term: int) -> None:
         self.term = term
-        self._speculative = self._broker.metadata.image
+        self._speculative = self._metadata.image
         current = now_ms()
         self.activated_ms = current
         self._last_heartbeat_ms = dict.fromkeys(self._speculative.brokers, current)
@@ -108,7 +157,8 @@ class ControllerService:
         log.info("[node %d] no longer the active controller (term %d)", self.node_id, self.term)
         self.term = None
         self._tasks.cancel()
-        leader = self._broker.store.leader_id if self._broker.store is not None else None
+        store = self._store()
+        leader = store.leader_id if store is not None else None
         for _term, future in self._pending.values():
             if not future.done():
                 future.set_exception(NotController(leader))
@@ -121,17 +171,17 @@ class ControllerService:
         for index in [i for i in self._pending if i <= image.offset]:
             term, future = self._pending.pop(index)
             if not future.done():
-                if self._broker.metadata.term_of_applied(index) == term:
+                if self._metadata.term_of_applied(index) == term:
                     future.set_result(None)
                 else:
-                    future.set_exception(NotController(self._broker.channel.leader_id))
+                    future.set_exception(NotController(self._leader_id()))
         if not self._pending:
             self._speculative = image
 
     async def decide(self, fn: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], T]]) -> T:
         """Run `fn` on the latest image; commit its records; return its result."""
         term = self.term
-        store = self._broker.store
+        store = self._store()
         if term is None or store is None:
             raise NotController(store.leader_id if store is not None else None)
         records, result = fn(self._speculative)
@@ -179,29 +229,29 @@ class ControllerService:
         return (
             broker_id in self._heard_this_term
             and last is not None
-            and now_ms() - last < self._broker.config.broker_session_timeout_ms
+            and now_ms() - last < self._config().broker_session_timeout_ms
         )
 
     def unclean(self, topic: str) -> bool:
         value = self._speculative.topic_configs(topic).get("unclean.leader.election.enable")
         if value is None:
-            return self._broker.config.unclean_leader_election_enable
+            return self._config().unclean_leader_election_enable
         return value.strip().lower() == "true"
 
     async def _bootstrap(self) -> None:
         image = self._speculative
         if not image.cluster_id:
-            cluster_id = self._broker.local_cluster_id or self._broker.new_cluster_id()
-            await self.commit([ClusterRecord(cluster_id, self._broker.config.cluster_name)])
+            cluster_id = self._cluster_id_to_form()
+            await self.commit([ClusterRecord(cluster_id, self._config().cluster_name)])
             log.info(
                 "[node %d] formed cluster %s (%s)",
                 self.node_id,
                 cluster_id,
-                self._broker.config.cluster_name,
+                self._config().cluster_name,
             )
 
     async def _liveness_loop(self) -> None:
-        timeout_ms = self._broker.config.broker_session_timeout_ms
+        timeout_ms = self._config().broker_session_timeout_ms
         while True:
             await asyncio.sleep(LIVENESS_CHECK_S)
             current = now_ms()
@@ -238,7 +288,7 @@ class ControllerService:
         of the network does not drag leadership (and its clients, which must reconnect to
         it) with it."""
         while True:
-            await asyncio.sleep(self._broker.config.leader_imbalance_check_interval_seconds)
+            await asyncio.sleep(self._config().leader_imbalance_check_interval_seconds)
             await self.restore_preferred_leaders()
 
     def settled_brokers(self, image: MetadataImage, current_ms: int, interval_ms: int) -> set[int]:
@@ -252,7 +302,7 @@ class ControllerService:
         return {b for b in live if current_ms - self._live_since_ms[b] >= interval_ms}
 
     async def restore_preferred_leaders(self) -> None:
-        config = self._broker.config
+        config = self._config()
         if not config.auto_leader_rebalance_enable:
             return
         percentage = config.leader_imbalance_per_broker_percentage
@@ -310,7 +360,7 @@ class ControllerService:
         want_shutdown: bool,
     ) -> broker_decisions.HeartbeatResult:
         was_fenced = self._fenced(broker_id)
-        store = self._broker.store
+        store = self._store()
         if self._sessions and store is not None and broker_id not in store.live_brokers:
             want_fence = True  # its session ended: it stays fenced until it registers again
         result = await self.decide(
@@ -404,7 +454,7 @@ class ControllerService:
     @property
     def _sessions(self) -> bool:
         """Whether the store's sessions, not heartbeats, say which brokers are alive."""
-        store = self._broker.store
+        store = self._store()
         return store is not None and store.capabilities.liveness is Liveness.SESSIONS
 
     def on_live_brokers(self, live: frozenset[int], reason: str) -> None:
@@ -424,10 +474,8 @@ class ControllerService:
     ) -> None:
         """A topic written into the store by hand (`source` says so, for the log):
         created with that assignment."""
-        from strom.server.handlers.admin import create_here
-
-        results = await create_here(
-            self._broker.admin_context, [NewTopic(name, -1, -1, assignments=dict(assignment))]
+        results = await self._create_topics_here(
+            [NewTopic(name, -1, -1, assignments=dict(assignment))]
         )
         for result in results:
             if result.error_code != ErrorCode.none:

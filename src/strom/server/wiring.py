@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.metadata.controller import NewTopic, TopicResult
+from strom.server.controller import ControllerService
 from strom.server.controller_channel import ControllerChannel
 from strom.server.groups import GroupService
-from strom.server.handlers.admin import create_topics
+from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
 
 if TYPE_CHECKING:
@@ -47,4 +48,19 @@ def group_service(broker: Broker) -> GroupService:
         image=lambda: broker.metadata.image,
         partitions=broker.partitions,
         create_topics=create,
+    )
+
+
+def controller_service(broker: Broker) -> ControllerService:
+    async def adopt(topics: list[NewTopic]) -> list[TopicResult]:
+        return await create_here(broker.admin_context, topics)
+
+    return ControllerService(
+        node_id=broker.node_id,
+        config=lambda: broker.config,
+        metadata=broker.metadata,
+        store=lambda: broker.store,
+        leader_id=lambda: broker.channel.leader_id,
+        cluster_id_to_form=lambda: broker.local_cluster_id or broker.new_cluster_id(),
+        create_topics_here=adopt,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,49 +14,74 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.config import load_config
+from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
-from strom.metadata.stores import Advertised, Liveness, StorePorts
+from strom.metadata.stores import Advertised, Liveness, MetadataStore, StorePorts
 from strom.metadata.stores.memory import MemoryLog
-from strom.server.broker import Broker
 from strom.server.controller import ControllerService, NotController
+from strom.server.layout import new_cluster_id
+from strom.server.metadata_state import MetadataState
 
 
-def node(log: MemoryLog, node_id: int, tmp_path: Path) -> Broker:
-    """A broker that is never started: its metadata and controller on the memory store."""
-    broker = Broker(
-        load_config(overrides=[f"node.id={node_id}", f"log.dirs={tmp_path / str(node_id)}"])
-    )
+@dataclass(slots=True)
+class ControllerNode:
+    """A node's committed metadata, its metadata store and the controller service built
+    on them from its ports, without a Broker."""
+
+    metadata: MetadataState
+    store: MetadataStore | None = None
+    controller: ControllerService | None = None
+    failures: list[str] = field(default_factory=list)
+
+
+async def _no_adoption(topics: list[NewTopic]) -> list[TopicResult]:
+    raise AssertionError(f"no topic is written into these stores by hand: {topics}")
+
+
+def node(log: MemoryLog, node_id: int, tmp_path: Path) -> ControllerNode:
+    """A node that is never started: its metadata and controller on the memory store."""
+    config = load_config(overrides=[f"node.id={node_id}", f"log.dirs={tmp_path / str(node_id)}"])
+    built = ControllerNode(MetadataState(node_id))
 
     def on_change() -> None:
-        assert broker.store is not None and broker.controller is not None
-        broker.controller.follow(
-            is_leader=broker.store.is_leader,
-            term=broker.store.term,
-            applied_term=broker.metadata.applied_term,
+        assert built.store is not None and built.controller is not None
+        built.controller.follow(
+            is_leader=built.store.is_leader,
+            term=built.store.term,
+            applied_term=built.metadata.applied_term,
         )
 
-    broker.store = log.store(
+    store = log.store(
         StorePorts(
             node_id=node_id,
-            metadata=broker.metadata,
+            metadata=built.metadata,
             on_change=on_change,
-            fail=broker.fail,
+            fail=built.failures.append,
             watches=lambda: (
-                broker.controller if broker.controller and broker.controller.active else None
+                built.controller if built.controller and built.controller.active else None
             ),
             advertised=lambda: Advertised("PLAINTEXT", "localhost", 9090 + node_id),
             cluster_id=lambda: None,
-            incarnation_id=broker.incarnation_id,
+            incarnation_id=uuid.UUID(int=node_id),
             rack=None,
             clock_ms=lambda: 0,
         )
     )
-    broker.controller = ControllerService(broker)
-    broker.metadata.subscribe(broker.controller.on_applied)
-    return broker
+    built.store = store
+    built.controller = ControllerService(
+        node_id=node_id,
+        config=lambda: config,
+        metadata=built.metadata,
+        store=lambda: store,
+        leader_id=lambda: store.leader_id,
+        cluster_id_to_form=new_cluster_id,
+        create_topics_here=_no_adoption,
+    )
+    built.metadata.subscribe(built.controller.on_applied)
+    return built
 
 
-async def until(broker: Broker, check: Callable[[MetadataImage], bool]) -> None:
+async def until(broker: ControllerNode, check: Callable[[MetadataImage], bool]) -> None:
     async def wait() -> None:
         while not check(broker.metadata.image):
             await broker.metadata.changed()

@@ -30,8 +30,9 @@ from strom.metadata.stores import (
 from strom.metadata.stores.memory import MemoryLog
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, decode_response, encode_response
+from strom.server import wiring
 from strom.server.broker import Broker
-from strom.server.controller import ControllerService, NotController
+from strom.server.controller import NotController
 from strom.server.handlers.ports import (
     AdminContext,
     ControllerLink,
@@ -82,7 +83,7 @@ def controller_node(log: MemoryLog, node_id: int, tmp_path: Path) -> Broker:
             clock_ms=lambda: 0,
         )
     )
-    broker.controller = ControllerService(broker)
+    broker.controller = wiring.controller_service(broker)  # its ports, as Broker builds it
     broker.metadata.subscribe(broker.controller.on_applied)
     return broker
 
