@@ -10,7 +10,6 @@ stopping) are read through a port at each request, never copied into the context
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from random import Random
@@ -23,7 +22,6 @@ from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
 from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPartition
-from strom.metadata.brokers import HeartbeatResult, ProducerIdsResult
 from strom.metadata.image import MetadataImage
 from strom.metadata.isr import AlterPartitionResult, IsrChange
 from strom.metadata.reassignments import OngoingReassignment, PartitionTarget, ReassignmentResult
@@ -32,6 +30,7 @@ from strom.metadata.stores.base import PeerStream, QuorumDescription, StoreCapab
 from strom.protocol.codec import Request
 from strom.raft.messages import Entry, Snapshot
 from strom.server.controller import NotController
+from strom.server.controller_link import LocalController
 from strom.server.partitions import PartitionManager
 
 T = TypeVar("T")
@@ -210,37 +209,14 @@ class Forwarding(Protocol):
     def forward(self) -> ForwardPort: ...
 
 
-class QuorumController(Protocol):
+class QuorumController(LocalController, Protocol):
     """The controller service's decisions the quorum handlers ask for
-    (server/controller.py); each raises NotController when leadership is lost."""
+    (server/controller.py): registration, heartbeats and producer id blocks as the
+    broker's own services ask them in process (controller_link.LocalController), and
+    more; each raises NotController when leadership is lost."""
 
     @property
     def active(self) -> bool: ...
-
-    async def register_broker(
-        self,
-        *,
-        broker_id: int,
-        cluster_id: str,
-        incarnation_id: uuid.UUID,
-        host: str,
-        port: int,
-        rack: str | None,
-    ) -> tuple[ErrorCode, str | None, int]: ...
-
-    async def broker_heartbeat(
-        self,
-        *,
-        broker_id: int,
-        broker_epoch: int,
-        current_metadata_offset: int,
-        want_fence: bool,
-        want_shutdown: bool,
-    ) -> HeartbeatResult: ...
-
-    async def allocate_producer_ids(
-        self, broker_id: int, broker_epoch: int
-    ) -> ProducerIdsResult: ...
 
     async def alter_partition(
         self, *, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
