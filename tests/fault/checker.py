@@ -259,7 +259,7 @@ class _Faults:
         # its stamp to the next stamp (so neighbours overlap, in the replicas' favour).
         stamps = [change.at_s for change in self.network]
         self._states: list[tuple[float, float, frozenset[tuple[int, int]]]] = [
-            (since - HEAL_SLACK_S if since > -math.inf else since, until, frozenset(cuts))
+            (since - HEAL_SLACK_S, until, frozenset(cuts))
             for since, until, cuts in zip(
                 [-math.inf, *stamps],
                 [*stamps, math.inf],
@@ -447,7 +447,7 @@ def _under_min_isr_acks(
             continue
         up = [n for n in replicas if faults.up_at_some_time(n, send.at_s, ack.at_s)]
         reached = faults.reachable(replicas, send.at_s, ack.at_s)
-        if len(up) >= needed and len(reached) >= needed:
+        if len(reached) >= needed:  # the replicas reached were up, so enough were
             continue
         if len(up) < needed:
             why = f"only nodes {up} of the replicas {list(replicas)} were up"
