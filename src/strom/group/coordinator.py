@@ -1,5 +1,5 @@
 """The classic group protocol as a pure state machine: JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup and the timers behind them.
+LeaveGroup, the timers behind them, and a rebalance forced by the broker (`rebalance`).
 
 Requests come in with the shell's reply token and `now_ms`; every decision returns an
 `Output`: replies for waiting requests (a JoinGroup waits until the rebalance ends, a
@@ -32,6 +32,7 @@ from strom.group.requests import (
     JoinRequest,
     LeavingMember,
     Output,
+    RebalanceResult,
     Reply,
     SyncRequest,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "JoinRequest",
     "LeavingMember",
     "Output",
+    "RebalanceResult",
     "Reply",
     "SyncRequest",
 ]
@@ -428,6 +430,31 @@ class GroupCoordinator:
         elif group.state is GroupState.PREPARING_REBALANCE:
             self._rebalance.maybe_complete_join(group, now_ms, out)
         return ErrorCode.none, errors
+
+    # ------------------------------------------------------------- forced rebalance
+
+    def rebalance(self, group_id: str, now_ms: int, reason: str) -> tuple[RebalanceResult, Output]:
+        """Start a rebalance of a Stable or CompletingRebalance group with the same members,
+        as a membership change would (Kafka's GroupCoordinator.prepareRebalance): their
+        heartbeats get REBALANCE_IN_PROGRESS, they rejoin, the next generation is formed
+        and its leader assigns anew. Any other group is left as it is (RebalanceResult)."""
+        result: list[RebalanceResult] = []
+
+        def decision(out: Output) -> None:
+            seen = self.store.peek(group_id)  # copied (`get`) only when it changes
+            state = None if seen is None else seen.state
+            if state is None or state is GroupState.DEAD:
+                result.append(RebalanceResult(ErrorCode.group_id_not_found, state=state))
+            elif state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+                group = self.store.get(group_id)
+                assert group is not None
+                self._rebalance.prepare_rebalance(group, now_ms, out, f"requested: {reason}")
+                result.append(RebalanceResult(ErrorCode.none, started=True, state=state))
+            else:  # Empty: nobody to rebalance; PreparingRebalance: one is under way
+                result.append(RebalanceResult(ErrorCode.none, state=state))
+
+        out = self.decide(now_ms, decision)
+        return result[0], out
 
     # ------------------------------------------------------------------------ timers
 

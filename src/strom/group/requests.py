@@ -1,19 +1,23 @@
-"""What the classic group coordinator takes and gives: request values, and the `Output`
+"""What the classic group coordinator takes and gives: request values, the `Output`
 of every decision (replies for waiting requests, `__consumer_offsets` records to write,
-the write id the shell reports durable or failed)."""
+the write id the shell reports durable or failed), and the `RebalanceResult` of a forced
+rebalance."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kio.schema.errors import ErrorCode
+
 from strom.group.records import Key, Value
-from strom.group.state import JoinResult, SyncResult, Token
+from strom.group.state import GroupState, JoinResult, SyncResult, Token
 
 __all__ = [
     "GroupRecord",
     "JoinRequest",
     "LeavingMember",
     "Output",
+    "RebalanceResult",
     "Reply",
     "SyncRequest",
 ]
@@ -53,6 +57,22 @@ class SyncRequest:
 class LeavingMember:
     member_id: str
     group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceResult:
+    """What a forced rebalance (`GroupCoordinator.rebalance`) did.
+
+    `started`: the group went from Stable or CompletingRebalance to PreparingRebalance.
+    Otherwise `error` says why nothing was done: GROUP_ID_NOT_FOUND (no such group, or a
+    Dead one), or NONE with `state` Empty (no member to rebalance) or PreparingRebalance
+    (a rebalance is already under way). The shell adds the errors of coordination
+    (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a failed write)."""
+
+    error: ErrorCode
+    started: bool = False
+    state: GroupState | None = None
+    """The group's state when asked; None when there is no such group."""
 
 
 @dataclass(slots=True)

@@ -6,8 +6,10 @@ A group moves between five states (Kafka's names):
     PreparingRebalance -> CompletingRebalance  every member rejoined, or the rebalance timed out
     PreparingRebalance -> Empty                nobody rejoined
     CompletingRebalance -> Stable              the leader sent the assignment
-    CompletingRebalance -> PreparingRebalance  a member joined, left or died meanwhile
-    Stable ------------> PreparingRebalance    a member joined, left, died or changed
+    CompletingRebalance -> PreparingRebalance  a member joined, left or died meanwhile, or
+                                               the broker forced a rebalance
+    Stable ------------> PreparingRebalance    a member joined, left, died or changed, or
+                                               the broker forced a rebalance
     any ---------------> Dead                  deleted, expired, or its partition moved away
 
 `_TRANSITIONS` below is the same table; `Group.transition` refuses anything else.

@@ -18,11 +18,12 @@ from strom.group.coordinator import (
     JoinRequest,
     LeavingMember,
     Output,
+    RebalanceResult,
     Reply,
     SyncRequest,
 )
 from strom.group.records import Key, Value
-from strom.group.state import GroupConfig, JoinResult, SyncResult
+from strom.group.state import GroupConfig, GroupState, JoinResult, SyncResult
 
 PROTOCOLS = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))
 
@@ -145,6 +146,11 @@ class Harness:
         self._apply(out)
         return error, errors
 
+    def rebalance(self, group: str = "g", reason: str = "test") -> RebalanceResult:
+        result, out = self.core.rebalance(group, self.now_ms, reason)
+        self._apply(out)
+        return result
+
     def advance(self, ms: int) -> None:
         self.now_ms += ms
         self._apply(self.core.tick(self.now_ms))
@@ -166,3 +172,27 @@ class Harness:
 
     def group(self, group_id: str = "g") -> Any:
         return self.core.groups[group_id]
+
+
+def stable_group(h: Harness, count: int) -> tuple[list[str], int]:
+    """`count` dynamic members in a Stable group; returns (member ids, generation)."""
+    ids: list[str] = []
+    tokens: list[int] = []
+    for _ in range(count):
+        member_id, token = h.join_new()
+        ids.append(member_id)
+        tokens.append(token)
+        # Members already in the group must rejoin for the new one to get in.
+        for i, other in enumerate(ids[:-1]):
+            if tokens[i] in h.replies:
+                tokens[i] = h.join(other)
+    results = [h.joined(t) for t in tokens]
+    generation = results[0].generation_id
+    assert all(r.error is ErrorCode.none and r.generation_id == generation for r in results)
+    leader = results[0].leader_id
+    syncs = [
+        h.sync(m, generation, {m: m.encode() for m in ids} if m == leader else None) for m in ids
+    ]
+    assert all(h.synced(s).error is ErrorCode.none for s in syncs)
+    assert h.group().state is GroupState.STABLE
+    return ids, generation

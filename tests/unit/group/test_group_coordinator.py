@@ -2,36 +2,12 @@
 
 from __future__ import annotations
 
-from group_harness import PROTOCOLS, Harness
+from group_harness import PROTOCOLS, Harness, stable_group
 from kio.schema.errors import ErrorCode
 
 from strom.group.coordinator import LeavingMember
 from strom.group.records import GroupMetadataKey, GroupMetadataValue
 from strom.group.state import GroupState
-
-
-def stable_group(h: Harness, count: int) -> tuple[list[str], int]:
-    """`count` dynamic members in a Stable group; returns (member ids, generation)."""
-    ids: list[str] = []
-    tokens: list[int] = []
-    for _ in range(count):
-        member_id, token = h.join_new()
-        ids.append(member_id)
-        tokens.append(token)
-        # Members already in the group must rejoin for the new one to get in.
-        for i, other in enumerate(ids[:-1]):
-            if tokens[i] in h.replies:
-                tokens[i] = h.join(other)
-    results = [h.joined(t) for t in tokens]
-    generation = results[0].generation_id
-    assert all(r.error is ErrorCode.none and r.generation_id == generation for r in results)
-    leader = results[0].leader_id
-    syncs = [
-        h.sync(m, generation, {m: m.encode() for m in ids} if m == leader else None) for m in ids
-    ]
-    assert all(h.synced(s).error is ErrorCode.none for s in syncs)
-    assert h.group().state is GroupState.STABLE
-    return ids, generation
 
 
 def test_first_join_asks_for_a_member_id_then_forms_the_group() -> None:

@@ -20,6 +20,7 @@ step = st.one_of(
     st.tuples(st.just("heartbeat"), st.integers(0, MEMBERS - 1), st.booleans()),
     st.tuples(st.just("leave"), st.integers(0, MEMBERS - 1), st.booleans()),
     st.tuples(st.just("advance"), st.integers(0, 12_000), st.booleans()),
+    st.tuples(st.just("rebalance"), st.just(0), st.booleans()),
 )
 
 
@@ -67,6 +68,8 @@ def test_random_sequences_keep_the_invariants(
             h.leave(LeavingMember(ids[n], instance))
         elif action == "advance":
             h.advance(n)
+        elif action == "rebalance":
+            h.rebalance()
         for reply in h.replies.values():
             if isinstance(reply, JoinResult) and reply.generation_id > 0:
                 for k, member_id in ids.items():
@@ -144,6 +147,8 @@ def test_random_failed_writes_leave_committed_state_equal_to_replay(
             h.commit(CommitRequest("solo", offsets=(OffsetToCommit("t", n, len(h.held)),)))
         elif action == "advance":
             h.advance(n)
+        elif action == "rebalance":
+            h.rebalance()
         elif action == "hold":
             h.hold = flag
         elif action == "settle":
