@@ -43,6 +43,7 @@ from strom.group.coordinator import (
     JoinRequest,
     LeavingMember,
     Output,
+    RebalanceResult,
     Reply,
     SyncRequest,
 )
@@ -300,6 +301,12 @@ class GroupService:
         if self._closed:
             raise CoordinatorUnavailable(ErrorCode.not_coordinator, "broker is stopping")
         await self.ensure_topic()
+        self._check_coordinator(group_id)
+
+    def _check_coordinator(self, group_id: str) -> None:
+        """`coordinate` without creating `__consumer_offsets` first."""
+        if self._closed:
+            raise CoordinatorUnavailable(ErrorCode.not_coordinator, "broker is stopping")
         index = partition_for(group_id, self.num_partitions)
         if self.leader_of(index) != self._node_id:
             raise CoordinatorUnavailable(
@@ -378,6 +385,20 @@ class GroupService:
         """The core's decision on an OffsetDelete: the group's error, one per partition,
         and the output to `apply`."""
         return group_offsets.delete_offsets(self.core, group_id, partitions, now_ms())
+
+    async def rebalance(self, group_id: str, reason: str) -> RebalanceResult:
+        """Force a rebalance of a Stable or CompletingRebalance group (strom.testing's
+        "trigger a rebalance"); the core says what it did. If this broker does not
+        coordinate the group now, or the decision is discarded, the result carries the
+        error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) and nothing started.
+        Never creates `__consumer_offsets`: without it there is no group to rebalance."""
+        try:
+            self._check_coordinator(group_id)
+            result, out = self.core.rebalance(group_id, now_ms(), reason)
+            await self.apply(out)
+        except CoordinatorUnavailable as exc:
+            return RebalanceResult(exc.error_code)
+        return result
 
     # --- requests and writes -----------------------------------------------------------
 
