@@ -22,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.client import codec
+from strom.client.dial import dial
 from strom.client.errors import BrokerError, ClientConnectionError
 from strom.client.versions import API_VERSIONS_VERSION, api_versions_retry
 
@@ -89,7 +90,7 @@ class KafkaConnection:
         peer = f"{host}:{port}"
         try:
             async with asyncio.timeout(timeout_s):
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await dial(host, port)
         except TimeoutError:
             raise ClientConnectionError(
                 f"connecting to {peer} timed out after {timeout_s:g} s"

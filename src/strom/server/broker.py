@@ -32,7 +32,7 @@ from strom.metadata.stores import (
 )
 from strom.protocol.apis import CONTROLLER_APIS, SERVED_APIS
 from strom.protocol.codec import Request
-from strom.server import layout, wiring
+from strom.server import housekeeping, layout, wiring
 from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
@@ -327,12 +327,19 @@ class Broker:
         self.partitions.sync(image, now_ms=now_ms())
         self.serving = True
         self._background.spawn(self.flusher.run(), "flusher")
-        self._background.spawn(self._retention_loop(), "retention")
+        config = lambda: self.config  # noqa: E731 - dynamic changes apply at the next round
+        self._background.spawn(
+            housekeeping.retention_loop(self.node_id, config, self.partitions), "retention"
+        )
         self._background.spawn(
             run_cleaner(self.node_id, self.config, self.partitions), "log-cleaner"
         )  # returns at once unless log.cleaner.enable
-        self._background.spawn(self._interval_flush_loop(), "interval-flush")
-        self._background.spawn(self._checkpoint_loop(), "hw-checkpoint")
+        self._background.spawn(
+            housekeeping.interval_flush_loop(config, self.partitions), "interval-flush"
+        )
+        self._background.spawn(
+            housekeeping.checkpoint_loop(self.node_id, config, self.partitions), "hw-checkpoint"
+        )
         self.isr.start()
         self.groups.follow(image)
         self._background.spawn(self.groups.run_timers(), "group-timers")
@@ -411,6 +418,32 @@ class Broker:
         for partition in self.partitions:
             partition.log.flush()
         self.partitions.close()
+
+    # A crash, for strom.testing: abort() -> (the caller cancels the node's tasks) ->
+    # abandon_files(). Nothing a clean stop() promises happens: no controlled shutdown,
+    # no leadership handed over, no last fsync, no clean-shutdown marker.
+
+    def abort(self) -> None:
+        """Stop listening and drop every client and node connection at once, as the
+        kernel does when a process dies."""
+        self.stopping = True
+        for server in self._servers:
+            server.close()
+        for connection in list(self._connections):
+            connection.abort()
+        self.channel.close()
+
+    def abandon_files(self, *, lose_unflushed: bool = False) -> None:
+        """Close every file as a killed process leaves it, so that the next start recovers.
+        With `lose_unflushed` each partition log first drops every record it has not
+        fsynced, as a power failure would; the metadata log is kept whole."""
+        for partition in self.partitions:
+            log_ = partition.log
+            if lose_unflushed and log_.flushed_offset < log_.log_end_offset:
+                log_.truncate_to(log_.flushed_offset)
+            log_.close(clean=False)
+        if self.store is not None:
+            self.store.abandon()
 
     def fail(self, reason: str) -> None:
         """Stop the node: something it cannot recover from (logged once)."""
@@ -554,39 +587,3 @@ class Broker:
         if self.fetcher is not None:
             self.fetcher.leader_changed()
         self.channel.leader_changed()
-
-    # --- background work --------------------------------------------------------------
-
-    async def _retention_loop(self) -> None:
-        interval_s = self.config.log_retention_check_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            for partition in self.partitions:
-                deleted = partition.log.delete_old_segments(now_ms())
-                if deleted:
-                    log.info(
-                        "[node %d] %s-%d: retention deleted %d segment(s); log starts at %d",
-                        self.node_id,
-                        partition.topic,
-                        partition.index,
-                        len(deleted),
-                        partition.log.log_start_offset,
-                    )
-
-    async def _checkpoint_loop(self) -> None:
-        """Write every partition's high watermark to replication-offset-checkpoint."""
-        while True:
-            await asyncio.sleep(self.config.replica_high_watermark_checkpoint_interval_ms / 1000)
-            offsets = self.partitions.checkpoint_snapshot()
-            try:
-                await asyncio.to_thread(self.partitions.write_checkpoint, offsets)
-            except OSError as exc:
-                log.warning("[node %d] high watermark checkpoint: %s", self.node_id, exc)
-
-    async def _interval_flush_loop(self) -> None:
-        interval_s = min(self.config.log_flush_scheduler_interval_ms, 60_000) / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            current = now_ms()
-            for partition in self.partitions:
-                partition.flush_if_due(current)

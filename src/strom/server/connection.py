@@ -91,6 +91,11 @@ class Connection:
         self.host = f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
         self._draining = False
 
+    def abort(self) -> None:
+        """Drop the connection at once, unsent answers included (a crash)."""
+        self._draining = True
+        cast(asyncio.Transport, self._writer.transport).abort()
+
     def drain(self) -> None:
         """Stop reading requests; the ones already read are still answered."""
         self._draining = True

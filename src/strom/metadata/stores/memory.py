@@ -178,6 +178,9 @@ class MemoryStore:
     async def stop(self) -> None:
         self._log.detach(self)
 
+    def abandon(self) -> None:
+        self._log.detach(self)
+
     def propose(self, data: bytes) -> int:
         return self._log.propose(self.node_id, data)
 

@@ -156,6 +156,10 @@ class RaftDriver:
         await self._tasks.stop()
         self.storage.close()
 
+    def abandon(self) -> None:
+        self._stopping = True
+        self.storage.close()
+
     def _failed(self, error: BaseException) -> None:
         self.failure = error
         # The node stops: it cannot go on without its Raft loop.

@@ -114,6 +114,10 @@ class ZkSession:
         """End the session: ZooKeeper deletes its ephemeral znodes at once."""
         await asyncio.to_thread(_close, self.client)
 
+    def abandon(self) -> None:
+        """close(), from a node that is going down at once (blocks briefly)."""
+        _close(self.client)
+
     @property
     def session_id(self) -> int:
         client_id = self.client.client_id

@@ -175,6 +175,15 @@ class ZooKeeperStore:
         if self._session is not None:
             await self._session.close()
 
+    def abandon(self) -> None:
+        # kazoo keeps a session alive from threads of its own: a crash that left them
+        # running would keep this broker registered for ever, so the session ends here
+        # (ZooKeeper fences the broker at once rather than after its session timeout).
+        self._stopping = True
+        self._session_tasks.cancel()
+        if self._session is not None:
+            self._session.abandon()
+
     # --- session ----------------------------------------------------------------------
 
     def _on_state(self, state: SessionState) -> None:
