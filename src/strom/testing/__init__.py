@@ -1,0 +1,1 @@
+"""strom as a test fixture."""
