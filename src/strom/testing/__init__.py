@@ -5,7 +5,7 @@
     with StromCluster(nodes=3) as cluster:
         ...  # any Kafka client, with cluster.bootstrap_servers
 
-The pytest plugin (strom.testing.pytest_plugin, installed with strom) gives the same as
+The pytest plugin (strom.pytest_plugin, installed with strom) gives the same as
 fixtures: strom_broker, strom_cluster and their session-wide twins. docs/testing.md
 has the whole story and a worked example.
 """

@@ -106,9 +106,8 @@ async def create_topic(
     )
     result = response.topics[0]
     if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
-        raise AdminError(
-            f"creating topic {name!r}: {result.error_code.name} ({result.error_message or ''})"
-        )
+        why = f" ({result.error_message})" if result.error_message else ""
+        raise AdminError(f"creating topic {name!r}: {result.error_code.name.upper()}{why}")
 
 
 async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupState | None:
@@ -169,7 +168,9 @@ async def reassign(client: NodeClient, topic: str, partition: int, replicas: Seq
     ]
     refused = [e for e in errors if e != ErrorCode.none]
     if refused:
-        raise AdminError(f"reassigning {topic}-{partition} to {list(replicas)}: {refused[0].name}")
+        raise AdminError(
+            f"reassigning {topic}-{partition} to {list(replicas)}: {refused[0].name.upper()}"
+        )
 
 
 async def elect_preferred(client: NodeClient, topic: str, partition: int) -> ErrorCode:

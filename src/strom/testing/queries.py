@@ -159,7 +159,7 @@ class ClusterQueries(ABC):
             lambda broker: broker.groups.rebalance(group_id, "asked by the test"), timeout_s
         )
         if result.error != ErrorCode.none:
-            raise ClusterError(f"rebalancing group {group_id!r}: {result.error.name}")
+            raise ClusterError(f"rebalancing group {group_id!r}: {result.error.name.upper()}")
         if not result.started:
             state = "unknown" if result.state is None else result.state.name
             raise ClusterError(f"group {group_id!r} cannot rebalance now: it is {state}")

@@ -1,5 +1,6 @@
-"""strom's pytest plugin, registered through the `pytest11` entry point: installing strom
-gives every test suite these fixtures, with no conftest.
+"""strom's pytest plugin: strom.testing as fixtures. It is registered through the
+`pytest11` entry point, so installing strom gives every test suite these fixtures, with
+no conftest.
 
     strom_broker           a one-node cluster for one test
     strom_cluster          a three-node cluster for one test

@@ -1,0 +1,258 @@
+"""strom.testing, the test fixture, with real clients: what each fault really does.
+
+Every test starts its cluster in this process (unless it says processes=True) through
+the pytest plugin's fixtures or StromCluster itself; all of it is stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from kio.schema.errors import ErrorCode
+
+from strom.client import KafkaConnection
+from strom.protocol.apis import ApiKey
+from strom.testing import ClusterError, NodeError, StromCluster
+
+UNFLUSHED = {"log.flush.interval.messages": 1_000_000, "log.flush.interval.ms": 3_600_000}
+"""Acknowledge once written to the page cache, and fsync only every hour."""
+
+
+def produce(
+    bootstrap: str, topic: str, count: int, settings: Mapping[str, object] | None = None
+) -> list[Message]:
+    """`count` records, each acknowledged (or failed) before this returns."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, **(settings or {})})
+    delivered: list[Message] = []
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        assert error is None, error
+        delivered.append(message)
+
+    for i in range(count):
+        producer.produce(topic, f"record-{i}".encode(), on_delivery=on_delivery)
+    assert producer.flush(30) == 0
+    return delivered
+
+
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 10)
+        return int(high)
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def unflushed_broker() -> Iterator[StromCluster]:
+    with StromCluster(nodes=1, config=UNFLUSHED) as cluster:
+        yield cluster
+
+
+def test_a_one_node_fixture_serves_a_real_producer_and_consumer(
+    strom_broker: StromCluster,
+) -> None:
+    produce(strom_broker.bootstrap_servers, "events", 20)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": strom_broker.bootstrap_servers,
+            "group.id": "readers",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["events"])
+    values: list[bytes] = []
+    try:
+        strom_broker.wait_until(
+            lambda: _poll_into(consumer, values) >= 20, 20, "20 records consumed"
+        )
+    finally:
+        consumer.close()
+    assert values == [f"record-{i}".encode() for i in range(20)]
+
+
+def _poll_into(consumer: Consumer, values: list[bytes]) -> int:
+    message = consumer.poll(0.1)
+    if message is not None and message.error() is None:
+        values.append(message.value())
+    return len(values)
+
+
+def test_a_crash_that_loses_unflushed_writes_loses_exactly_those(
+    unflushed_broker: StromCluster,
+) -> None:
+    cluster = unflushed_broker
+    cluster.create_topic("volatile")
+    produce(cluster.bootstrap_servers, "volatile", 10, {"acks": 1})
+    cluster.crash_node(1)  # kill -9: the page cache keeps what was written
+    cluster.start_node(1)
+    cluster.wait_for_leader("volatile")
+    assert end_offset(cluster.bootstrap_servers, "volatile") == 10
+
+    produce(cluster.bootstrap_servers, "volatile", 5, {"acks": 1})
+    cluster.crash_node(1, lose_unflushed=True)  # a power failure: only fsynced data stays
+    cluster.start_node(1)
+    cluster.wait_for_leader("volatile")
+    # The clean restart above fsynced the first ten; the five since were never fsynced.
+    assert end_offset(cluster.bootstrap_servers, "volatile") == 10
+
+
+def test_with_fsync_before_ack_a_power_failure_loses_no_acknowledged_record(
+    strom_broker: StromCluster,
+) -> None:
+    strom_broker.create_topic("durable")
+    produce(strom_broker.bootstrap_servers, "durable", 25, {"acks": 1})
+    strom_broker.crash_node(1, lose_unflushed=True)
+    strom_broker.start_node(1)
+    strom_broker.wait_for_leader("durable")
+    assert end_offset(strom_broker.bootstrap_servers, "durable") == 25
+
+
+def test_isolating_the_leader_moves_leadership_and_healing_restores_the_isr(
+    strom_cluster: StromCluster,
+) -> None:
+    cluster = strom_cluster
+    cluster.create_topic("orders", replication_factor=3)
+    old = cluster.wait_for_leader("orders")
+    cluster.isolate(old)
+    assert set(cluster.cut_links) >= {(-1, old)}
+    new = cluster.wait_for_leader("orders", not_on=old)
+    assert new != old
+    cluster.heal()
+    cluster.wait_until(lambda: len(cluster.isr("orders")) == 3, 30, "the ISR to grow back")
+    produce(cluster.bootstrap_servers, "orders", 10, {"acks": "all"})
+    assert end_offset(cluster.bootstrap_servers, "orders") == 10
+
+
+def test_clients_cut_from_a_node_wait_until_the_heal(strom_broker: StromCluster) -> None:
+    strom_broker.create_topic("waiting")
+    producer = Producer({"bootstrap.servers": strom_broker.bootstrap_servers, "linger.ms": 0})
+    producer.produce("waiting", b"before")
+    assert producer.flush(10) == 0
+    strom_broker.cut_clients(1)
+    producer.produce("waiting", b"during")
+    assert producer.flush(1.0) == 1  # held in the network, not refused
+    strom_broker.heal()
+    assert producer.flush(30) == 0
+    assert end_offset(strom_broker.bootstrap_servers, "waiting") == 2
+
+
+def test_injected_errors_are_answered_in_request_order(strom_broker: StromCluster) -> None:
+    """Three pipelined requests on one connection; the middle one is answered by the
+    network with the injected error, the others by the broker, in order."""
+    strom_broker.create_topic("pipelined")
+    strom_broker.fail_requests("LIST_OFFSETS", "NOT_LEADER_OR_FOLLOWER")
+    host, port = strom_broker.address(1).split(":")
+
+    async def exchange() -> list[object]:
+        connection = await KafkaConnection.connect(host, int(port))
+        try:
+            metadata = {
+                "topics": [{"name": "pipelined", "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            }
+            list_offsets = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": "pipelined",
+                        "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+                        ],
+                    }
+                ],
+            }
+            return list(
+                await asyncio.gather(
+                    connection.request(ApiKey.METADATA, 12, metadata),
+                    connection.request(ApiKey.LIST_OFFSETS, 7, list_offsets),
+                    connection.request(ApiKey.METADATA, 12, metadata),
+                )
+            )
+        finally:
+            connection.close()
+
+    first, refused, last = asyncio.run(exchange())
+    assert [t.name for t in first.topics] == ["pipelined"]  # type: ignore[attr-defined]
+    partition = refused.topics[0].partitions[0]  # type: ignore[attr-defined]
+    assert partition.error_code == ErrorCode.not_leader_or_follower
+    assert [t.error_code for t in last.topics] == [ErrorCode.none]  # type: ignore[attr-defined]
+    assert strom_broker.pending_faults() == 0
+
+
+def test_a_burst_of_not_leader_errors_is_ridden_out_by_the_producer(
+    strom_broker: StromCluster,
+) -> None:
+    strom_broker.create_topic("bursty")
+    strom_broker.fail_requests("PRODUCE", "NOT_LEADER_OR_FOLLOWER", count=4)
+    delivered = produce(strom_broker.bootstrap_servers, "bursty", 6, {"enable.idempotence": True})
+    assert sorted(m.offset() for m in delivered) == list(range(6))
+    assert strom_broker.pending_faults() == 0
+
+
+def test_a_paused_leader_is_fenced_and_rejoins_when_resumed(strom_cluster: StromCluster) -> None:
+    cluster = strom_cluster
+    cluster.create_topic("paused", replication_factor=3)
+    old = cluster.wait_for_leader("paused")
+    with cluster.paused(old):
+        cluster.wait_for_leader("paused", not_on=old, timeout_s=4 * cluster.session_timeout_s)
+    cluster.wait_until(lambda: old in cluster.isr("paused"), 30, f"node {old} back in the ISR")
+
+
+def test_a_forced_rebalance_gives_the_consumer_a_new_generation(
+    strom_broker: StromCluster,
+) -> None:
+    strom_broker.create_topic("rebalanced", partitions=2)
+    assigned: list[int] = []
+    consumer = Consumer({"bootstrap.servers": strom_broker.bootstrap_servers, "group.id": "forced"})
+    consumer.subscribe(["rebalanced"], on_assign=lambda _c, parts: assigned.append(len(parts)))
+    try:
+        strom_broker.wait_until(lambda: _polled(consumer, assigned) == 1, 20, "the first join")
+        strom_broker.wait_for_group("forced", members=1)
+        strom_broker.rebalance("forced")
+        strom_broker.wait_until(lambda: _polled(consumer, assigned) == 2, 20, "the rejoin")
+        assert assigned == [2, 2]
+        strom_broker.wait_for_group("forced", members=1)
+    finally:
+        consumer.close()
+    with pytest.raises(ClusterError, match="GROUP_ID_NOT_FOUND"):
+        strom_broker.rebalance("no-such-group")
+
+
+def _polled(consumer: Consumer, assigned: list[int]) -> int:
+    consumer.poll(0.1)
+    return len(assigned)
+
+
+@pytest.mark.strom(nodes=2, config={"num.partitions": 4})
+def test_the_marker_sets_the_size_and_the_config(strom_cluster: StromCluster) -> None:
+    assert strom_cluster.node_ids == [1, 2]
+    produce(strom_cluster.bootstrap_servers, "auto-created", 1)
+    leaders = [strom_cluster.wait_for_leader("auto-created", p) for p in range(4)]
+    assert set(leaders) <= {1, 2}
+
+
+@pytest.mark.parametrize("strom_cluster", [{"nodes": 1}, {"nodes": 2}], indirect=True)
+def test_indirect_parameters_set_the_size(strom_cluster: StromCluster) -> None:
+    assert len(strom_cluster.node_ids) in (1, 2)
+    assert strom_cluster.bootstrap_servers.count(",") == len(strom_cluster.node_ids) - 1
+
+
+def test_child_process_nodes_take_the_same_faults() -> None:
+    with StromCluster(nodes=3, processes=True) as cluster:
+        cluster.create_topic("children", replication_factor=3)
+        old = cluster.wait_for_leader("children")
+        cluster.crash_node(old)
+        cluster.wait_for_leader("children", not_on=old)
+        cluster.start_node(old)
+        cluster.wait_until(lambda: len(cluster.isr("children")) == 3, 30, "the ISR back")
+        with pytest.raises(NodeError, match="needs an in-process node"):
+            cluster.crash_node(old, lose_unflushed=True)
+        produce(cluster.bootstrap_servers, "children", 5, {"acks": "all"})
+        assert end_offset(cluster.bootstrap_servers, "children") == 5
