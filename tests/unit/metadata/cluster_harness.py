@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from strom.metadata import brokers, controller
+from strom.metadata import brokers, controller, isr
 from strom.metadata.controller import NewTopic, TopicDefaults
 from strom.metadata.image import MetadataImage, PartitionImage
 from strom.metadata.records import MetadataRecord
@@ -108,3 +108,21 @@ def state(image: MetadataImage, topic: str, index: int = 0) -> tuple[int, tuple[
     """(leader, isr)."""
     p = partition(image, topic, index)
     return p.leader, p.isr
+
+
+def rejoin(image: MetadataImage, topic: str, index: int, broker_id: int) -> MetadataImage:
+    """The partition's leader adds `broker_id` back to its ISR (AlterPartition)."""
+    p = partition(image, topic, index)
+    records, result = isr.alter_partition(
+        image,
+        broker_id=p.leader,
+        broker_epoch=image.brokers[p.leader].epoch,
+        topic_id=image.topics_by_name[topic].topic_id,
+        partition=index,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        new_isr=(*p.isr, broker_id),
+        is_live=image.is_live,
+    )
+    assert result.error_code == ErrorCode.none, result
+    return commit(image, records)

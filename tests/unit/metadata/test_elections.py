@@ -11,31 +11,13 @@ from cluster_harness import (
     heartbeat,
     never,
     partition,
+    rejoin,
     state,
 )
-from kio.schema.errors import ErrorCode
 
-from strom.metadata import brokers, isr
+from strom.metadata import brokers
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import PartitionChangeRecord
-
-
-def rejoin(image: MetadataImage, topic: str, index: int, broker_id: int) -> MetadataImage:
-    """The partition's leader adds `broker_id` back to its ISR (AlterPartition)."""
-    p = partition(image, topic, index)
-    records, result = isr.alter_partition(
-        image,
-        broker_id=p.leader,
-        broker_epoch=image.brokers[p.leader].epoch,
-        topic_id=image.topics_by_name[topic].topic_id,
-        partition=index,
-        leader_epoch=p.leader_epoch,
-        partition_epoch=p.partition_epoch,
-        new_isr=(*p.isr, broker_id),
-        is_live=image.is_live,
-    )
-    assert result.error_code == ErrorCode.none, result
-    return commit(image, records)
 
 
 def three_brokers_one_topic() -> MetadataImage:
