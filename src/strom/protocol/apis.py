@@ -36,6 +36,7 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
@@ -84,6 +85,7 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.CREATE_PARTITIONS: VersionRange(0, 3),
     ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+    ApiKey.ELECT_LEADERS: VersionRange(0, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),

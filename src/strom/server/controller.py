@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig
 from strom.metadata import brokers as broker_decisions
-from strom.metadata import isr, reassignments
+from strom.metadata import elect_leaders, isr, reassignments
 from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
 from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
@@ -448,6 +448,31 @@ class ControllerService:
         return await self.decide(
             lambda image: ([], reassignments.list_reassignments(image, topics))
         )
+
+    async def elect_leaders(
+        self,
+        election_type: elect_leaders.ElectionType,
+        requested: Sequence[elect_leaders.TopicPartitions] | None,
+    ) -> list[elect_leaders.TopicElections]:
+        """ElectLeaders (metadata/elect_leaders.py), one decision. Live brokers are the
+        unfenced ones of the speculative image."""
+        answers = await self.decide(
+            lambda image: elect_leaders.elect_leaders(
+                image, election_type, requested, is_live=image.is_live
+            )
+        )
+        for answer in answers:
+            for done in answer.partitions:
+                if done.error_code == ErrorCode.none:
+                    log.info(
+                        "[node %d] %s-%d: leader %d elected (ElectLeaders, %s)",
+                        self.node_id,
+                        answer.topic,
+                        done.partition,
+                        done.leader,
+                        election_type.name.lower(),
+                    )
+        return answers
 
     # --- what the store watches (StoreWatches, metadata/stores/base.py) ---------------------
 

@@ -20,6 +20,7 @@ from strom.protocol.responses.admin import (
     CreateTopicsResponse,
     DeleteTopicsResponse,
     DescribeConfigsResponse,
+    ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsResponse,
 )
@@ -69,6 +70,7 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsResponse,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,
+    ApiKey.ELECT_LEADERS: ElectLeadersResponse,
     ApiKey.DESCRIBE_QUORUM: DescribeQuorumResponse,
     ApiKey.BROKER_REGISTRATION: BrokerRegistrationResponse,
     ApiKey.BROKER_HEARTBEAT: BrokerHeartbeatResponse,

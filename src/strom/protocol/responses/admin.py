@@ -1,6 +1,6 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
-IncrementalAlterConfigs, AlterPartitionReassignments and ListPartitionReassignments
-responses (see protocol/responses/__init__.py)."""
+IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments and
+ElectLeaders responses (see protocol/responses/__init__.py)."""
 
 from __future__ import annotations
 
@@ -160,3 +160,26 @@ class ListPartitionReassignmentsResponse(TypedDict):
     error_code: ErrorCode
     error_message: str | None
     topics: list[OngoingTopicReassignment]
+
+
+# --- ElectLeaders ---------------------------------------------------------------------
+
+
+class ElectionPartitionResult(TypedDict):
+    """Kafka's ElectLeadersResponse PartitionResult."""
+
+    partition_id: int
+    error_code: ErrorCode
+    error_message: str | None
+
+
+class ReplicaElectionResult(TypedDict):
+    topic: str
+    partition_result: list[ElectionPartitionResult]
+
+
+class ElectLeadersResponse(TypedDict):
+    throttle_time: int
+    error_code: ErrorCode
+    """v1+."""
+    replica_election_results: list[ReplicaElectionResult]

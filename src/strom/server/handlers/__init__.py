@@ -19,6 +19,7 @@ from strom.server.handlers import (
     cluster,
     configs,
     coordinator,
+    elections,
     fetch,
     groups,
     offsets,
@@ -92,6 +93,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: partial(
             reassignments.handle_list_partition_reassignments, contexts.admin
         ),
+        ApiKey.ELECT_LEADERS: partial(elections.handle_elect_leaders, contexts.admin),
     }
 
 
@@ -117,6 +119,7 @@ def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: partial(
             reassignments.controller_list_partition_reassignments, contexts.admin
         ),
+        ApiKey.ELECT_LEADERS: partial(elections.controller_elect_leaders, contexts.admin),
     }
 
 

@@ -22,6 +22,7 @@ from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
 from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPartition
+from strom.metadata.elect_leaders import ElectionType, TopicElections, TopicPartitions
 from strom.metadata.image import MetadataImage
 from strom.metadata.isr import AlterPartitionResult, IsrChange
 from strom.metadata.reassignments import OngoingReassignment, PartitionTarget, ReassignmentResult
@@ -270,13 +271,17 @@ class AdminController(Protocol):
         self, topics: Mapping[str, Sequence[int]] | None
     ) -> list[OngoingReassignment]: ...
 
+    async def elect_leaders(
+        self, election_type: ElectionType, requested: Sequence[TopicPartitions] | None
+    ) -> list[TopicElections]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class AdminContext:
     """CreateTopics, DeleteTopics and CreatePartitions (handlers/admin.py, also Metadata's
     and the group coordinator's topic creation), DescribeConfigs, AlterConfigs and
     IncrementalAlterConfigs (configs.py), AlterPartitionReassignments and
-    ListPartitionReassignments (reassignments.py)."""
+    ListPartitionReassignments (reassignments.py), ElectLeaders (elections.py)."""
 
     node_id: int
     config: Callable[[], BrokerConfig]

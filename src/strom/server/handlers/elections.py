@@ -1,0 +1,87 @@
+"""ElectLeaders: decided by the active controller (metadata/elect_leaders.py), wherever a
+client sent it (see forward.py). The answer comes once the elections are committed, as
+Kafka's controller answers; the request's timeout is not otherwise used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.metadata.elect_leaders import ElectionType, TopicPartitions
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.admin import ElectLeadersResponse, ReplicaElectionResult
+from strom.server.handlers.forward import at_controller, on_this_controller
+from strom.server.handlers.ports import AdminContext
+
+
+async def handle_elect_leaders(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _elect_here, _elect_error)
+
+
+async def controller_elect_leaders(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _elect_here, _elect_error)
+
+
+def _response(
+    request: Request, results: list[ReplicaElectionResult], code: ErrorCode = ErrorCode.none
+) -> Any:
+    response: ElectLeadersResponse = {
+        "throttle_time": 0,
+        "error_code": code,
+        "replica_election_results": results,
+    }
+    return build_response(ApiKey.ELECT_LEADERS, request.api_version, response)
+
+
+def _elect_error(request: Request, code: ErrorCode, message: str) -> Any:
+    """The whole request refused, as Kafka's getErrorResponse: the code at the top (v1+)
+    and on every partition asked for (none when all were asked for)."""
+    asked = request.body.topic_partitions
+    results: list[ReplicaElectionResult] = [
+        {
+            "topic": topic.topic,
+            "partition_result": [
+                {"partition_id": int(p), "error_code": code, "error_message": message}
+                for p in topic.partitions
+            ],
+        }
+        for topic in asked or ()
+    ]
+    return _response(request, results, code)
+
+
+async def _elect_here(context: AdminContext, request: Request) -> Any:
+    body = request.body
+    asked_type = int(getattr(body, "election_type", ElectionType.PREFERRED))  # v0: preferred
+    try:
+        election_type = ElectionType(asked_type)
+    except ValueError:
+        return _elect_error(
+            request, ErrorCode.invalid_request, f"unknown election type {asked_type}"
+        )
+    requested = (
+        None
+        if body.topic_partitions is None
+        else [
+            TopicPartitions(t.topic, tuple(int(p) for p in t.partitions))
+            for t in body.topic_partitions
+        ]
+    )
+    answers = await context.active_controller().elect_leaders(election_type, requested)
+    results: list[ReplicaElectionResult] = [
+        {
+            "topic": answer.topic,
+            "partition_result": [
+                {
+                    "partition_id": done.partition,
+                    "error_code": done.error_code,
+                    "error_message": done.message,
+                }
+                for done in answer.partitions
+            ],
+        }
+        for answer in answers
+    ]
+    return _response(request, results)
