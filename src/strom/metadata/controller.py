@@ -3,7 +3,8 @@
 Nothing here does I/O or reads a clock: the shell passes the current image, a seeded
 `random.Random` for placement and the live (unfenced) brokers, persists the returned
 records through the metadata store, and replays them into the image. Broker liveness and
-partition leadership are in brokers.py and elections.py, dynamic configs in configs.py.
+partition leadership are in brokers.py and elections.py (ElectLeaders in
+elect_leaders.py), dynamic configs in configs.py.
 """
 
 from __future__ import annotations

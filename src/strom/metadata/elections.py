@@ -24,7 +24,8 @@ The rules (KRaft's, before "eligible leader replicas"):
   (an unfenced broker rejoins the ISR of every partition with a live leader it is a
   replica of); nothing passes it any more.
 - Preferred leader election (auto.leader.rebalance.enable): a partition whose first
-  replica is unfenced, in the ISR and not the leader is led by it again.
+  replica is unfenced, in the ISR and not the leader is led by it again. Elections an
+  operator asks for (ElectLeaders, preferred or unclean) are in elect_leaders.py.
 
 Replicas a reassignment adds or removes (reassignments.py) are replicas like the others
 here: fenced, unfenced and elected by these rules, and a fenced one simply stays in the
