@@ -256,3 +256,18 @@ def test_child_process_nodes_take_the_same_faults() -> None:
             cluster.crash_node(old, lose_unflushed=True)
         produce(cluster.bootstrap_servers, "children", 5, {"acks": "all"})
         assert end_offset(cluster.bootstrap_servers, "children") == 5
+
+
+def test_move_leader_hands_a_partition_to_the_chosen_replica(strom_cluster: StromCluster) -> None:
+    cluster = strom_cluster
+    cluster.create_topic("moved", replication_factor=3)
+    old = cluster.wait_for_leader("moved")
+    target = next(n for n in cluster.replicas("moved") if n != old)
+    cluster.move_leader("moved", 0, to=target)
+    assert cluster.leader("moved") == target
+    assert cluster.replicas("moved")[0] == target
+    produce(cluster.bootstrap_servers, "moved", 3, {"acks": "all"})
+    assert end_offset(cluster.bootstrap_servers, "moved") == 3
+    cluster.move_leader("moved", 0, to=target)  # already there: nothing to do
+    with pytest.raises(ClusterError, match="not a replica"):
+        cluster.move_leader("moved", 0, to=7)

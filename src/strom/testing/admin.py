@@ -23,7 +23,6 @@ _DESCRIBE_GROUPS_V = 5
 _CREATE_TOPICS_V = 7
 _REASSIGN_V = 0
 _ELECT_LEADERS_V = 2
-_ELECT_LEADERS_KEY = 43  # ElectLeaders
 _GROUP_KEY = 0
 
 
@@ -177,7 +176,7 @@ async def elect_preferred(client: NodeClient, topic: str, partition: int) -> Err
     """ElectLeaders (preferred) for one partition: its error code (ELECTION_NOT_NEEDED
     when the preferred replica already leads)."""
     response: Any = await client.request(
-        _ELECT_LEADERS_KEY,
+        ApiKey.ELECT_LEADERS,
         {
             "election_type": 0,
             "topic_partitions": [{"topic": topic, "partitions": [partition]}],
