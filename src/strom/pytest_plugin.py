@@ -17,8 +17,10 @@ A test changes its cluster with the `strom` marker or by indirect parametrizatio
     def test_both(strom_cluster): ...
 
 The session fixtures read the ini options `strom_session_nodes` and `strom_config`
-(`key=value` lines) instead. This module imports strom's broker only when a fixture is
-used, so it costs nothing in test runs that do not use it.
+(`key=value` lines) instead, and are reset after each test that used them (the network
+healed, injected faults dropped, paused nodes resumed, stopped ones started again).
+This module imports strom's broker only when a fixture is used, so it costs nothing in
+test runs that do not use it.
 """
 
 from __future__ import annotations
@@ -109,6 +111,18 @@ def strom_broker(request: pytest.FixtureRequest) -> Iterator[StromCluster]:
 def strom_cluster(request: pytest.FixtureRequest) -> Iterator[StromCluster]:
     """A three-node strom cluster (see the `strom` marker), for this test only."""
     yield from _cluster(_options(request, nodes=3))
+
+
+_SESSION_FIXTURES = ("strom_session_broker", "strom_session_cluster")
+
+
+@pytest.fixture(autouse=True)
+def _strom_reset_session_clusters(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test, undo its faults on the session clusters it used."""
+    used = [request.getfixturevalue(n) for n in _SESSION_FIXTURES if n in request.fixturenames]
+    yield
+    for cluster in used:
+        cluster.reset()
 
 
 @pytest.fixture(scope="session")

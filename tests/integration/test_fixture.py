@@ -271,3 +271,23 @@ def test_move_leader_hands_a_partition_to_the_chosen_replica(strom_cluster: Stro
     cluster.move_leader("moved", 0, to=target)  # already there: nothing to do
     with pytest.raises(ClusterError, match="not a replica"):
         cluster.move_leader("moved", 0, to=7)
+
+
+def test_a_session_cluster_is_reset_after_a_test_that_cut_and_stopped(
+    strom_session_cluster: StromCluster,
+) -> None:
+    """The first of a pair: leaves faults behind for the plugin to undo."""
+    strom_session_cluster.create_topic("session", replication_factor=3)
+    strom_session_cluster.cut(1, 2)
+    strom_session_cluster.stop_node(3)
+    strom_session_cluster.fail_requests("FETCH", "UNKNOWN_SERVER_ERROR", count=9)
+
+
+def test_the_next_test_finds_the_session_cluster_whole(
+    strom_session_cluster: StromCluster,
+) -> None:
+    """The second of the pair (pytest runs a module's tests in order)."""
+    assert strom_session_cluster.cut_links == []
+    assert all(strom_session_cluster.is_running(n) for n in strom_session_cluster.node_ids)
+    assert strom_session_cluster.pending_faults() == 0
+    strom_session_cluster.wait_for_leader("session")

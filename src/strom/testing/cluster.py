@@ -197,7 +197,10 @@ class StromCluster(ClusterQueries):
             if node is None or not node.is_running:
                 return None
             if isinstance(node, InProcessNode):
-                bound = node.broker.bound
+                try:
+                    bound = node.broker.bound
+                except NodeError:  # it stopped since is_running said otherwise
+                    return None
                 return bound[kind][1] if kind < len(bound) else None
             return self._private[node_id][kind]
 
@@ -298,6 +301,18 @@ class StromCluster(ClusterQueries):
             yield
         finally:
             self.resume_node(node_id)
+
+    def reset(self) -> None:
+        """Undo every fault: heal the network, drop unused injected errors and delays,
+        resume paused nodes and start stopped or crashed ones. The session fixtures call
+        it after each test, so that one test's faults never reach the next."""
+        self.heal()
+        self.clear_faults()
+        for node in self._nodes.values():
+            node.resume()
+        stopped = [n for n, node in self._nodes.items() if not node.is_running]
+        if stopped:
+            self._start_nodes(stopped)
 
     @property
     def session_timeout_s(self) -> float:

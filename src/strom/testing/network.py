@@ -35,6 +35,7 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import RequestError, decode_request, encode_response, peek_header
 from strom.testing.error_responses import error_response
 from strom.testing.faults import RequestFaults
+from strom.testing.frames import FrameSplitter
 from strom.testing.links import CLIENTS, LinkRules
 
 log = logging.getLogger(__name__)
@@ -238,28 +239,18 @@ class Network:
         answers: _Answers,
     ) -> None:
         """A client's requests, frame by frame: passed on, held back or answered here."""
-        buffered = bytearray(head)
+        splitter = FrameSplitter(_MAX_PARSED_FRAME_BYTES)
         try:
+            data = head
             while True:
-                while len(buffered) < _SIZE.size:
-                    chunk = await reader.read(_CHUNK_BYTES)
-                    if not chunk:
-                        return
-                    buffered += chunk
-                size = _SIZE.unpack_from(buffered)[0]
-                if not 12 <= size <= _MAX_PARSED_FRAME_BYTES:
-                    # Not a frame this proxy reads: from here on, bytes as they come (the
-                    # broker closes the connection on them).
-                    await self._pump(bytes(buffered), reader, upstream, source, node_id)
+                for frame in splitter.feed(data):
+                    await self._request(frame, upstream, source, node_id, answers)
+                if splitter.passing:
+                    await self._pump(splitter.take_rest(), reader, upstream, source, node_id)
                     return
-                while len(buffered) < _SIZE.size + size:
-                    chunk = await reader.read(_CHUNK_BYTES)
-                    if not chunk:
-                        return
-                    buffered += chunk
-                frame = bytes(buffered[: _SIZE.size + size])
-                del buffered[: _SIZE.size + size]
-                await self._request(frame, upstream, source, node_id, answers)
+                data = await reader.read(_CHUNK_BYTES)
+                if not data:
+                    return
         finally:
             answers.queue.put_nowait(None)
             self._close_both(reader, upstream)

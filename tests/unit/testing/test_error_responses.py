@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
@@ -19,6 +19,7 @@ from kio.static.primitive import Records
 from strom.protocol.apis import SERVED_APIS, SUPPORTED_APIS, ApiKey
 from strom.protocol.codec import (
     Request,
+    RequestError,
     decode_request,
     decode_response,
     encode_request,
@@ -50,8 +51,15 @@ def _request(
 
 
 def _roundtrip_request(api: ApiKey, version: int, body: Any, correlation_id: int) -> Request:
+    """The request as the test network sees it. A body that strom refuses to decode
+    (kio generates durations no decoder reads back) never reaches error_response: the
+    network passes it to the broker, which closes the connection."""
     frame = encode_request(api, version, correlation_id, body)
-    return decode_request(frame[4:])
+    try:
+        return decode_request(frame[4:])
+    except RequestError:
+        assume(False)
+        raise
 
 
 def _error_codes(entity: Any, where: str = "") -> Iterator[tuple[str, Any]]:
