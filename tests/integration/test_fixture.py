@@ -291,3 +291,43 @@ def test_the_next_test_finds_the_session_cluster_whole(
     assert all(strom_session_cluster.is_running(n) for n in strom_session_cluster.node_ids)
     assert strom_session_cluster.pending_faults() == 0
     strom_session_cluster.wait_for_leader("session")
+
+
+def test_an_async_with_block_serves_kafka_python_and_kcat() -> None:
+    import shutil
+    import subprocess
+
+    from kafka import KafkaConsumer, KafkaProducer
+
+    async def main() -> list[bytes]:
+        async with StromCluster() as cluster:
+            await asyncio.to_thread(cluster.create_topic, "async")
+            await cluster.wait_for_leader_async("async")
+            producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+            for i in range(3):
+                producer.send("async", f"kp-{i}".encode()).get(timeout=10)
+            producer.close()
+            if shutil.which("kcat"):
+                listing = subprocess.run(
+                    ["kcat", "-b", cluster.bootstrap_servers, "-L", "-t", "async"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                    check=True,
+                )
+                assert 'topic "async" with 1 partitions' in listing.stdout
+            consumer = KafkaConsumer(
+                "async",
+                bootstrap_servers=cluster.bootstrap_servers,
+                auto_offset_reset="earliest",
+                consumer_timeout_ms=10_000,
+            )
+            values = []
+            for message in consumer:
+                values.append(message.value)
+                if len(values) == 3:
+                    break
+            consumer.close()
+            return values
+
+    assert asyncio.run(main()) == [b"kp-0", b"kp-1", b"kp-2"]
