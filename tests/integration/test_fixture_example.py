@@ -39,7 +39,8 @@ def test_commits_survive_a_rebalance_and_a_failover(strom_cluster: StromCluster)
     cluster.create_topic("payments", partitions=3, replication_factor=3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     for i in range(300):
-        producer.produce("payments", json.dumps({"account": f"a{i % 7}", "amount": 1}))
+        event = {"account": f"a{i % 7}", "amount": 1}
+        producer.produce("payments", json.dumps(event), partition=i % 3)
     assert producer.flush(30) == 0
 
     consumer = make_consumer(cluster.bootstrap_servers)
