@@ -159,16 +159,13 @@ class InProcessNode:
         else:
             await self._crashed(broker, lose_unflushed=self._crash)
             self.exit_reason = "crashed"
+        await _cancel_the_rest()
 
     async def _crashed(self, broker: Broker, *, lose_unflushed: bool) -> None:
         broker.abort()
         for writer in list(self._opened):
             writer.transport.abort()
-        current = asyncio.current_task()
-        tasks = [task for task in asyncio.all_tasks() if task is not current]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel_the_rest()
         broker.abandon_files(lose_unflushed=lose_unflushed)
 
     def _end_with(self, crash: bool | None, timeout_s: float) -> None:
@@ -220,6 +217,16 @@ class InProcessNode:
         broker = self.broker
         future = asyncio.run_coroutine_threadsafe(make(broker), loop)
         return future.result(timeout_s)
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of this loop until none is left (cancelling one may
+    start another), so that the loop closes with nothing pending."""
+    current = asyncio.current_task()
+    while tasks := [t for t in asyncio.all_tasks() if t is not current and not t.done()]:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
