@@ -225,6 +225,20 @@ def test_a_forced_rebalance_gives_the_consumer_a_new_generation(
         strom_broker.rebalance("no-such-group")
 
 
+def test_a_wait_that_times_out_says_what_it_saw_last(strom_broker: StromCluster) -> None:
+    strom_broker.create_topic("watched")
+    consumer = Consumer({"bootstrap.servers": strom_broker.bootstrap_servers, "group.id": "left"})
+    consumer.subscribe(["watched"])
+    strom_broker.wait_until(
+        lambda: consumer.poll(0.1) is None and consumer.assignment(), 20, "a join"
+    )
+    consumer.close()
+    with pytest.raises(ClusterError, match=r"'left' to be Stable; last seen: Empty with 0 members"):
+        strom_broker.wait_for_group("left", timeout_s=0.3)
+    with pytest.raises(ClusterError, match=r"other than node 1; last seen: leader node 1, epoch"):
+        strom_broker.wait_for_leader("watched", 0, not_on=1, timeout_s=0.3)
+
+
 def _polled(consumer: Consumer, assigned: list[int]) -> int:
     consumer.poll(0.1)
     return len(assigned)

@@ -85,13 +85,31 @@ class ClusterQueries(ABC):
         """Wait until the partition has a running leader (other than `not_on`, or
         `on` itself); the leader's id."""
 
+        last: list[admin.PartitionState | None] = [None]
+
         def settled() -> int | None:
-            leader = self.leader(topic, partition)
+            last[0] = state = self._partition(topic, partition)
+            leader = None if state is None or state.leader_id < 0 else state.leader_id
             if leader is None or not self.is_running(leader) or leader == not_on:
                 return None
             return leader if on in (None, leader) else None
 
-        return self.wait_until(settled, timeout_s, f"a leader for {topic}-{partition}")
+        def seen() -> str:
+            state = last[0]
+            if state is None:
+                return "no running node knows the partition"
+            if state.leader_id < 0:
+                leader = "none"
+            else:
+                running = "" if self.is_running(state.leader_id) else " (not running)"
+                leader = f"node {state.leader_id}{running}"
+            return f"leader {leader}, epoch {state.leader_epoch}, ISR {list(state.isr)}"
+
+        target = "" if on is None else f" on node {on}"
+        target += "" if not_on is None else f" other than node {not_on}"
+        return self.wait_until(
+            settled, timeout_s, f"a leader for {topic}-{partition}{target}", seen=seen
+        )
 
     def move_leader(self, topic: str, partition: int, to: int, *, timeout_s: float = 30.0) -> None:
         """Make node `to` (a replica in the ISR) lead the partition now: it becomes the
@@ -135,16 +153,24 @@ class ClusterQueries(ABC):
     ) -> admin.GroupState:
         """Wait until the group is in `state` (with `members` members, if given)."""
 
+        last: list[admin.GroupState | None] = [None]
+
         def reached() -> admin.GroupState | None:
-            found = self.group(group_id)
+            last[0] = found = self.group(group_id)
             if found is None or found.state != state:
                 return None
             return found if members in (None, len(found.members)) else None
 
+        def seen() -> str:
+            found = last[0]
+            if found is None:
+                return "no coordinator knows the group"
+            return f"{found.state} with {len(found.members)} members"
+
         what = f"group {group_id!r} to be {state}" + (
             f" with {members} members" if members is not None else ""
         )
-        return self.wait_until(reached, timeout_s, what)
+        return self.wait_until(reached, timeout_s, what, seen=seen)
 
     def rebalance(self, group_id: str, *, timeout_s: float = 10.0) -> None:
         """Make the group's coordinator start a rebalance now, as a membership change
@@ -166,15 +192,25 @@ class ClusterQueries(ABC):
 
     # --- waiting ---------------------------------------------------------------------
 
-    def wait_until(self, check: Callable[[], T | None], timeout_s: float, what: str) -> T:
-        """Poll `check` until it returns something other than None or False; that."""
+    def wait_until(
+        self,
+        check: Callable[[], T | None],
+        timeout_s: float,
+        what: str,
+        *,
+        seen: Callable[[], str] | None = None,
+    ) -> T:
+        """Poll `check` until it returns something other than None or False; that.
+        On a timeout the error names `what` and, when given, what `seen()` says the
+        cluster looked like last."""
         deadline = time.monotonic() + timeout_s
         while True:
             result = check()
             if result is not None and result is not False:
                 return result
             if time.monotonic() >= deadline:
-                raise ClusterError(f"gave up after {timeout_s:g} s waiting for {what}")
+                last = "" if seen is None else f"; last seen: {seen()}"
+                raise ClusterError(f"gave up after {timeout_s:g} s waiting for {what}{last}")
             time.sleep(POLL_S)
 
     async def wait_for_leader_async(self, topic: str, partition: int = 0, **kwargs: Any) -> int:
