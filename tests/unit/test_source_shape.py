@@ -75,3 +75,14 @@ def test_each_class_name_is_defined_once() -> None:
     )
     for name in SHARED_CLASS_NAMES:
         assert len(defined[name]) > 1, f"{name} is defined once now: remove it from the list"
+
+
+def test_test_module_names_are_unique() -> None:
+    """The test directories are not packages, so pytest imports each test module by its
+    file name alone: two with one name stop the whole suite at collection."""
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for path in [*TEST_MODULES, *sorted((ROOT / "examples").rglob("*.py"))]:
+        if path.name.startswith("test_"):
+            by_name[path.name].append(_test_relative(path))
+    clashes = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not clashes, f"rename one of each: {clashes}"
