@@ -7,6 +7,8 @@ the pytest plugin's fixtures or StromCluster itself; all of it is stopped afterw
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 from collections.abc import Iterator, Mapping
 
 import pytest
@@ -345,3 +347,36 @@ def test_an_async_with_block_serves_kafka_python_and_kcat() -> None:
             return values
 
     assert asyncio.run(main()) == [b"kp-0", b"kp-1", b"kp-2"]
+
+
+def test_a_crash_drops_a_connection_whose_request_is_held(strom_broker: StromCluster) -> None:
+    strom_broker.delay_requests("API_VERSIONS", 120.0)
+    host, port = strom_broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as client:
+        # ApiVersions v0: size, api key 18, version 0, correlation id 7, no client id
+        client.sendall(struct.pack(">ihhih", 10, 18, 0, 7, -1))
+        strom_broker.wait_until(lambda: not strom_broker.pending_faults(), 10, "the request held")
+        strom_broker.crash_node(1)
+        assert client.recv(1) == b"", "the connection outlived its node"
+
+
+def test_the_smallest_request_and_a_frame_too_small_to_read_pass_the_network(
+    strom_broker: StromCluster,
+) -> None:
+    host, port = strom_broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as client:
+        client.sendall(struct.pack(">ihhih", 10, 18, 0, 7, -1))  # ApiVersions v0, ten bytes
+        size, correlation_id = struct.unpack(">ii", _receive(client, 8))
+        assert correlation_id == 7 and size > 4
+    with socket.create_connection((host, int(port)), timeout=30) as client:
+        client.sendall(struct.pack(">ih", 2, 18))  # no request is two bytes long
+        assert client.recv(1) == b"", "the broker closes a connection that sends no frames"
+
+
+def _receive(client: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = client.recv(size - len(data))
+        assert chunk, "the connection closed early"
+        data += chunk
+    return data

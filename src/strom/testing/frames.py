@@ -2,8 +2,9 @@
 
 The test network reads client connections frame by frame to answer some requests
 itself. Kafka frames are an int32 size and that many bytes; a request is at least
-twelve (api key, version, correlation id, client id length). A size outside
-[12, max_frame_bytes] is not a frame this splitter reads: from then on it is
+eight (api key, version, correlation id; every request header but ControlledShutdown
+v0's then has a client id, so ApiVersions v0 with a null one is ten). A size outside
+[8, max_frame_bytes] is not a frame this splitter reads: from then on it is
 `passing`, and the bytes go to the broker as they come (which closes the connection on
 them, as it should).
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-MIN_REQUEST_BYTES: Final = 12
+MIN_REQUEST_BYTES: Final = 8
 _SIZE = struct.Struct(">i")
 
 

@@ -81,12 +81,32 @@ def node_dialer(
     return dial
 
 
+class _Passing:
+    """From here on the client's bytes are not frames the network reads: the broker's
+    answers pass as they come."""
+
+
+PASSING: Final = _Passing()
+
+
 class _Answers:
-    """What the client is owed, in request order: ("broker", None) for a request passed
-    on, ("injected", frame) for one answered here."""
+    """What the client is owed, in request order: b"" for the broker's answer to a
+    request passed on, a frame for a request answered here, PASSING, or None at the end."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[bytes | _Passing | None] = asyncio.Queue()
+
+
+async def _read_preamble(reader: asyncio.StreamReader) -> bytes:
+    """The first bytes of a connection: the node preamble's magic, or as soon as they
+    differ from it (a client's first byte already does), what came."""
+    head = b""
+    while len(head) < len(PREAMBLE_MAGIC) and PREAMBLE_MAGIC.startswith(head):
+        chunk = await reader.read(len(PREAMBLE_MAGIC) - len(head))
+        if not chunk:
+            break
+        head += chunk
+    return head
 
 
 class Network:
@@ -161,12 +181,9 @@ class Network:
         self._writers.add(writer)
         upstream: asyncio.StreamWriter | None = None
         try:
-            try:
-                head = await reader.readexactly(len(PREAMBLE_MAGIC))
-            except asyncio.IncompleteReadError as exc:
-                head = exc.partial
-                if not head:
-                    return
+            head = await _read_preamble(reader)
+            if not head:
+                return
             source = CLIENTS
             if head == PREAMBLE_MAGIC:
                 source = _NODE_ID.unpack(await reader.readexactly(_NODE_ID.size))[0]
@@ -246,6 +263,7 @@ class Network:
                 for frame in splitter.feed(data):
                     await self._request(frame, upstream, source, node_id, answers)
                 if splitter.passing:
+                    answers.queue.put_nowait(PASSING)
                     await self._pump(splitter.take_rest(), reader, upstream, source, node_id)
                     return
                 data = await reader.read(_CHUNK_BYTES)
@@ -285,11 +303,13 @@ class Network:
                         body = error_response(request, injection.error)
                         answers.queue.put_nowait(encode_response(correlation_id, body))
                     return
+        if answered:
+            # the answer side reads the node's answer from now on, so a node that dies
+            # while this request is held drops the client's connection at once
+            answers.queue.put_nowait(b"")
         if injection is not None and injection.delay_s > 0:
             await asyncio.sleep(injection.delay_s)
         await self._wait_open(source, node_id)
-        if answered:
-            answers.queue.put_nowait(b"")
         upstream.write(frame)
         await upstream.drain()
 
@@ -306,6 +326,9 @@ class Network:
             while True:
                 owed = await answers.queue.get()
                 if owed is None:
+                    return
+                if isinstance(owed, _Passing):
+                    await self._pump(b"", up_reader, writer, node_id, source)
                     return
                 if owed:
                     frame = owed

@@ -200,13 +200,13 @@ class ClusterQueries(ABC):
         *,
         seen: Callable[[], str] | None = None,
     ) -> T:
-        """Poll `check` until it returns something other than None or False; that.
-        On a timeout the error names `what` and, when given, what `seen()` says the
-        cluster looked like last."""
+        """Poll `check` until it returns something true; that. (0, an empty list and
+        None mean "not yet", as in an `if`.) On a timeout the error names `what` and,
+        when given, what `seen()` says the cluster looked like last."""
         deadline = time.monotonic() + timeout_s
         while True:
             result = check()
-            if result is not None and result is not False:
+            if result:
                 return result
             if time.monotonic() >= deadline:
                 last = "" if seen is None else f"; last seen: {seen()}"

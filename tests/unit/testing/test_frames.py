@@ -16,7 +16,7 @@ def frame(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-frames = st.lists(st.binary(min_size=12, max_size=300).map(frame), max_size=8)
+frames = st.lists(st.binary(min_size=8, max_size=300).map(frame), max_size=8)
 
 
 def split(stream: bytes, cuts: list[int]) -> tuple[list[bytes], FrameSplitter]:
@@ -38,7 +38,7 @@ def test_any_chunking_gives_back_the_frames(whole: list[bytes], cuts: list[int])
 
 @given(
     frames,
-    st.integers().filter(lambda size: not 12 <= size <= MAX),
+    st.integers().filter(lambda size: not 8 <= size <= MAX),
     st.binary(max_size=50),
     st.lists(st.integers(min_value=0), max_size=10),
 )
