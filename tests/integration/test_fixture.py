@@ -380,3 +380,30 @@ def _receive(client: socket.socket, size: int) -> bytes:
         assert chunk, "the connection closed early"
         data += chunk
     return data
+
+
+def test_end_offsets_and_a_groups_committed_offsets(strom_broker: StromCluster) -> None:
+    strom_broker.create_topic("counted", partitions=2)
+    producer = Producer({"bootstrap.servers": strom_broker.bootstrap_servers})
+    for i in range(5):
+        producer.produce("counted", b"x", partition=i % 2)
+    assert producer.flush(10) == 0
+    assert strom_broker.end_offsets("counted") == {0: 3, 1: 2}
+    assert strom_broker.committed("readers") == {}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": strom_broker.bootstrap_servers,
+            "group.id": "readers",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.commit(
+            offsets=[TopicPartition("counted", 0, 3), TopicPartition("counted", 1, 1)],
+            asynchronous=False,
+        )
+    finally:
+        consumer.close()
+    assert strom_broker.committed("readers") == {("counted", 0): 3, ("counted", 1): 1}
+    with pytest.raises(ClusterError, match="no topic 'nowhere'"):
+        strom_broker.end_offsets("nowhere")

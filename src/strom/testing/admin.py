@@ -23,6 +23,9 @@ _DESCRIBE_GROUPS_V = 5
 _CREATE_TOPICS_V = 7
 _REASSIGN_V = 0
 _ELECT_LEADERS_V = 2
+_LIST_OFFSETS_V = 7
+_OFFSET_FETCH_V = 7
+_LATEST = -1
 _GROUP_KEY = 0
 
 
@@ -109,8 +112,9 @@ async def create_topic(
         raise AdminError(f"creating topic {name!r}: {result.error_code.name.upper()}{why}")
 
 
-async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupState | None:
-    """The group as its coordinator describes it; None if no node can say yet."""
+async def coordinator(clients: Mapping[int, NodeClient], group_id: str) -> int | None:
+    """The node coordinating the group, as the first node that can say says; None if
+    none can yet."""
     for client in clients.values():
         try:
             found = await client.request(
@@ -121,30 +125,83 @@ async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupState 
             )
         except ClientError:
             continue
-        coordinator = found.coordinators[0]
-        if coordinator.error_code != ErrorCode.none:
-            continue
-        owner = clients.get(int(coordinator.node_id))
-        if owner is None:
-            return None
-        try:
-            described = await owner.request(
-                ApiKey.DESCRIBE_GROUPS,
-                {"groups": [group_id], "include_authorized_operations": False},
-                api_version=_DESCRIBE_GROUPS_V,
-                timeout_s=5.0,
-            )
-        except ClientError:
-            return None
-        result = described.groups[0]
-        if result.error_code != ErrorCode.none:
-            return None
-        return GroupState(
-            str(result.group_state),
-            tuple(str(m.member_id) for m in result.members),
-            int(coordinator.node_id),
-        )
+        answer = found.coordinators[0]
+        if answer.error_code == ErrorCode.none:
+            return int(answer.node_id)
     return None
+
+
+async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupState | None:
+    """The group as its coordinator describes it; None if no node can say yet."""
+    node_id = await coordinator(clients, group_id)
+    owner = None if node_id is None else clients.get(node_id)
+    if owner is None or node_id is None:
+        return None
+    try:
+        described = await owner.request(
+            ApiKey.DESCRIBE_GROUPS,
+            {"groups": [group_id], "include_authorized_operations": False},
+            api_version=_DESCRIBE_GROUPS_V,
+            timeout_s=5.0,
+        )
+    except ClientError:
+        return None
+    result = described.groups[0]
+    if result.error_code != ErrorCode.none:
+        return None
+    return GroupState(
+        str(result.group_state), tuple(str(m.member_id) for m in result.members), node_id
+    )
+
+
+async def committed(
+    clients: Mapping[int, NodeClient], group_id: str
+) -> dict[tuple[str, int], int] | None:
+    """Every offset the group has committed, by (topic, partition); None if its
+    coordinator cannot say yet."""
+    node_id = await coordinator(clients, group_id)
+    owner = None if node_id is None else clients.get(node_id)
+    if owner is None:
+        return None
+    try:
+        response = await owner.request(
+            ApiKey.OFFSET_FETCH,
+            {"group_id": group_id, "topics": None, "require_stable": True},
+            api_version=_OFFSET_FETCH_V,
+            timeout_s=5.0,
+        )
+    except ClientError:
+        return None
+    if response.error_code != ErrorCode.none:
+        return None
+    return {
+        (str(topic.name), int(p.partition_index)): int(p.committed_offset)
+        for topic in response.topics
+        for p in topic.partitions
+        if p.error_code == ErrorCode.none and p.committed_offset >= 0
+    }
+
+
+async def end_offset(client: NodeClient, topic: str, partition: int) -> int | None:
+    """The partition's latest offset as its leader (`client`) answers ListOffsets: the
+    high watermark, up to which consumers read. None if that node does not lead it."""
+    response = await client.request(
+        ApiKey.LIST_OFFSETS,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "timestamp": _LATEST}],
+                }
+            ],
+        },
+        api_version=_LIST_OFFSETS_V,
+        timeout_s=5.0,
+    )
+    answer = response.topics[0].partitions[0]
+    return int(answer.offset) if answer.error_code == ErrorCode.none else None
 
 
 async def reassign(client: NodeClient, topic: str, partition: int, replicas: Sequence[int]) -> None:

@@ -143,6 +143,38 @@ class ClusterQueries(ABC):
 
         return self._run(ask())
 
+    def committed(self, group_id: str) -> dict[tuple[str, int], int]:
+        """The offsets the group has committed, by (topic, partition); empty when it has
+        committed none (or no coordinator can say yet)."""
+
+        async def ask() -> dict[tuple[str, int], int] | None:
+            return await admin.committed(self._running_clients(), group_id)
+
+        return self._run(ask()) or {}
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's latest offset, as its leader answers ListOffsets: the high
+        watermark, which consumers read up to (and commit, once they have read all)."""
+        partitions = self._ask(lambda c: admin.partitions(c, topic))
+        if partitions is None:
+            raise ClusterError(f"no topic {topic!r}")
+        return {p: self._end_offset(topic, p) for p in sorted(partitions)}
+
+    def _end_offset(self, topic: str, partition: int, timeout_s: float = 30.0) -> int:
+        def ask() -> tuple[int] | None:
+            leader = self.leader(topic, partition)
+            client = None if leader is None else self._running_clients().get(leader)
+            if client is None:
+                return None
+            try:
+                offset = self._run(admin.end_offset(client, topic, partition))
+            except ClientError:
+                return None
+            return None if offset is None else (offset,)
+
+        what = f"the end offset of {topic}-{partition} from its leader"
+        return self.wait_until(ask, timeout_s, what)[0]
+
     def wait_for_group(
         self,
         group_id: str,
