@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.client import KafkaConnection
 from strom.protocol.apis import ApiKey
+from strom.server.broker import Broker
 from strom.testing import ClusterError, NodeError, StromCluster
 
 UNFLUSHED = {"log.flush.interval.messages": 1_000_000, "log.flush.interval.ms": 3_600_000}
@@ -112,6 +113,25 @@ def test_with_fsync_before_ack_a_power_failure_loses_no_acknowledged_record(
     strom_broker.start_node(1)
     strom_broker.wait_for_leader("durable")
     assert end_offset(strom_broker.bootstrap_servers, "durable") == 25
+
+
+def test_a_stop_that_fails_raises_and_a_clean_one_does_not(
+    strom_broker: StromCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop_node is SIGTERM's path: where `strom serve` would exit nonzero, it raises."""
+    real_stop = Broker.stop
+
+    async def stop_then_fail(self: Broker) -> None:
+        await real_stop(self)
+        raise OSError("the last flush failed")
+
+    monkeypatch.setattr(Broker, "stop", stop_then_fail)
+    with pytest.raises(NodeError, match="node 1 did not stop cleanly: failed: OSError"):
+        strom_broker.stop_node(1)
+    monkeypatch.undo()
+    strom_broker.start_node(1)
+    strom_broker.restart_node(1)
+    strom_broker.stop_node(1)
 
 
 def test_isolating_the_leader_moves_leadership_and_healing_restores_the_isr(

@@ -270,7 +270,8 @@ class StromCluster(ClusterQueries):
     # --- nodes -----------------------------------------------------------------------
 
     def stop_node(self, node_id: int) -> None:
-        """Stop cleanly: leaderships handed over, logs flushed (SIGTERM's path)."""
+        """Stop cleanly: leaderships handed over, logs flushed (SIGTERM's path). Raises
+        NodeError if the node failed instead, where `strom serve` would exit nonzero."""
         self._node(node_id).stop(STOP_TIMEOUT_S)
 
     def crash_node(self, node_id: int, *, lose_unflushed: bool = False) -> None:

@@ -181,7 +181,11 @@ class InProcessNode:
             raise NodeError(f"node {self.node_id} did not stop within {timeout_s:g} s")
 
     def stop(self, timeout_s: float) -> None:
+        """Stop cleanly; NodeError if the node failed instead (as `strom serve` then
+        exits with a nonzero code), also if it had failed on its own before."""
         self._end_with(None, timeout_s)
+        if self.exit_reason.startswith("failed"):
+            raise NodeError(f"node {self.node_id} did not stop cleanly: {self.exit_reason}")
 
     def crash(self, *, lose_unflushed: bool, timeout_s: float) -> None:
         self._end_with(lose_unflushed, timeout_s)
@@ -284,17 +288,27 @@ class ChildNode:
         raise NodeError(f"node {self.node_id} did not become ready; its log ends:\n{tail}")
 
     def stop(self, timeout_s: float) -> None:
-        if not self.is_running:
-            return
-        assert self.process is not None
-        self.resume()
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self._kill()
-            raise NodeError(f"node {self.node_id} did not stop within {timeout_s:g} s") from None
-        self._close()
+        """SIGTERM; NodeError unless the process exits with 0 (also if it had exited
+        with an error on its own before)."""
+        if self.is_running:
+            assert self.process is not None
+            self.resume()
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                raise NodeError(
+                    f"node {self.node_id} did not stop within {timeout_s:g} s"
+                ) from None
+            self._close()
+        code = None if self.process is None else self.process.returncode
+        if code not in (None, 0, -signal.SIGKILL):  # SIGKILL: crashed on purpose
+            tail = self.log_path.read_text(errors="replace")[-4000:]
+            raise NodeError(
+                f"node {self.node_id} did not stop cleanly (exit code {code}); its log "
+                f"ends:\n{tail}"
+            )
 
     def crash(self, *, lose_unflushed: bool, timeout_s: float) -> None:
         if lose_unflushed:
