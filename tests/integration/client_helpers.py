@@ -12,11 +12,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kafka
 import kafka.errors
-from broker import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -327,10 +327,11 @@ def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int
     return int(low), int(high)
 
 
-def stored_batches(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, int]]:
-    """(attributes, producer id) of each batch in a partition's segment files, as stored."""
+def stored_batches(log_dir: Path, topic: str, partition: int) -> list[tuple[int, int]]:
+    """(attributes, producer id) of each batch in a partition's segment files in the
+    broker's `log_dir`, as stored."""
     found = []
-    for segment in sorted((broker.data_dir / f"{topic}-{partition}").glob("*.log")):
+    for segment in sorted((log_dir / f"{topic}-{partition}").glob("*.log")):
         data = segment.read_bytes()
         position = 0
         while position + 61 <= len(data):
