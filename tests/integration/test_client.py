@@ -1,29 +1,30 @@
-"""strom's own client (strom.client) against a real `strom serve` process on loopback.
+"""strom's own client (strom.client) against a strom broker on loopback (the
+`strom_broker` fixture: one node, behind the test network).
 
 ApiVersions, Metadata v12, CreateTopics, 100 pipelined requests on one connection, and
 the failures a broker-to-broker caller must see as ClientConnectionError: a broker that
-stops answering, one that dies, one that restarts under a NodeClient.
+stops answering, one that dies, one that restarts under a NodeClient (that one on a
+`strom serve` process, for the kernel's refusal while it is down).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import os
-import signal
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 from broker import BrokerProcess
 from kio.schema.errors import ErrorCode
+from node_files import port
 
 from strom.client import ClientConnectionError, KafkaConnection, NodeClient, ReconnectBackoff
+from strom.testing import StromCluster
 
 METADATA, API_VERSIONS, CREATE_TOPICS = 3, 18, 19
-NODE_ID = 1  # strom's default node.id
+NODE_ID = 1  # the fixture's node, and strom serve's default node.id
 ALL_TOPICS = {
     "topics": None,
     "allow_auto_topic_creation": False,
@@ -32,37 +33,17 @@ ALL_TOPICS = {
 
 
 def asyncio_test(
-    test: Callable[[BrokerProcess], Coroutine[Any, Any, None]],
-) -> Callable[[BrokerProcess], None]:
+    test: Callable[[StromCluster], Coroutine[Any, Any, None]],
+) -> Callable[[StromCluster], None]:
     @functools.wraps(test)
-    def wrapper(broker: BrokerProcess) -> None:
-        asyncio.run(asyncio.wait_for(test(broker), timeout=60))
+    def wrapper(strom_broker: StromCluster) -> None:
+        asyncio.run(asyncio.wait_for(test(strom_broker), timeout=60))
 
     return wrapper
 
 
-@contextlib.contextmanager
-def frozen(broker: BrokerProcess) -> Iterator[None]:
-    """The broker process stopped (SIGSTOP): connected, but answering nothing."""
-    assert broker.process is not None
-    pid = broker.process.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-
-
-def stop(broker: BrokerProcess) -> None:
-    """SIGTERM and wait; closes the stdout pipe, which BrokerProcess.stop() leaves open."""
-    broker.stop()
-    assert broker.process is not None and broker.process.stdout is not None
-    broker.process.stdout.close()
-
-
-async def connect(broker: BrokerProcess) -> KafkaConnection:
-    return await KafkaConnection.connect("127.0.0.1", broker.port, client_id="test-client")
+async def connect(broker: StromCluster) -> KafkaConnection:
+    return await KafkaConnection.connect("127.0.0.1", port(broker), client_id="test-client")
 
 
 def topic_fields(name: str, partitions: int) -> dict[str, Any]:
@@ -81,8 +62,8 @@ def metadata_fields(*names: str) -> dict[str, Any]:
 
 
 @asyncio_test
-async def test_api_versions(broker: BrokerProcess) -> None:
-    connection = await connect(broker)
+async def test_api_versions(strom_broker: StromCluster) -> None:
+    connection = await connect(strom_broker)
     try:
         versions = await connection.api_versions()
         assert versions[API_VERSIONS][0] == 0 and versions[API_VERSIONS][1] >= 3
@@ -95,12 +76,12 @@ async def test_api_versions(broker: BrokerProcess) -> None:
 
 
 @asyncio_test
-async def test_metadata_v12(broker: BrokerProcess) -> None:
-    connection = await connect(broker)
+async def test_metadata_v12(strom_broker: StromCluster) -> None:
+    connection = await connect(strom_broker)
     try:
         metadata = await connection.request(METADATA, 12, ALL_TOPICS)
         assert [(b.node_id, b.host, b.port) for b in metadata.brokers] == [
-            (NODE_ID, "127.0.0.1", broker.port)
+            (NODE_ID, "127.0.0.1", port(strom_broker))
         ]
         assert metadata.cluster_id and metadata.controller_id == NODE_ID
     finally:
@@ -109,9 +90,9 @@ async def test_metadata_v12(broker: BrokerProcess) -> None:
 
 
 @asyncio_test
-async def test_create_topics_then_metadata_shows_the_topic(broker: BrokerProcess) -> None:
+async def test_create_topics_then_metadata_shows_the_topic(strom_broker: StromCluster) -> None:
     name = f"client-{uuid.uuid4().hex[:8]}"
-    connection = await connect(broker)
+    connection = await connect(strom_broker)
     try:
         created = await connection.request(CREATE_TOPICS, 7, topic_fields(name, 3))
         assert [(t.name, t.error_code, t.num_partitions) for t in created.topics] == [
@@ -128,9 +109,9 @@ async def test_create_topics_then_metadata_shows_the_topic(broker: BrokerProcess
 
 
 @asyncio_test
-async def test_100_pipelined_metadata_requests(broker: BrokerProcess) -> None:
+async def test_100_pipelined_metadata_requests(strom_broker: StromCluster) -> None:
     names = [f"pipe-{i}-{uuid.uuid4().hex[:6]}" for i in range(3)]
-    connection = await connect(broker)
+    connection = await connect(strom_broker)
     try:
         for name in names:
             await connection.request(CREATE_TOPICS, 7, topic_fields(name, 1))
@@ -152,11 +133,11 @@ async def test_100_pipelined_metadata_requests(broker: BrokerProcess) -> None:
 
 
 @asyncio_test
-async def test_a_timeout_closes_the_connection(broker: BrokerProcess) -> None:
-    connection = await connect(broker)
+async def test_a_timeout_closes_the_connection(strom_broker: StromCluster) -> None:
+    connection = await connect(strom_broker)
     try:
         await connection.request(METADATA, 12, ALL_TOPICS)
-        with frozen(broker):
+        with strom_broker.paused(NODE_ID):  # connected, but answering nothing
             other = asyncio.create_task(connection.request(METADATA, 12, ALL_TOPICS))
             with pytest.raises(ClientConnectionError, match="timed out"):
                 await connection.request(METADATA, 12, ALL_TOPICS, timeout_s=0.5)
@@ -169,21 +150,25 @@ async def test_a_timeout_closes_the_connection(broker: BrokerProcess) -> None:
         connection.close()
         await connection.wait_closed()
     # The broker itself is fine: a new connection works.
-    connection = await connect(broker)
+    connection = await connect(strom_broker)
     assert (await connection.request(METADATA, 12, ALL_TOPICS)).brokers
     connection.close()
     await connection.wait_closed()
 
 
 @asyncio_test
-async def test_a_dead_broker_fails_pending_requests(broker: BrokerProcess) -> None:
-    connection = await connect(broker)
+async def test_a_dead_broker_fails_pending_requests(strom_broker: StromCluster) -> None:
+    connection = await connect(strom_broker)
     try:
-        with frozen(broker):
-            pending = asyncio.create_task(connection.request(METADATA, 12, ALL_TOPICS))
-            await asyncio.sleep(0.1)  # written, waiting for an answer
-            await asyncio.to_thread(broker.kill)
-        with pytest.raises(ClientConnectionError):
+        # The request waits in the test network while the clients' link is cut, so the
+        # broker cannot answer it before it dies; the heal lets the death reach the client.
+        await asyncio.to_thread(strom_broker.cut_clients, NODE_ID)
+        pending = asyncio.create_task(connection.request(METADATA, 12, ALL_TOPICS))
+        while connection.in_flight == 0:  # written, waiting for an answer
+            await asyncio.sleep(0)
+        await asyncio.to_thread(strom_broker.crash_node, NODE_ID)
+        await asyncio.to_thread(strom_broker.heal)
+        with pytest.raises(ClientConnectionError, match=r"closed the connection|connection lost"):
             await pending
         assert connection.is_closed
     finally:
@@ -191,8 +176,22 @@ async def test_a_dead_broker_fails_pending_requests(broker: BrokerProcess) -> No
         await connection.wait_closed()
 
 
-@asyncio_test
-async def test_node_client_reconnects_after_a_restart(broker: BrokerProcess) -> None:
+def stop(broker: BrokerProcess) -> None:
+    """SIGTERM and wait; closes the stdout pipe, which BrokerProcess.stop() leaves open."""
+    broker.stop()
+    assert broker.process is not None and broker.process.stdout is not None
+    broker.process.stdout.close()
+
+
+def test_node_client_reconnects_after_a_restart(broker: BrokerProcess) -> None:
+    """On a real process: while it is down the kernel refuses the connection, and a
+    refused connect is what counts toward the NodeClient's backoff (`failures`). The
+    fixture's test network accepts a connection to a node that is down and then closes
+    it, which a client sees as a connection that failed after connecting."""
+    asyncio.run(asyncio.wait_for(_reconnects_after_a_restart(broker), timeout=60))
+
+
+async def _reconnects_after_a_restart(broker: BrokerProcess) -> None:
     name = f"restart-{uuid.uuid4().hex[:8]}"
     node = NodeClient(
         "127.0.0.1",
