@@ -1,5 +1,8 @@
-"""What the admin tests share: admin clients of both libraries, a broker of one's own,
-creating and describing topics, and producing, consuming and watermarks.
+"""What the admin tests share: admin clients of both libraries, creating and describing
+topics, a broker's partition directories, and producing, consuming and watermarks.
+
+Each takes the broker's bootstrap address (or its log dir), so that the tests on the
+`strom_broker` fixture and those on a `strom serve` process share them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import kafka
 import kafka.admin
 import kafka.errors
 import pytest
-from broker import BrokerProcess
 from confluent_kafka import (
     Consumer,
     KafkaError,
@@ -27,7 +29,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 TIMEOUT_S = 30.0
-NODE_ID = 1  # strom's default node.id
+NODE_ID = 1  # strom serve's default node.id, and the fixture's node
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -45,30 +47,17 @@ def unique_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def ck_admin(broker: BrokerProcess) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+def ck_admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
 
 
 @contextmanager
-def kp_admin(broker: BrokerProcess) -> Iterator[kafka.KafkaAdminClient]:
-    admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30_000)
+def kp_admin(bootstrap: str) -> Iterator[kafka.KafkaAdminClient]:
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
     try:
         yield admin
     finally:
         admin.close()
-
-
-@contextmanager
-def own_broker(tmp_path: Path, *settings: str) -> Iterator[BrokerProcess]:
-    extra: list[str] = []
-    for setting in settings:
-        extra += ["--set", setting]
-    process = BrokerProcess(tmp_path / "own", extra=extra)
-    process.start()
-    try:
-        yield process
-    finally:
-        process.kill()
 
 
 def ck_create(admin: AdminClient, *topics: NewTopic, validate_only: bool = False) -> None:
@@ -109,12 +98,12 @@ def ck_topic_configs(admin: AdminClient, topic: str) -> dict[str, Any]:
     return dict(future.result(timeout=TIMEOUT_S))
 
 
-def partition_dirs(broker: BrokerProcess, topic: str) -> list[Path]:
-    return sorted(broker.data_dir.glob(f"{topic}-*"))
+def partition_dirs(log_dir: Path, topic: str) -> list[Path]:
+    return sorted(log_dir.glob(f"{topic}-*"))
 
 
-def produce(broker: BrokerProcess, topic: str, values: dict[int, list[bytes]], **conf: Any) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, **conf})
+def produce(bootstrap: str, topic: str, values: dict[int, list[bytes]], **conf: Any) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     errors: list[Any] = []
     try:
         for partition, batch in values.items():
@@ -133,10 +122,10 @@ def produce(broker: BrokerProcess, topic: str, values: dict[int, list[bytes]], *
     assert not errors, errors
 
 
-def consume(broker: BrokerProcess, topic: str, counts: dict[int, int]) -> dict[int, list[bytes]]:
+def consume(bootstrap: str, topic: str, counts: dict[int, int]) -> dict[int, list[bytes]]:
     consumer = Consumer(
         {
-            "bootstrap.servers": broker.bootstrap,
+            "bootstrap.servers": bootstrap,
             "group.id": "strom-admin-it",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 100,
@@ -156,8 +145,8 @@ def consume(broker: BrokerProcess, topic: str, counts: dict[int, int]) -> dict[i
     return got
 
 
-def watermarks(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "strom-admin-wm"})
+def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "strom-admin-wm"})
     try:
         low, high = consumer.get_watermark_offsets(
             TopicPartition(topic, partition), timeout=TIMEOUT_S

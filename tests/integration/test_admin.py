@@ -1,13 +1,15 @@
 """Topic admin through real admin clients (confluent-kafka and kafka-python) over
 loopback: create, describe, list, their errors, and delete (also while producing).
 
-Waiting is done by polling with deadlines; every broker and client a test starts is
-closed in a `finally`.
+Every test runs on the `strom_broker` fixture (one node, stopped after the test).
+Waiting is done by polling with deadlines; every client a test starts is closed in a
+`finally`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from typing import Any
@@ -34,15 +36,18 @@ from admin_helpers import (
     wait_until,
     watermarks,
 )
-from broker import BrokerProcess
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from node_files import log_dir
+
+from strom.testing import StromCluster
 
 # --- create, describe, list ------------------------------------------------------------
 
 
-def test_create_describe_list_confluent(broker: BrokerProcess) -> None:
-    admin = ck_admin(broker)
+def test_create_describe_list_confluent(strom_broker: StromCluster) -> None:
+    bootstrap = strom_broker.bootstrap_servers
+    admin = ck_admin(bootstrap)
     topic = unique_topic("ck")
     configs = {"retention.ms": "86400000", "max.message.bytes": "50000"}
     ck_create(admin, NewTopic(topic, num_partitions=3, replication_factor=1, config=configs))
@@ -57,7 +62,9 @@ def test_create_describe_list_confluent(broker: BrokerProcess) -> None:
         assert partition.leader.id == NODE_ID
         assert [n.id for n in partition.replicas] == [NODE_ID]
         assert [n.id for n in partition.isr] == [NODE_ID]
-    assert [p.name for p in partition_dirs(broker, topic)] == [f"{topic}-{i}" for i in range(3)]
+    assert [p.name for p in partition_dirs(log_dir(strom_broker), topic)] == [
+        f"{topic}-{i}" for i in range(3)
+    ]
 
     metadata = admin.list_topics(topic, timeout=TIMEOUT_S)
     assert sorted(metadata.topics[topic].partitions) == [0, 1, 2]
@@ -74,9 +81,10 @@ def test_create_describe_list_confluent(broker: BrokerProcess) -> None:
     assert missing not in ck_topic_names(admin), "describing must not auto-create"
 
 
-def test_create_describe_list_kafka_python(broker: BrokerProcess) -> None:
+def test_create_describe_list_kafka_python(strom_broker: StromCluster) -> None:
+    bootstrap = strom_broker.bootstrap_servers
     topic = unique_topic("kp")
-    with kp_admin(broker) as admin:
+    with kp_admin(bootstrap) as admin:
         codes = kp_create_codes(
             admin,
             {
@@ -105,11 +113,12 @@ def test_create_describe_list_kafka_python(broker: BrokerProcess) -> None:
         assert missing not in admin.list_topics(), "describing must not auto-create"
 
         # Created with kafka-python, visible to confluent-kafka's admin.
-        assert topic in ck_topic_names(ck_admin(broker))
+        assert topic in ck_topic_names(ck_admin(bootstrap))
 
 
-def test_create_topic_errors_confluent(broker: BrokerProcess) -> None:
-    admin = ck_admin(broker)
+def test_create_topic_errors_confluent(strom_broker: StromCluster) -> None:
+    bootstrap = strom_broker.bootstrap_servers
+    admin = ck_admin(bootstrap)
     topic = unique_topic("dup")
     ck_create(admin, NewTopic(topic, num_partitions=1, replication_factor=1))
 
@@ -121,7 +130,7 @@ def test_create_topic_errors_confluent(broker: BrokerProcess) -> None:
         admin, NewTopic(validated, num_partitions=4, replication_factor=1), validate_only=True
     )
     assert validated not in ck_topic_names(admin)
-    assert partition_dirs(broker, validated) == []
+    assert partition_dirs(log_dir(strom_broker), validated) == []
     invalid_validated = ck_create_error(
         admin, NewTopic(topic, num_partitions=1, replication_factor=1), validate_only=True
     )
@@ -168,9 +177,10 @@ def test_create_topic_errors_confluent(broker: BrokerProcess) -> None:
     assert bad_config.code() == KafkaError.INVALID_CONFIG, bad_config
 
 
-def test_create_topic_errors_kafka_python(broker: BrokerProcess) -> None:
+def test_create_topic_errors_kafka_python(strom_broker: StromCluster) -> None:
+    bootstrap = strom_broker.bootstrap_servers
     topic = unique_topic("kdup")
-    with kp_admin(broker) as admin:
+    with kp_admin(bootstrap) as admin:
         one = {"num_partitions": 1, "replication_factor": 1}
         assert kp_create_codes(admin, {topic: one}) == {topic: 0}
         assert kp_create_codes(admin, {topic: one}) == {
@@ -213,23 +223,24 @@ def test_create_topic_errors_kafka_python(broker: BrokerProcess) -> None:
 # --- delete ----------------------------------------------------------------------------
 
 
-def test_delete_and_recreate(broker: BrokerProcess) -> None:
-    admin = ck_admin(broker)
+def test_delete_and_recreate(strom_broker: StromCluster) -> None:
+    bootstrap = strom_broker.bootstrap_servers
+    admin = ck_admin(bootstrap)
     topic = unique_topic("del")
     ck_create(admin, NewTopic(topic, num_partitions=2, replication_factor=1))
     first_id = str(ck_describe(admin, topic).topic_id)
-    produce(broker, topic, {0: [b"a", b"b"], 1: [b"c"]})
-    assert watermarks(broker, topic, 0) == (0, 2)
-    assert len(partition_dirs(broker, topic)) == 2
+    produce(bootstrap, topic, {0: [b"a", b"b"], 1: [b"c"]})
+    assert watermarks(bootstrap, topic, 0) == (0, 2)
+    assert len(partition_dirs(log_dir(strom_broker), topic)) == 2
 
     [future] = admin.delete_topics([topic], request_timeout=TIMEOUT_S).values()
     future.result(timeout=TIMEOUT_S)
     wait_until(lambda: topic not in ck_topic_names(admin), TIMEOUT_S, "topic to leave metadata")
-    wait_until(lambda: not partition_dirs(broker, topic), TIMEOUT_S, "partition dirs to go")
-    # librdkafka asks for auto-creation when a producer-type handle names a topic.
-    no_auto = AdminClient(
-        {"bootstrap.servers": broker.bootstrap, "allow.auto.create.topics": False}
+    wait_until(
+        lambda: not partition_dirs(log_dir(strom_broker), topic), TIMEOUT_S, "partition dirs to go"
     )
+    # librdkafka asks for auto-creation when a producer-type handle names a topic.
+    no_auto = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
     metadata = no_auto.list_topics(topic, timeout=TIMEOUT_S)
     assert metadata.topics[topic].error is not None
     assert metadata.topics[topic].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -243,20 +254,25 @@ def test_delete_and_recreate(broker: BrokerProcess) -> None:
     second = ck_describe(admin, topic)
     assert str(second.topic_id) != first_id, "a re-created topic gets a new id"
     assert [p.id for p in second.partitions] == [0]
-    assert watermarks(broker, topic, 0) == (0, 0), "a re-created topic starts empty"
-    produce(broker, topic, {0: [b"fresh"]})
-    assert consume(broker, topic, {0: 1}) == {0: [b"fresh"]}
+    assert watermarks(bootstrap, topic, 0) == (0, 0), "a re-created topic starts empty"
+    produce(bootstrap, topic, {0: [b"fresh"]})
+    assert consume(bootstrap, topic, {0: 1}) == {0: [b"fresh"]}
 
 
-def test_delete_kafka_python(broker: BrokerProcess) -> None:
+def test_delete_kafka_python(strom_broker: StromCluster) -> None:
+    bootstrap = strom_broker.bootstrap_servers
     topic = unique_topic("kdel")
-    with kp_admin(broker) as admin:
+    with kp_admin(bootstrap) as admin:
         admin.create_topics({topic: {"num_partitions": 3, "replication_factor": 1}})
-        assert len(partition_dirs(broker, topic)) == 3
+        assert len(partition_dirs(log_dir(strom_broker), topic)) == 3
         result = admin.delete_topics([topic])
         assert [(t["name"], t["error_code"]) for t in result["topics"]] == [(topic, 0)]
         wait_until(lambda: topic not in admin.list_topics(), TIMEOUT_S, "topic to go")
-        wait_until(lambda: not partition_dirs(broker, topic), TIMEOUT_S, "partition dirs to go")
+        wait_until(
+            lambda: not partition_dirs(log_dir(strom_broker), topic),
+            TIMEOUT_S,
+            "partition dirs to go",
+        )
         with pytest.raises(kafka.errors.UnknownTopicOrPartitionError):
             admin.delete_topics([topic])
 
@@ -271,13 +287,17 @@ def test_delete_kafka_python(broker: BrokerProcess) -> None:
         result = admin.delete_topics([topic_id])
         assert [t["error_code"] for t in result["topics"]] == [0]
         wait_until(lambda: by_id not in admin.list_topics(), TIMEOUT_S, "topic to go")
-        assert not partition_dirs(broker, by_id)
+        assert not partition_dirs(log_dir(strom_broker), by_id)
         with pytest.raises(kafka.errors.UnknownTopicIdError):
             admin.delete_topics([topic_id])
 
 
-def test_delete_topic_while_producing(broker: BrokerProcess) -> None:
-    admin = ck_admin(broker)
+def test_delete_topic_while_producing(
+    strom_broker: StromCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="strom")  # what `strom serve` logs
+    bootstrap = strom_broker.bootstrap_servers
+    admin = ck_admin(bootstrap)
     victim = unique_topic("victim")
     ck_create(admin, NewTopic(victim, num_partitions=4, replication_factor=1))
     stop = threading.Event()
@@ -286,7 +306,7 @@ def test_delete_topic_while_producing(broker: BrokerProcess) -> None:
     def pump(slot: int) -> None:
         producer = Producer(
             {
-                "bootstrap.servers": broker.bootstrap,
+                "bootstrap.servers": bootstrap,
                 "linger.ms": 0,
                 "acks": "all",
                 "allow.auto.create.topics": False,
@@ -320,7 +340,7 @@ def test_delete_topic_while_producing(broker: BrokerProcess) -> None:
     survivor = unique_topic("survivor")
     ck_create(admin, NewTopic(survivor, num_partitions=1, replication_factor=1))
     errors: list[Any] = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 5000})
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5000})
     try:
         producer.produce(survivor, value=b"still here", on_delivery=lambda e, _m: errors.append(e))
         producer.flush(TIMEOUT_S)
@@ -328,6 +348,6 @@ def test_delete_topic_while_producing(broker: BrokerProcess) -> None:
         producer.purge()
         producer.flush(1)
     assert len(errors) == 1 and errors[0] is None, (
-        f"produce after the delete: {errors}\n{broker.read_log()[-3000:]}"
+        f"produce after the delete: {errors}\n{caplog.text[-3000:]}"
     )
-    assert "background task flusher failed" not in broker.read_log()
+    assert "background task flusher failed" not in caplog.text
