@@ -1,4 +1,8 @@
-"""The `strom` command against a real broker, as a user runs it."""
+"""The `strom` command against a real broker, as a user runs it.
+
+The client commands run against the `strom_broker` fixture; `strom serve` itself, and a
+broker that is not there, need no fixture.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from broker import BrokerProcess, free_port
+from broker import free_port
+
+from strom.testing import StromCluster
 
 
 def strom(
@@ -22,8 +28,8 @@ def strom(
     )
 
 
-def test_topic_produce_consume_round_trip(broker: BrokerProcess) -> None:
-    b = ["-b", broker.bootstrap]
+def test_topic_produce_consume_round_trip(strom_broker: StromCluster) -> None:
+    b = ["-b", strom_broker.bootstrap_servers]
     created = strom(
         "topic", "create", "events", "--partitions", "3", "--config", "retention.ms=60000", *b
     )
@@ -64,8 +70,8 @@ def test_topic_produce_consume_round_trip(broker: BrokerProcess) -> None:
     assert missing.returncode == 1 and "does not exist" in missing.stderr
 
 
-def test_consume_stops_after_timeout_without_records(broker: BrokerProcess) -> None:
-    b = ["-b", broker.bootstrap]
+def test_consume_stops_after_timeout_without_records(strom_broker: StromCluster) -> None:
+    b = ["-b", strom_broker.bootstrap_servers]
     assert strom("topic", "create", "quiet", *b).returncode == 0
     result = strom("consume", "quiet", "--from-beginning", "--timeout-ms", "1500", *b)
     assert result.returncode == 0 and result.stdout == ""
