@@ -1,9 +1,15 @@
-"""Consumer groups with real clients: sharing, rebalancing, static membership, restarts."""
+"""Consumer groups with real clients: sharing, rebalancing, static membership, restarts.
+
+The tests run on the `strom_broker` fixture (one node, group.initial.rebalance.delay.ms=0
+as in every test cluster), except the one that kills a `strom serve` process with
+SIGKILL. The members are processes of their own (group_members.py), so that a test can
+kill one.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,14 +18,18 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 from group_members import Member, balanced, wait_until
 from kafka import KafkaConsumer
+from node_files import log_dir
 
 from strom.group.placement import partition_for
+from strom.testing import StromCluster
 
 SESSION_MS = 6000
 
 
 @pytest.fixture
 def group_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A `strom serve` process, for the test that kills it; no initial rebalance delay,
+    as in the fixture's clusters."""
     broker = BrokerProcess(tmp_path / "data", extra=["--set", "group.initial.rebalance.delay.ms=0"])
     broker.start()
     try:
@@ -56,9 +66,9 @@ def consumed_values(group: list[Member]) -> set[str]:
 
 
 def test_members_share_partitions_and_take_over_from_a_killed_one(
-    group_broker: BrokerProcess, members: list[Member]
+    strom_broker: StromCluster, members: list[Member]
 ) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = strom_broker.bootstrap_servers
     create_topic(bootstrap, "shared", 6)
     for _ in range(3):
         members.append(Member(bootstrap, "g", "shared"))
@@ -93,9 +103,9 @@ def test_members_share_partitions_and_take_over_from_a_killed_one(
 
 
 def test_cooperative_sticky_survivors_keep_their_partitions(
-    group_broker: BrokerProcess, members: list[Member]
+    strom_broker: StromCluster, members: list[Member]
 ) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = strom_broker.bootstrap_servers
     create_topic(bootstrap, "coop", 6)
     for _ in range(3):
         members.append(
@@ -123,9 +133,9 @@ def test_cooperative_sticky_survivors_keep_their_partitions(
 
 
 def test_static_member_restarting_within_its_session_causes_no_rebalance(
-    group_broker: BrokerProcess, members: list[Member]
+    strom_broker: StromCluster, members: list[Member]
 ) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = strom_broker.bootstrap_servers
     create_topic(bootstrap, "static", 4)
     config = {"session.timeout.ms": 20000}
     a = Member(bootstrap, "static-g", "static", **{"group.instance.id": "pod-a", **config})
@@ -144,11 +154,30 @@ def test_static_member_restarting_within_its_session_causes_no_rebalance(
     assert not [e for e in later if "assigned" in e or "revoked" in e], later
 
 
-@pytest.mark.parametrize("how", ["stop", "kill"])
-def test_groups_resume_at_their_committed_offsets_after_a_broker_restart(
-    group_broker: BrokerProcess, how: str
+def test_groups_resume_at_their_committed_offsets_after_a_clean_restart(
+    strom_broker: StromCluster,
 ) -> None:
-    bootstrap = group_broker.bootstrap
+    check_groups_resume_after(
+        strom_broker.bootstrap_servers,
+        lambda: strom_broker.restart_node(1),  # NodeError if the stop is not clean
+    )
+
+
+def test_groups_resume_at_their_committed_offsets_after_a_kill_9(
+    group_broker: BrokerProcess,
+) -> None:
+    """SIGKILL on a real `strom serve` process: what survives is what the kernel had."""
+
+    def kill_and_start() -> None:
+        group_broker.kill()
+        group_broker.start()
+
+    check_groups_resume_after(group_broker.bootstrap, kill_and_start)
+
+
+def check_groups_resume_after(bootstrap: str, restart: Callable[[], None]) -> None:
+    """Offsets committed by a group member and by hand are where they were after
+    `restart`, and the group reads on from them."""
     create_topic(bootstrap, "progress", 2)
     produce(bootstrap, "progress", [f"v{i}" for i in range(200)], 2)
 
@@ -179,11 +208,7 @@ def test_groups_resume_at_their_committed_offsets_after_a_broker_restart(
     )
     assigned.close()
 
-    if how == "kill":
-        group_broker.kill()
-    else:
-        assert group_broker.stop() == 0
-    group_broker.start()
+    restart()
 
     check = consumer("by-hand")
     committed = check.committed([TopicPartition("progress", p) for p in range(2)], timeout=10)
@@ -202,9 +227,9 @@ def test_groups_resume_at_their_committed_offsets_after_a_broker_restart(
 
 
 def test_kafka_python_and_confluent_kafka_members_share_one_group(
-    group_broker: BrokerProcess, members: list[Member]
+    strom_broker: StromCluster, members: list[Member]
 ) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = strom_broker.bootstrap_servers
     create_topic(bootstrap, "mixed", 4)
     other = Member(bootstrap, "mixed-g", "mixed", **{"partition.assignment.strategy": "range"})
     members.append(other)
@@ -246,34 +271,34 @@ def test_kafka_python_and_confluent_kafka_members_share_one_group(
     assert all(offsets[p] == 10 for p in mine)
 
 
-def test_consumer_offsets_is_compacted_and_groups_reload_from_it(tmp_path: Path) -> None:
-    broker = BrokerProcess(
-        tmp_path / "data",
-        extra=[
-            *("--set", "offsets.topic.num.partitions=3"),
-            *("--set", "offsets.topic.segment.bytes=16384"),
-            *("--set", "log.cleaner.backoff.ms=100"),
-        ],
-    )
-    broker.start()
-    try:
-        create_topic(broker.bootstrap, "progress", 1)
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compact-me"})
-        for offset in range(1, 3001):
-            consumer.commit(offsets=[TopicPartition("progress", 0, offset)], asynchronous=False)
-        consumer.close()
-        directory = tmp_path / "data" / f"__consumer_offsets-{partition_for('compact-me', 3)}"
+@pytest.mark.strom(
+    config={
+        "offsets.topic.num.partitions": 3,
+        "offsets.topic.segment.bytes": 16384,
+        "log.cleaner.backoff.ms": 100,
+    }
+)
+def test_consumer_offsets_is_compacted_and_groups_reload_from_it(
+    strom_broker: StromCluster,
+) -> None:
+    bootstrap = strom_broker.bootstrap_servers
+    create_topic(bootstrap, "progress", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compact-me"})
+    for offset in range(1, 3001):
+        consumer.commit(offsets=[TopicPartition("progress", 0, offset)], asynchronous=False)
+    consumer.close()
+    directory = log_dir(strom_broker) / f"__consumer_offsets-{partition_for('compact-me', 3)}"
 
-        def stored_bytes() -> int:
-            return sum(p.stat().st_size for p in directory.glob("*.log"))
+    def stored_bytes() -> int:
+        return sum(p.stat().st_size for p in directory.glob("*.log"))
 
-        written = 3000 * 60  # every commit is a batch of one record of about 60 bytes or more
-        wait_until(lambda: stored_bytes() < written // 4, 60, "__consumer_offsets compacted")
-        broker.kill()
-        broker.start()
-        check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compact-me"})
-        committed = check.committed([TopicPartition("progress", 0)], timeout=10)
-        check.close()
-        assert committed[0].offset == 3000
-    finally:
-        broker.kill()
+    written = 3000 * 60  # every commit is a batch of one record of about 60 bytes or more
+    wait_until(lambda: stored_bytes() < written // 4, 60, "__consumer_offsets compacted")
+    # A crash: no clean close, so the restarted coordinator reloads the group from the
+    # compacted log as it is on disk.
+    strom_broker.crash_node(1)
+    strom_broker.start_node(1)
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": "compact-me"})
+    committed = check.committed([TopicPartition("progress", 0)], timeout=10)
+    check.close()
+    assert committed[0].offset == 3000
