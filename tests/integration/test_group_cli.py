@@ -1,4 +1,5 @@
-"""`strom group` against a real broker, with real confluent-kafka consumers in the group."""
+"""`strom group` against a real broker (the `strom_broker` fixture), with real
+confluent-kafka consumers in the group."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from broker import BrokerProcess, free_port
+from broker import free_port
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
@@ -21,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from group_members import wait_until
 
 from strom.cli.group_model import ACTIVE_MEMBER_ERRORS
+from strom.testing import StromCluster
 
 PARTITIONS = 3
 PER_PARTITION = 10
@@ -48,19 +50,6 @@ def table(output: str, first_header: str) -> list[dict[str, str]]:
             break
         rows.append(dict(zip(headers, re.split(r" {2,}", line.strip()), strict=True)))
     return rows
-
-
-@pytest.fixture(scope="module")
-def group_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("cli-group") / "data",
-        extra=["--set", "group.initial.rebalance.delay.ms=0"],
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.kill()
 
 
 @pytest.fixture
@@ -118,15 +107,15 @@ def group_state(admin: AdminClient, group: str) -> str:
 
 
 def test_describe_delete_and_reset_a_live_then_empty_group(
-    group_broker: BrokerProcess, consumers: list[Consumer]
+    strom_broker: StromCluster, consumers: list[Consumer]
 ) -> None:
-    b = ["-b", group_broker.bootstrap]
-    admin = AdminClient({"bootstrap.servers": group_broker.bootstrap})
+    b = ["-b", strom_broker.bootstrap_servers]
+    admin = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
     create_topic(admin, "orders", PARTITIONS)
-    produce_timed(group_broker.bootstrap, "orders")
+    produce_timed(strom_broker.bootstrap_servers, "orders")
 
     # Member A reads 25 of the 30 records and commits: at least 5 from each partition.
-    a = consumer(group_broker.bootstrap, "billing", "billing-a")
+    a = consumer(strom_broker.bootstrap_servers, "billing", "billing-a")
     consumers.append(a)
     a.subscribe(["orders"])
     read_to: dict[int, int] = {}  # partition -> the offset after the last record read
@@ -147,7 +136,7 @@ def test_describe_delete_and_reset_a_live_then_empty_group(
     assert sum(read_to.values()) == 25
 
     # Member B joins; both poll until the partitions are shared between them.
-    b_member = consumer(group_broker.bootstrap, "billing", "billing-b")
+    b_member = consumer(strom_broker.bootstrap_servers, "billing", "billing-b")
     consumers.append(b_member)
     b_member.subscribe(["orders"])
 
@@ -244,7 +233,7 @@ def test_describe_delete_and_reset_a_live_then_empty_group(
     assert committed(admin, "billing") == {0: 4, 1: 4, 2: 4}
 
     # A consumer joining the group starts where the reset put it.
-    c = consumer(group_broker.bootstrap, "billing", "billing-c")
+    c = consumer(strom_broker.bootstrap_servers, "billing", "billing-c")
     consumers.append(c)
     c.subscribe(["orders"])
     first: dict[int, int] = {}
@@ -303,18 +292,17 @@ def test_describe_delete_and_reset_a_live_then_empty_group(
     ],
 )
 def test_wrong_input_gets_a_clear_message(
-    group_broker: BrokerProcess, args: list[str], code: int, message: str
+    strom_broker: StromCluster, args: list[str], code: int, message: str
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": group_broker.bootstrap})
-    if "few" not in admin.list_topics(timeout=10).topics:
-        create_topic(admin, "few", 2)
-    result = strom("group", *args, "-b", group_broker.bootstrap)
+    admin = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
+    create_topic(admin, "few", 2)
+    result = strom("group", *args, "-b", strom_broker.bootstrap_servers)
     assert (result.returncode, result.stdout, result.stderr) == (code, "", f"strom: {message}\n")
 
 
-def test_reset_offsets_of_a_new_group_creates_it(group_broker: BrokerProcess) -> None:
-    b = ["-b", group_broker.bootstrap]
-    admin = AdminClient({"bootstrap.servers": group_broker.bootstrap})
+def test_reset_offsets_of_a_new_group_creates_it(strom_broker: StromCluster) -> None:
+    b = ["-b", strom_broker.bootstrap_servers]
+    admin = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
     create_topic(admin, "fresh-topic", 2)
     plan = strom("group", "reset-offsets", "fresh", "-t", "fresh-topic", "--to-earliest", *b)
     assert plan.returncode == 0, plan.stderr
