@@ -4,17 +4,19 @@ Each example is a well-formed request (so it reaches the coordinator, unlike ran
 bytes) with hostile values: empty or odd group ids, unknown members, wrong generations,
 huge or negative timeouts, garbage protocol metadata and assignments, offsets for
 partitions that do not exist, oversized metadata.
+
+The requests go to the `strom_broker` fixture's node through its test network, which
+passes well-formed frames on as they are.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+import logging
 from typing import Any
 
 import kafka_wire as wire
 import pytest
-from broker import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import HealthCheck, given, settings
@@ -42,9 +44,17 @@ from kio.schema.offset_fetch.v9.request import (
 )
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.static.primitive import i32, i32Timedelta, i64
+from node_files import port
+
+from strom.testing import StromCluster
 
 TOPIC = "t"
 GOOD_GROUP = "good-group"
+
+# strom's default, not the test clusters' 0: a join to an empty group then waits out
+# the initial delay (up to its rebalance timeout), so the hostile requests also meet
+# groups in that state.
+pytestmark = pytest.mark.strom(config={"group.initial.rebalance.delay.ms": 3000})
 
 names = st.text(alphabet="ab-_.\u00e9\U0001f600 ", max_size=8)
 i32s = st.integers(-(2**31), 2**31 - 1).map(i32)
@@ -54,20 +64,19 @@ timeouts = st.integers(-(2**31), 2**31 - 1).map(
 )
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("group-bad-input") / "data")
-    process.start()
-    try:
-        admin = AdminClient({"bootstrap.servers": process.bootstrap})
-        for future in admin.create_topics([NewTopic(TOPIC, 2, 1)]).values():
-            future.result(10)
-        consumer = Consumer({"bootstrap.servers": process.bootstrap, "group.id": GOOD_GROUP})
-        consumer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
-        consumer.close()
-        yield process
-    finally:
-        process.kill()
+@pytest.fixture
+def group_broker(strom_broker: StromCluster) -> StromCluster:
+    """The fixture's broker with the topic TOPIC, and the group GOOD_GROUP with an offset
+    committed."""
+    admin = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
+    for future in admin.create_topics([NewTopic(TOPIC, 2, 1)]).values():
+        future.result(10)
+    consumer = Consumer(
+        {"bootstrap.servers": strom_broker.bootstrap_servers, "group.id": GOOD_GROUP}
+    )
+    consumer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
+    consumer.close()
+    return strom_broker
 
 
 def joins() -> st.SearchStrategy[Any]:
@@ -205,18 +214,28 @@ def error_codes(response: Any) -> list[int]:
     return found
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    # Every example goes to the same broker, and its log is checked across all of them.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(request=st.one_of(joins(), syncs(), others()))
-def test_hostile_group_requests_get_error_codes(broker: BrokerProcess, request: Any) -> None:
-    with wire.connect(broker.port) as sock:
+def test_hostile_group_requests_get_error_codes(
+    group_broker: StromCluster, caplog: pytest.LogCaptureFixture, request: Any
+) -> None:
+    caplog.set_level(logging.INFO, logger="strom")  # what `strom serve` logs
+    with wire.connect(port(group_broker)) as sock:
         sock.settimeout(10)
         response = wire.call(sock, request)
     known = {int(code) for code in ErrorCode}
     assert set(error_codes(response)) <= known
-    log = broker.read_log()
+    log = caplog.text
     assert "Traceback" not in log and "bug while handling" not in log, log[-3000:]
     # A real client is still served by the coordinator.
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GOOD_GROUP})
+    consumer = Consumer(
+        {"bootstrap.servers": group_broker.bootstrap_servers, "group.id": GOOD_GROUP}
+    )
     try:
         committed = consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)
     finally:
@@ -225,7 +244,7 @@ def test_hostile_group_requests_get_error_codes(broker: BrokerProcess, request: 
 
 
 def test_oversized_commit_metadata_is_refused_and_nothing_is_written(
-    broker: BrokerProcess,
+    group_broker: StromCluster,
 ) -> None:
     request = OffsetCommitRequest(
         group_id="meta",
@@ -252,12 +271,12 @@ def test_oversized_commit_metadata_is_refused_and_nothing_is_written(
             ),
         ),
     )
-    with wire.connect(broker.port) as sock:
+    with wire.connect(port(group_broker)) as sock:
         response = wire.call(sock, request)
     codes = [p.error_code for p in response.topics[0].partitions]
     assert codes == [ErrorCode.offset_metadata_too_large, ErrorCode.unknown_topic_or_partition]
 
 
-def test_garbage_in_consumer_offsets_is_refused_to_producers(broker: BrokerProcess) -> None:
-    response = wire.produce(broker.port, "__consumer_offsets", 0, b"\x00" * 80)
+def test_garbage_in_consumer_offsets_is_refused_to_producers(group_broker: StromCluster) -> None:
+    response = wire.produce(port(group_broker), "__consumer_offsets", 0, b"\x00" * 80)
     assert response.error_code == ErrorCode.invalid_topic_exception
