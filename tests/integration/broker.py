@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
@@ -10,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 READY_TIMEOUT_S = 30.0
@@ -102,17 +101,3 @@ class BrokerProcess:
             self.process.wait(10)
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-
-@contextlib.contextmanager
-def running_broker(data_dir: Path, **kwargs: object) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(data_dir, **kwargs)  # type: ignore[arg-type]
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.kill()

@@ -14,7 +14,9 @@ from zookeeper_fixtures import zk_chroot, zk_connect, zookeeper_server  # noqa: 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A fresh single-node strom on a free port, stopped after the test."""
+    """A fresh single-node `strom serve` process on a free port, killed after the test.
+    For the tests whose point is a real process (SIGKILL, the kernel refusing a
+    connection to it); the others use the strom plugin's `strom_broker`."""
     process = BrokerProcess(tmp_path / "data")
     process.start()
     try:
