@@ -9,7 +9,7 @@ Both speak Kafka's two encodings of a schema version:
               and a tagged-field section after every struct
 
 Every integer is big-endian. A reader never reads past its input: a short or malformed
-record raises LayoutError, which a caller turns into its own error.
+record raises RecordLayoutError, which a caller turns into its own error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["LayoutError", "LayoutReader", "LayoutWriter"]
+__all__ = ["LayoutReader", "LayoutWriter", "RecordLayoutError"]
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -32,7 +32,7 @@ MAX_ARRAY_ITEMS = 1 << 20
 T = TypeVar("T")
 
 
-class LayoutError(ValueError):
+class RecordLayoutError(ValueError):
     """Bytes that do not follow the layout they are read as."""
 
 
@@ -56,7 +56,7 @@ class LayoutWriter:
 
     def uvarint(self, value: int) -> None:
         if value < 0:
-            raise LayoutError(f"unsigned varint of {value}")
+            raise RecordLayoutError(f"unsigned varint of {value}")
         while value >= 0x80:
             self.out.append((value & 0x7F) | 0x80)
             value >>= 7
@@ -65,7 +65,7 @@ class LayoutWriter:
     def string(self, value: str, *, compact: bool) -> None:
         data = value.encode()
         if len(data) > MAX_STRING_BYTES:
-            raise LayoutError(f"string of {len(data)} bytes is too long for a record")
+            raise RecordLayoutError(f"string of {len(data)} bytes is too long for a record")
         if compact:
             self.uvarint(len(data) + 1)
         else:
@@ -100,7 +100,7 @@ class LayoutReader:
     def take(self, size: int) -> bytes:
         end = self.pos + size
         if size < 0 or end > len(self.data):
-            raise LayoutError("record ends early")
+            raise RecordLayoutError("record ends early")
         chunk = self.data[self.pos : end]
         self.pos = end
         return chunk
@@ -124,23 +124,23 @@ class LayoutReader:
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 return value
-        raise LayoutError("unsigned varint longer than five bytes")
+        raise RecordLayoutError("unsigned varint longer than five bytes")
 
     def string(self, *, compact: bool) -> str:
         size = self.uvarint() - 1 if compact else self.i16()
         if size < 0:
-            raise LayoutError("null where a string is required")
+            raise RecordLayoutError("null where a string is required")
         try:
             return self.take(size).decode()
         except UnicodeDecodeError as exc:
-            raise LayoutError(f"string is not UTF-8: {exc}") from None
+            raise RecordLayoutError(f"string is not UTF-8: {exc}") from None
 
     def array_length(self, *, compact: bool) -> int | None:
         count = self.uvarint() - 1 if compact else self.i32()
         if count < -1:
-            raise LayoutError(f"array length {count}")
+            raise RecordLayoutError(f"array length {count}")
         if count > MAX_ARRAY_ITEMS or count > len(self.data) - self.pos:
-            raise LayoutError(f"array of {count} items in {len(self.data) - self.pos} bytes")
+            raise RecordLayoutError(f"array of {count} items in {len(self.data) - self.pos} bytes")
         return None if count == -1 else count
 
     def array(self, item: Callable[[LayoutReader], T], *, compact: bool) -> list[T] | None:
@@ -155,7 +155,7 @@ class LayoutReader:
         for _ in range(self.uvarint()):
             tag = self.uvarint()
             if tag <= last:
-                raise LayoutError(f"tagged field {tag} after {last}")
+                raise RecordLayoutError(f"tagged field {tag} after {last}")
             fields[tag] = self.take(self.uvarint())
             last = tag
         return fields

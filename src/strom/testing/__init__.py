@@ -10,7 +10,7 @@ fixtures: strom_broker, strom_cluster and their session-wide twins. docs/testing
 has the whole story and a worked example.
 """
 
-from strom.testing.admin import AdminError, GroupState, PartitionState
+from strom.testing.admin import AdminError, GroupStatus, PartitionStatus
 from strom.testing.cluster import TEST_CONFIG, StromCluster
 from strom.testing.links import CLIENTS
 from strom.testing.node import NodeError
@@ -21,8 +21,8 @@ __all__ = [
     "TEST_CONFIG",
     "AdminError",
     "ClusterError",
-    "GroupState",
+    "GroupStatus",
     "NodeError",
-    "PartitionState",
+    "PartitionStatus",
     "StromCluster",
 ]

@@ -34,7 +34,7 @@ class AdminError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionStatus:
     """A partition as one node's metadata has it."""
 
     leader_id: int
@@ -45,7 +45,7 @@ class PartitionState:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupState:
+class GroupStatus:
     state: str
     """Kafka's group state name: Empty, PreparingRebalance, CompletingRebalance, Stable,
     Dead."""
@@ -53,7 +53,7 @@ class GroupState:
     coordinator_id: int
 
 
-async def partitions(client: NodeClient, topic: str) -> dict[int, PartitionState] | None:
+async def partitions(client: NodeClient, topic: str) -> dict[int, PartitionStatus] | None:
     """Every partition of `topic` as `client`'s node sees it; None if it knows no such
     topic."""
     response = await client.request(
@@ -70,7 +70,7 @@ async def partitions(client: NodeClient, topic: str) -> dict[int, PartitionState
         if described.name != topic or described.error_code != ErrorCode.none:
             continue
         return {
-            int(p.partition_index): PartitionState(
+            int(p.partition_index): PartitionStatus(
                 int(p.leader_id),
                 int(p.leader_epoch),
                 tuple(int(r) for r in p.replica_nodes),
@@ -131,7 +131,7 @@ async def coordinator(clients: Mapping[int, NodeClient], group_id: str) -> int |
     return None
 
 
-async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupState | None:
+async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupStatus | None:
     """The group as its coordinator describes it; None if no node can say yet."""
     node_id = await coordinator(clients, group_id)
     owner = None if node_id is None else clients.get(node_id)
@@ -149,7 +149,7 @@ async def group(clients: Mapping[int, NodeClient], group_id: str) -> GroupState 
     result = described.groups[0]
     if result.error_code != ErrorCode.none:
         return None
-    return GroupState(
+    return GroupStatus(
         str(result.group_state), tuple(str(m.member_id) for m in result.members), node_id
     )
 

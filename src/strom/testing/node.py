@@ -150,16 +150,18 @@ class InProcessNode:
         await asyncio.wait({ended, fatal}, return_when=asyncio.FIRST_COMPLETED)
         ended.cancel()
         fatal.cancel()
-        if broker.fatal.is_set():
-            self.exit_reason = f"failed: {broker.fatal_reason}"
-            await broker.stop()
-        elif self._crash is None:
-            await broker.stop()
-            self.exit_reason = "stopped"
-        else:
-            await self._crashed(broker, lose_unflushed=self._crash)
-            self.exit_reason = "crashed"
-        await _cancel_the_rest()
+        try:
+            if broker.fatal.is_set():
+                self.exit_reason = f"failed: {broker.fatal_reason}"
+                await broker.stop()
+            elif self._crash is None:
+                await broker.stop()
+                self.exit_reason = "stopped"
+            else:
+                await self._crashed(broker, lose_unflushed=self._crash)
+                self.exit_reason = "crashed"
+        finally:  # also when stopping raised (`_run` reports it as the exit reason)
+            await _cancel_the_rest()
 
     async def _crashed(self, broker: Broker, *, lose_unflushed: bool) -> None:
         broker.abort()

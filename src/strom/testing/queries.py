@@ -85,7 +85,7 @@ class ClusterQueries(ABC):
         """Wait until the partition has a running leader (other than `not_on`, or
         `on` itself); the leader's id."""
 
-        last: list[admin.PartitionState | None] = [None]
+        last: list[admin.PartitionStatus | None] = [None]
 
         def settled() -> int | None:
             last[0] = state = self._partition(topic, partition)
@@ -135,10 +135,10 @@ class ClusterQueries(ABC):
         self.wait_until(elected, timeout_s, f"an election of node {to} for {topic}-{partition}")
         self.wait_for_leader(topic, partition, on=to, timeout_s=timeout_s)
 
-    def group(self, group_id: str) -> admin.GroupState | None:
+    def group(self, group_id: str) -> admin.GroupStatus | None:
         """The consumer group as its coordinator describes it (None if unknown)."""
 
-        async def ask() -> admin.GroupState | None:
+        async def ask() -> admin.GroupStatus | None:
             return await admin.group(self._running_clients(), group_id)
 
         return self._run(ask())
@@ -182,12 +182,12 @@ class ClusterQueries(ABC):
         state: str = "Stable",
         members: int | None = None,
         timeout_s: float = 30.0,
-    ) -> admin.GroupState:
+    ) -> admin.GroupStatus:
         """Wait until the group is in `state` (with `members` members, if given)."""
 
-        last: list[admin.GroupState | None] = [None]
+        last: list[admin.GroupStatus | None] = [None]
 
-        def reached() -> admin.GroupState | None:
+        def reached() -> admin.GroupStatus | None:
             last[0] = found = self.group(group_id)
             if found is None or found.state != state:
                 return None
@@ -248,12 +248,12 @@ class ClusterQueries(ABC):
     async def wait_for_leader_async(self, topic: str, partition: int = 0, **kwargs: Any) -> int:
         return await asyncio.to_thread(self.wait_for_leader, topic, partition, **kwargs)
 
-    async def wait_for_group_async(self, group_id: str, **kwargs: Any) -> admin.GroupState:
+    async def wait_for_group_async(self, group_id: str, **kwargs: Any) -> admin.GroupStatus:
         return await asyncio.to_thread(self.wait_for_group, group_id, **kwargs)
 
-    def _partition(self, topic: str, partition: int) -> admin.PartitionState | None:
-        async def newest() -> admin.PartitionState | None:
-            best: admin.PartitionState | None = None
+    def _partition(self, topic: str, partition: int) -> admin.PartitionStatus | None:
+        async def newest() -> admin.PartitionStatus | None:
+            best: admin.PartitionStatus | None = None
             for client in self._running_clients().values():
                 try:
                     seen = await admin.partitions(client, topic)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from strom.protocol.layout import LayoutError, LayoutReader, LayoutWriter
+from strom.protocol.layout import LayoutReader, LayoutWriter, RecordLayoutError
 from strom.txn.state import TxnState
 
 __all__ = [
@@ -80,7 +80,7 @@ def encode_key(transactional_id: str) -> bytes:
     w.i16(KEY_VERSION)
     try:
         w.string(transactional_id, compact=False)
-    except LayoutError as exc:
+    except RecordLayoutError as exc:
         raise TxnRecordError(str(exc)) from None
     return w.bytes()
 
@@ -92,7 +92,7 @@ def decode_key(data: bytes) -> str:
         if version != KEY_VERSION:
             raise TxnRecordError(f"unknown transaction log key version {version}")
         return r.string(compact=False)
-    except LayoutError as exc:
+    except RecordLayoutError as exc:
         raise TxnRecordError(f"transaction log key: {exc}") from None
 
 
@@ -143,7 +143,7 @@ def _write_partitions(
                 w.i32(partition)
             if flexible:
                 w.tagged_fields({})
-    except LayoutError as exc:
+    except RecordLayoutError as exc:
         raise TxnRecordError(str(exc)) from None
 
 
@@ -151,7 +151,7 @@ def decode_value(data: bytes) -> TxnLogValue:
     r = LayoutReader(data)
     try:
         return _read_value(r)
-    except LayoutError as exc:
+    except RecordLayoutError as exc:
         raise TxnRecordError(f"transaction log value: {exc}") from None
 
 
