@@ -62,7 +62,13 @@ class LayoutWriter:
             value >>= 7
         self.out.append(value)
 
-    def string(self, value: str, *, compact: bool) -> None:
+    def string(self, value: str | None, *, compact: bool) -> None:
+        if value is None:
+            if compact:
+                self.uvarint(0)
+            else:
+                self.i16(-1)
+            return
         data = value.encode()
         if len(data) > MAX_STRING_BYTES:
             raise RecordLayoutError(f"string of {len(data)} bytes is too long for a record")
@@ -71,6 +77,11 @@ class LayoutWriter:
         else:
             self.i16(len(data))
         self.out += data
+
+    def blob(self, value: bytes) -> None:
+        """Classic bytes: an int32 length and the bytes."""
+        self.i32(len(value))
+        self.out += value
 
     def array_length(self, count: int | None, *, compact: bool) -> None:
         if compact:
@@ -126,14 +137,25 @@ class LayoutReader:
                 return value
         raise RecordLayoutError("unsigned varint longer than five bytes")
 
-    def string(self, *, compact: bool) -> str:
+    def nullable_string(self, *, compact: bool) -> str | None:
         size = self.uvarint() - 1 if compact else self.i16()
-        if size < 0:
-            raise RecordLayoutError("null where a string is required")
+        if size == -1:
+            return None
         try:
             return self.take(size).decode()
         except UnicodeDecodeError as exc:
             raise RecordLayoutError(f"string is not UTF-8: {exc}") from None
+
+    def string(self, *, compact: bool) -> str:
+        value = self.nullable_string(compact=compact)
+        if value is None:
+            raise RecordLayoutError("null where a string is required")
+        return value
+
+    def blob(self) -> bytes:
+        """Classic bytes: an int32 length (-1: none, read as empty) and the bytes."""
+        size = self.i32()
+        return b"" if size == -1 else self.take(size)
 
     def array_length(self, *, compact: bool) -> int | None:
         count = self.uvarint() - 1 if compact else self.i32()
