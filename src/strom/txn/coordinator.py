@@ -195,11 +195,9 @@ class TxnCoordinator:
         transaction_version: int,
     ) -> TxnResult:
         wanted = frozenset(partitions)
-        entry = self.entries.get(txn_id) if txn_id else None
-        if not txn_id:
-            return TxnResult(ErrorCode.invalid_request)
-        if entry is None or not entry.durable:
-            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        entry = self._known(txn_id)
+        if isinstance(entry, ErrorCode):
+            return TxnResult(entry)
         if entry.pending is not None:
             return TxnResult(ErrorCode.concurrent_transactions)
         error = _producer_error(entry.value, producer_id, epoch)
@@ -222,11 +220,9 @@ class TxnCoordinator:
         """KIP-890's check before a transactional produce: is each partition in the
         open transaction? TRANSACTION_ABORTABLE for one that is not."""
         wanted = frozenset(partitions)
-        entry = self.entries.get(txn_id) if txn_id else None
-        if not txn_id:
-            error = ErrorCode.invalid_request
-        elif entry is None or not entry.durable:
-            error = ErrorCode.invalid_producer_id_mapping
+        entry = self._known(txn_id)
+        if isinstance(entry, ErrorCode):
+            error = entry
         else:
             error = _producer_error(entry.value, producer_id, epoch)
             if error is ErrorCode.none and entry.value.state in (
@@ -234,7 +230,7 @@ class TxnCoordinator:
                 TxnState.PREPARE_ABORT,
             ):
                 error = ErrorCode.concurrent_transactions
-        if error is not ErrorCode.none or entry is None:
+        if isinstance(entry, ErrorCode) or error is not ErrorCode.none:
             return TxnResult(error, partition_errors=dict.fromkeys(wanted, error))
         inside = entry.value.partitions
         return TxnResult(
@@ -257,11 +253,9 @@ class TxnCoordinator:
         *,
         transaction_version: int,
     ) -> TxnResult:
-        entry = self.entries.get(txn_id) if txn_id else None
-        if not txn_id:
-            return TxnResult(ErrorCode.invalid_request)
-        if entry is None or not entry.durable:
-            return TxnResult(ErrorCode.invalid_producer_id_mapping)
+        entry = self._known(txn_id)
+        if isinstance(entry, ErrorCode):
+            return TxnResult(entry)
         if transaction_version >= 2:
             if entry.pending is not None:
                 return TxnResult(ErrorCode.concurrent_transactions)
@@ -523,6 +517,15 @@ class TxnCoordinator:
             answer.producer_epoch,
             write=TxnWrite(write_id, entry.txn_id, record),
         )
+
+    def _known(self, txn_id: str) -> TxnEntry | ErrorCode:
+        """The id's entry, once its first record is durable; else the error to answer."""
+        if not txn_id:
+            return ErrorCode.invalid_request
+        entry = self.entries.get(txn_id)
+        if entry is None or not entry.durable:
+            return ErrorCode.invalid_producer_id_mapping
+        return entry
 
     def _new_write_id(self) -> int:
         write_id = self._next_write_id
