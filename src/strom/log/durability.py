@@ -66,6 +66,10 @@ class DurabilityTracker:
         self._not_durable.add(new_base)
         self._dir_dirty = True
 
+    def on_file_created(self) -> None:
+        """A file was added to the directory (a segment's first transaction index)."""
+        self._dir_dirty = True
+
     def on_segment_removed(self, base_offset: int) -> None:
         self._pending_log.discard(base_offset)
         self._pending_index.discard(base_offset)
@@ -105,6 +109,8 @@ class DurabilityTracker:
                 if base in self._pending_index:
                     fds.append(os.dup(segment.offset_index.fd))
                     fds.append(os.dup(segment.time_index.fd))
+                    if segment.txn_index.fd >= 0:
+                        fds.append(os.dup(segment.txn_index.fd))
                     synced.append(base)
             if self._dir_dirty:
                 fds.append(os.open(self.directory, os.O_RDONLY))

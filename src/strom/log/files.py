@@ -1,7 +1,8 @@
 """File names and small-file helpers of a partition directory.
 
 A partition directory holds, per segment, ``<base>.log``, ``<base>.index`` and
-``<base>.timeindex`` (base offset zero-padded to 20 digits); producer state snapshots
+``<base>.timeindex`` (base offset zero-padded to 20 digits), and ``<base>.txnindex`` when
+the segment holds ABORT markers; producer state snapshots
 ``<offset>.snapshot``; ``recovery-point`` (text: the base offset of the oldest segment
 that may hold data or index entries not yet fsynced); and ``.clean_shutdown``, present
 only between a clean close and the next open.
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.durable_files import TMP_SUFFIX, replace_file
-from strom.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
+from strom.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -31,7 +32,7 @@ CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
 SNAPSHOT_SUFFIX = ".snapshot"
 _STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
-_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.snapshot)$")
+_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
@@ -64,7 +65,7 @@ def list_directory(directory: Path) -> DirectoryListing:
             listing.logs.append(offset)
         elif suffix == SNAPSHOT_SUFFIX:
             listing.snapshots.append(offset)
-        elif suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        elif suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             indexes.setdefault(offset, []).append(name)
     logs = set(listing.logs)
     for offset, names in indexes.items():

@@ -4,7 +4,8 @@ Pure apart from plain file I/O: no clock (``now_ms`` comes in), no threads, no l
 one owner task calls it. Durability is split so the owner can group-commit in a worker
 thread: ``flush_plan`` hands out duplicated descriptors to fsync, ``mark_flushed``
 records the result. Compaction is split the same way: ``cleaning_plan`` here,
-``cleaner_build.build_cleaned`` in a worker thread, ``swap_cleaned`` here again.
+``cleaner_build.build_cleaned`` in a worker thread, ``swap_cleaned`` here again
+(``partition_log_parts`` holds those, and the transaction queries).
 """
 
 from __future__ import annotations
@@ -18,10 +19,7 @@ from pathlib import Path
 from strom.durable_files import replace_file, sync_directory
 from strom.log import timestamps
 from strom.log.append_layout import append_end, lay_out
-from strom.log.cleaner import Cleanability, CleaningPlan, CleaningResult
-from strom.log.cleaner_checkpoint import CleanerCheckpoint
 from strom.log.cleaner_state import CleanerState
-from strom.log.cleaner_swap import Step, no_step
 from strom.log.config import LogConfig
 from strom.log.durability import DurabilityTracker
 from strom.log.files import (
@@ -30,19 +28,22 @@ from strom.log.files import (
 )
 from strom.log.leader_epochs import LeaderEpochCache, open_leader_epochs
 from strom.log.opening import load_directory
+from strom.log.partition_log_parts import LogCompaction, LogTransactions
 from strom.log.producer_state import ProducerEntry, ProducerStateManager
 from strom.log.record_filter import check_keys
 from strom.log.recovery import RecoveryReport, RecoveryReportBuilder
 from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadResult, SegmentInfo
 from strom.log.segment import Segment
 from strom.log.snapshots import prune_snapshots, restore_producer_state, write_snapshot
+from strom.log.transactions import PartitionTxns
+from strom.log.txn_tracking import marker_in, require_marker, track_batch
+from strom.protocol.markers import EndTxnMarker
 from strom.protocol.records import BatchHeader, TimestampType
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-DEFAULT_MAP_BUDGET_BYTES = 128 * 1024 * 1024
 
 
-class PartitionLog:
+class PartitionLog(LogCompaction, LogTransactions):
     """Segments, indexes and producer state of one partition directory."""
 
     # Transitions: open() -> (append | read | roll | flush_plan/mark_flushed | truncate_to
@@ -62,6 +63,7 @@ class PartitionLog:
         "_producers",
         "_report",
         "_segments",
+        "_txns",
         "directory",
     )
 
@@ -72,6 +74,7 @@ class PartitionLog:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._producers = ProducerStateManager()
+        self._txns = PartitionTxns()
         self._closed = False
         self._durability = DurabilityTracker(
             directory,
@@ -114,9 +117,11 @@ class PartitionLog:
         return log
 
     def _load_producer_state(self, report: RecoveryReportBuilder | None) -> None:
-        """Newest snapshot at or below the log end, then the batch headers after it."""
+        """Newest snapshot at or below the log end, then the batch headers after it; the
+        `.txnindex` of each segment checked batch by batch is rebuilt on the way."""
+        rebuild = () if report is None else report.txn_indexes_to_rebuild
         loaded, removed, replayed = restore_producer_state(
-            self.directory, self._producers, self._segments
+            self.directory, self._producers, self._segments, self._txns, rebuild
         )
         if report is not None:
             report.removed_files.extend(removed)
@@ -230,6 +235,11 @@ class PartitionLog:
         written; a RecordsError leaves the log unchanged (RECORD_LIST_TOO_LARGE when the
         append alone exceeds segment.bytes). A new leader epoch (``leader_epoch``, or each
         kept batch's own) is recorded before writing.
+
+        Transactions: a transactional batch opens its producer's transaction, a COMMIT
+        or ABORT marker (a control batch) ends it, and an ABORT that ended one is added to
+        the active segment's `.txnindex` (``txn_tracking``). With ``producer_check`` a
+        marker of an older producer or coordinator epoch is refused (RecordsError).
         """
         self._check_open()
         if not batches:
@@ -239,7 +249,18 @@ class PartitionLog:
         if assign_offsets and self._config.compact:
             for view, header in batches:
                 check_keys(view, header)  # INVALID_RECORD for a record without a key
+        markers: dict[int, EndTxnMarker] = {}
+        for i, (view, header) in enumerate(batches):
+            if header.is_control and header.producer_id >= 0:
+                marker = require_marker(view, header) if producer_check else marker_in(view, header)
+                if marker is not None:
+                    markers[i] = marker
         if producer_check:
+            for i, marker in markers.items():
+                header = headers[i]
+                self._producers.check_marker(
+                    header.producer_id, header.producer_epoch, marker.coordinator_epoch
+                )
             duplicate = self._producers.check(headers)
             if duplicate is not None:
                 return AppendResult(
@@ -274,10 +295,14 @@ class PartitionLog:
         active = self._segments[-1]
         active.append(pieces, infos, next_offset=next_offset, now_ms=now_ms)
         messages = 0
-        for (_, batch_base, max_timestamp, _), header in zip(infos, headers, strict=True):
+        for i, (info, header) in enumerate(zip(infos, headers, strict=True)):
+            _, batch_base, max_timestamp, _ = info
             messages += header.records_count
-            if header.producer_id >= 0:
-                self._producers.update(header, batch_base, max_timestamp)
+            aborted = track_batch(
+                self._producers, self._txns, header, batch_base, max_timestamp, markers.get(i)
+            )
+            if aborted is not None and active.txn_index.append(aborted):
+                self._durability.on_file_created()
         self._durability.on_append(active.base_offset, messages, now_ms)
         return AppendResult(
             first_offset, next_offset - 1, now_ms if log_append else -1, self.log_start_offset
@@ -494,7 +519,9 @@ class PartitionLog:
         self._leader_epochs.truncate_from_end(end)
         self._cleaner.truncated(end)
         self._durability.on_truncated(self._segments[-1].base_offset, end)
+        ended = self._txns.ended()
         self._load_producer_state(None)
+        self._txns.keep_ended(ended, end)
         return end
 
     def _restart_at(self, offset: int) -> None:
@@ -509,60 +536,6 @@ class PartitionLog:
         segment.next_offset = offset
         self._segments.append(segment)
         self._bases.append(offset)
-
-    # ------------------------------------------------------------------ compaction
-
-    @property
-    def cleaner_checkpoint(self) -> CleanerCheckpoint:
-        return self._cleaner.checkpoint
-
-    def cleanability(self, now_ms: int, *, max_offset: int | None = None) -> Cleanability | None:
-        """How dirty the log is below ``max_offset`` (default: the log end) and whether a
-        cleaning pass is due; None unless cleanup.policy has "compact"."""
-        self._check_open()
-        limit = self.log_end_offset if max_offset is None else max_offset
-        return self._cleaner.assess(self._segments, self._config, now_ms, limit)
-
-    def cleaning_plan(
-        self,
-        now_ms: int,
-        *,
-        max_offset: int | None = None,
-        map_budget_bytes: int = DEFAULT_MAP_BUDGET_BYTES,
-    ) -> CleaningPlan | None:
-        """A pass over the cleanable range, due or not; None when there is nothing to
-        clean or a pass is outstanding. Hand it to ``build_cleaned`` (any thread), then
-        its result to ``swap_cleaned`` - or to ``abandon_cleaning``."""
-        self._check_open()
-        limit = self.log_end_offset if max_offset is None else max_offset
-        return self._cleaner.plan(
-            self._segments,
-            self._config,
-            self._producers.last_batch_offsets(),
-            now_ms=now_ms,
-            max_offset=limit,
-            map_budget_bytes=map_budget_bytes,
-        )
-
-    def abandon_cleaning(self, plan: CleaningPlan, result: CleaningResult | None = None) -> None:
-        """Forget a pass that failed or will not be swapped in (removing its files)."""
-        self._cleaner.abandon(plan, result)
-
-    def swap_cleaned(self, result: CleaningResult, *, now_ms: int, step: Step = no_step) -> bool:
-        """Put a built pass's cleaned segments in place of the old ones (see
-        ``cleaner_swap``). Returns False, discarding the work, when the planned segments
-        are no longer exactly the log's. ReadResults from before become invalid."""
-        swapped = self._cleaner.swap(
-            result,
-            self._segments,
-            self._config,
-            self._durability,
-            now_ms=now_ms,
-            closed=self._closed,
-            step=step,
-        )
-        self._bases = [s.base_offset for s in self._segments]
-        return swapped
 
     # ------------------------------------------------------------------ close
 

@@ -7,12 +7,25 @@ Kafka's rules, checked for every batch of an append before anything is written:
 * an epoch below the producer's current epoch is fenced (INVALID_PRODUCER_EPOCH);
 * a new, higher epoch must start at sequence 0, the same epoch must continue at last
   sequence + 1 (wrapping to 0 after 2**31 - 1), else OUT_OF_ORDER_SEQUENCE_NUMBER;
-* a producer id never seen must start at sequence 0, else UNKNOWN_PRODUCER_ID.
+* a producer id never seen must start at sequence 0, else UNKNOWN_PRODUCER_ID;
+* a batch without sequence (a coordinator's, as TxnOffsetCommit writes) is checked for
+  its epoch only;
+* a producer with a transaction open on the partition may write only transactional
+  batches until its marker, else INVALID_TXN_STATE.
+
+Transactions (Kafka's ``currentTxnFirstOffset``): a producer's first transactional batch
+opens its transaction at its base offset; its COMMIT or ABORT marker (``end_txn``) ends
+it and moves the producer to the marker's epoch and coordinator epoch. A marker whose
+epoch is older than the producer's is refused with INVALID_PRODUCER_EPOCH, one whose
+coordinator epoch is older with TRANSACTION_COORDINATOR_FENCED (``check_marker``).
 
 Snapshots (``<20-digit offset>.snapshot``) hold the state as of that offset:
-``b"SPS1"``, offset i64, producer count u32, then per producer: id i64, epoch i16,
-last timestamp i64, batch count u8 and per batch first/last sequence i32, first/last
-offset i64, timestamp i64; a CRC32C (u32) of everything before it closes the file.
+``b"SPS2"``, offset i64, producer count u32, then per producer: id i64, epoch i16,
+coordinator epoch i32, last timestamp i64, first offset of its open transaction i64
+(-1: none), batch count u8 and per batch first/last sequence i32, first/last offset
+i64, timestamp i64; a CRC32C (u32) of everything before it closes the file. Version 1
+(``b"SPS1"``, written before transactions) lacks the two transaction fields and is still
+read: no transaction open, coordinator epoch -1.
 """
 
 from __future__ import annotations
@@ -37,9 +50,11 @@ __all__ = [
 CACHED_BATCHES = 5
 _SEQUENCE_MODULUS = 2**31
 
-_MAGIC = b"SPS1"
+_MAGIC = b"SPS2"
+_MAGIC_V1 = b"SPS1"
 _FILE_HEADER = struct.Struct(">4sqI")
-_PRODUCER = struct.Struct(">qhqB")
+_PRODUCER = struct.Struct(">qhiqqB")
+_PRODUCER_V1 = struct.Struct(">qhqB")
 _BATCH = struct.Struct(">iiqqq")
 _CRC = struct.Struct(">I")
 
@@ -61,12 +76,16 @@ class BatchMetadata:
 class ProducerEntry:
     """One producer id's state."""
 
-    # Transitions: created by its first batch -> (same-epoch batch | new epoch)*.
+    # Transitions: created by its first batch or marker -> (same-epoch batch | new epoch
+    #   | transactional batch opening a transaction | marker ending it)*.
     # A new epoch clears the cached batches.
     producer_id: int
     epoch: int
     last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None
+    """First offset of its transaction open on the partition (None: no transaction)."""
 
     @property
     def last_seq(self) -> int:
@@ -107,9 +126,13 @@ class ProducerStateManager:
         the same producer within one append are checked against each other too.
         """
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
-        for header in headers:
+        appended = list(headers)
+        for header in appended:
             producer_id = header.producer_id
-            if producer_id < 0 or header.base_sequence < 0:
+            if producer_id < 0 or header.is_control:
+                continue
+            if header.base_sequence < 0:
+                self._check_epoch(header, pending)
                 continue
             epoch = header.producer_epoch
             first_seq = header.base_sequence
@@ -149,7 +172,61 @@ class ProducerStateManager:
                     f"{(last_seq + 1) % _SEQUENCE_MODULUS}, got {first_seq}",
                 )
             pending[producer_id] = (epoch, header.last_sequence)
+        self._check_txn_states(appended)
         return None
+
+    def _check_txn_states(self, headers: Sequence[BatchHeader]) -> None:
+        """INVALID_TXN_STATE for a plain batch of a producer with a transaction open."""
+        in_txn: set[int] = set()
+        for header in headers:
+            producer_id = header.producer_id
+            if producer_id < 0 or header.is_control:
+                continue
+            if header.is_transactional:
+                in_txn.add(producer_id)
+                continue
+            entry = self._producers.get(producer_id)
+            if producer_id in in_txn or (
+                entry is not None and entry.current_txn_first_offset is not None
+            ):
+                raise RecordsError(
+                    ErrorCode.invalid_txn_state,
+                    f"producer {producer_id} has a transaction open: expected a "
+                    "transactional batch",
+                )
+
+    def _check_epoch(self, header: BatchHeader, pending: dict[int, tuple[int, int]]) -> None:
+        producer_id = header.producer_id
+        if producer_id in pending:
+            current = pending[producer_id][0]
+        else:
+            entry = self._producers.get(producer_id)
+            current = -1 if entry is None else entry.epoch
+        if header.producer_epoch < current:
+            raise RecordsError(
+                ErrorCode.invalid_producer_epoch,
+                f"producer {producer_id} epoch {header.producer_epoch} is older than {current}",
+            )
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a COMMIT or ABORT marker of an older producer epoch
+        (INVALID_PRODUCER_EPOCH) or from an older coordinator (TRANSACTION_COORDINATOR_FENCED),
+        as Kafka's ProducerAppendInfo does for markers of transaction versions 0 and 1."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise RecordsError(
+                ErrorCode.invalid_producer_epoch,
+                f"marker of producer {producer_id} has epoch {producer_epoch}, older than "
+                f"{entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise RecordsError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}",
+            )
 
     def repeats(self, headers: Iterable[BatchHeader]) -> bool:
         """Whether this append is a retry of a batch already appended (`check` would
@@ -180,6 +257,8 @@ class ProducerStateManager:
             entry.epoch = header.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = timestamp
+        if header.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
         if header.base_sequence >= 0:
             entry.batches.append(
                 BatchMetadata(
@@ -190,6 +269,32 @@ class ProducerStateManager:
                     timestamp,
                 )
             )
+
+    def end_txn(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int
+    ) -> int | None:
+        """Record a COMMIT or ABORT marker (after ``check_marker``, or unchecked when
+        copying or replaying). Returns the first offset of the transaction it ended, or
+        None when the producer had none open here."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, producer_epoch)
+            self._producers[producer_id] = entry
+        elif producer_epoch != entry.epoch:
+            entry.epoch = producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first, entry.current_txn_first_offset = entry.current_txn_first_offset, None
+        return first
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return {
+            entry.producer_id: entry.current_txn_first_offset
+            for entry in self._producers.values()
+            if entry.current_txn_first_offset is not None
+        }
 
     def last_batch_offsets(self) -> frozenset[int]:
         """Last offset of each producer's newest batch: what compaction must keep so that
@@ -207,8 +312,14 @@ class ProducerStateManager:
     def to_snapshot(self, offset: int) -> bytes:
         out = bytearray(_FILE_HEADER.pack(_MAGIC, offset, len(self._producers)))
         for entry in self._producers.values():
+            txn_first = entry.current_txn_first_offset
             out += _PRODUCER.pack(
-                entry.producer_id, entry.epoch, entry.last_timestamp, len(entry.batches)
+                entry.producer_id,
+                entry.epoch,
+                entry.coordinator_epoch,
+                entry.last_timestamp,
+                -1 if txn_first is None else txn_first,
+                len(entry.batches),
             )
             for b in entry.batches:
                 out += _BATCH.pack(
@@ -232,15 +343,28 @@ def _parse_snapshot(data: bytes) -> tuple[Sequence[ProducerEntry], int]:
     if crc32c.crc32c(body) != crc:
         raise SnapshotError("snapshot CRC mismatch")
     magic, offset, count = _FILE_HEADER.unpack_from(body, 0)
-    if magic != _MAGIC:
+    if magic not in (_MAGIC, _MAGIC_V1):
         raise SnapshotError(f"unknown snapshot format {magic!r}")
     pos = _FILE_HEADER.size
     entries: list[ProducerEntry] = []
     try:
         for _ in range(count):
-            producer_id, epoch, last_timestamp, n = _PRODUCER.unpack_from(body, pos)
-            pos += _PRODUCER.size
-            entry = ProducerEntry(producer_id, epoch, last_timestamp)
+            if magic == _MAGIC:
+                producer_id, epoch, coordinator_epoch, last_timestamp, txn_first, n = (
+                    _PRODUCER.unpack_from(body, pos)
+                )
+                pos += _PRODUCER.size
+            else:
+                producer_id, epoch, last_timestamp, n = _PRODUCER_V1.unpack_from(body, pos)
+                pos += _PRODUCER_V1.size
+                coordinator_epoch, txn_first = -1, -1
+            entry = ProducerEntry(
+                producer_id,
+                epoch,
+                last_timestamp,
+                coordinator_epoch=coordinator_epoch,
+                current_txn_first_offset=None if txn_first < 0 else txn_first,
+            )
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                 pos += _BATCH.size

@@ -33,6 +33,7 @@ from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     BatchInfo,
     Segment,
     iter_stored_batches,
@@ -148,6 +149,9 @@ class RecoveryReportBuilder:
     producer_snapshot_offset: int = -1
     producer_batches_replayed: int = 0
     completed_swap: tuple[int, ...] | None = None
+    txn_indexes_to_rebuild: list[int] = field(default_factory=list)
+    """Checked segments holding control batches or a `.txnindex`: their index is
+    rebuilt while the producer state is replayed."""
 
     def build(self, log_start_offset: int, log_end_offset: int) -> RecoveryReport:
         return RecoveryReport(
@@ -179,7 +183,7 @@ class _CheckedBatches:
     """Iterates a segment's valid batches from its start, remembering where it stopped."""
 
     # Transitions: created -> iterated once -> (problem, next_offset, valid_end) final.
-    __slots__ = ("gap_limit", "next_offset", "problem", "segment", "valid_end")
+    __slots__ = ("controls", "gap_limit", "next_offset", "problem", "segment", "valid_end")
 
     def __init__(self, segment: Segment, gap_limit: int) -> None:
         self.segment = segment
@@ -187,6 +191,7 @@ class _CheckedBatches:
         self.next_offset = segment.base_offset
         self.valid_end = 0
         self.problem: str | None = None
+        self.controls = False
 
     def __iter__(self) -> Iterator[BatchInfo]:
         segment = self.segment
@@ -200,6 +205,7 @@ class _CheckedBatches:
                 self.problem = f"CRC mismatch in batch at offset {expected}"
                 break
             yield pos, header.base_offset, header.max_timestamp, header.size_bytes
+            self.controls = self.controls or header.is_control
             expected = header.next_offset
             self.valid_end = pos + header.size_bytes
             self.next_offset = expected
@@ -207,13 +213,19 @@ class _CheckedBatches:
             self.problem = "incomplete or unreadable batch"
 
 
-def recover_segment(segment: Segment, gap_limit: int) -> SegmentTruncation | None:
-    """Check every batch; truncate at the first bad one (fsynced); rebuild the indexes.
+def recover_segment(
+    segment: Segment, gap_limit: int, controls: list[int] | None = None
+) -> SegmentTruncation | None:
+    """Check every batch; truncate at the first bad one (fsynced); rebuild the indexes
+    (but the `.txnindex`: the producer state's replay does that). The base offset goes
+    to ``controls`` when the segment holds a control batch.
 
     Offsets may skip only to below ``gap_limit`` (see the module docstring)."""
     end = segment.file_size()
     checked = _CheckedBatches(segment, gap_limit)
     segment.rebuild_indexes(checked)
+    if checked.controls and controls is not None:
+        controls.append(segment.base_offset)
     segment.size_bytes = checked.valid_end
     segment.next_offset = checked.next_offset
     if checked.valid_end == end:
@@ -240,6 +252,9 @@ def load_segment(segment: Segment, *, eager: bool, gap_limit: int) -> str | None
         problem = index.load() if eager else index.check()
         if problem is not None:
             return f"{name} index {problem}"
+    problem = segment.txn_index.load()
+    if problem is not None:
+        return problem
     first = segment.read_header(0) if size > 0 else None
     if size > 0 and (
         first is None or _bad_offset(first.base_offset, segment.base_offset, gap_limit)
@@ -292,7 +307,12 @@ def load_segments(
                     f"{segments[-1].next_offset}"
                 )
                 for later in bases[i:]:
-                    for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    for suffix in (
+                        LOG_SUFFIX,
+                        OFFSET_INDEX_SUFFIX,
+                        TIME_INDEX_SUFFIX,
+                        TXN_INDEX_SUFFIX,
+                    ):
                         segment_path(directory, later, suffix).unlink(missing_ok=True)
                     report.deleted_segments.append((later, reason))
                 break
@@ -316,7 +336,9 @@ def load_segments(
             if problem is not None:
                 report.rebuilt_indexes.append((base, problem))
             report.checked_segments.append(base)
-            truncation = recover_segment(segment, gap_limit)
+            if segment_path(directory, base, TXN_INDEX_SUFFIX).exists():
+                report.txn_indexes_to_rebuild.append(base)
+            truncation = recover_segment(segment, gap_limit, report.txn_indexes_to_rebuild)
             if truncation is not None:
                 report.truncations.append(truncation)
             segment.sync()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from strom.log.index import OffsetIndex, TimeIndex
 from strom.log.results import ReadResult
+from strom.log.txn_index import TXN_INDEX_SUFFIX, TxnIndexFile
 from strom.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -26,6 +27,7 @@ __all__ = [
     "LOG_SUFFIX",
     "OFFSET_INDEX_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "BatchInfo",
     "Segment",
     "iter_stored_batches",
@@ -132,6 +134,7 @@ class Segment:
         "rolling_base_ms",
         "size_bytes",
         "time_index",
+        "txn_index",
     )
 
     def __init__(
@@ -151,6 +154,7 @@ class Segment:
         except BaseException:
             os.close(self.fd)
             raise
+        self.txn_index = TxnIndexFile(segment_path(directory, base_offset, TXN_INDEX_SUFFIX))
         self.size_bytes = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -165,7 +169,7 @@ class Segment:
         cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int
     ) -> Segment:
         """A new, empty segment (stale files of the same name are removed first)."""
-        for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
         return cls(directory, base_offset, index_interval_bytes=index_interval_bytes, now_ms=now_ms)
 
@@ -345,7 +349,8 @@ class Segment:
     # ------------------------------------------------------------------ changes
 
     def truncate_to(self, position: int, next_offset: int) -> None:
-        """Cut the log file at ``position`` (fsynced) and rebuild the indexes."""
+        """Cut the log file at ``position`` (fsynced) and rebuild the indexes; aborted
+        transactions whose marker is cut go from the transaction index."""
         os.ftruncate(self.fd, position)
         os.fsync(self.fd)
         self.size_bytes = position
@@ -353,11 +358,13 @@ class Segment:
         self.rebuild_indexes(
             (pos, h.base_offset, h.max_timestamp, h.size_bytes) for pos, h in self.headers()
         )
+        self.txn_index.truncate_to(next_offset)
         self.sync_indexes()
 
     def sync_indexes(self) -> None:
         self.offset_index.sync()
         self.time_index.sync()
+        self.txn_index.sync()
 
     def sync(self) -> None:
         os.fsync(self.fd)
@@ -369,11 +376,12 @@ class Segment:
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
     def delete(self) -> None:
         self.close()
-        for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             segment_path(self.directory, self.base_offset, suffix).unlink(missing_ok=True)

@@ -2,20 +2,25 @@
 
 A snapshot at offset N holds the producer state after every batch below N. One is
 written at each segment roll and at a clean close; the newest two are kept (minus those
-below the log start, except the very newest).
+below the log start, except the very newest). The transactions open at N come with it
+(each producer's open transaction's first offset); replaying the batches after N
+rebuilds the rest, and the `.txnindex` of every segment that was checked batch by batch
+at open (whose index may be behind its log).
 """
 
 from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from strom.durable_files import replace_file
 from strom.log.files import SNAPSHOT_SUFFIX, snapshot_path
 from strom.log.producer_state import ProducerStateManager, SnapshotError
 from strom.log.segment import Segment
+from strom.log.transactions import PartitionTxns
+from strom.log.txn_tracking import marker_in, track_batch
 
 __all__ = [
     "load_newest_snapshot",
@@ -96,10 +101,20 @@ def load_newest_snapshot(
 
 
 def replay_producers(
-    segments: Sequence[Segment], producers: ProducerStateManager, offset: int
+    segments: Sequence[Segment],
+    producers: ProducerStateManager,
+    offset: int,
+    txns: PartitionTxns | None = None,
+    rebuild: Collection[int] = (),
 ) -> int:
-    """Rebuild producer state from the batch headers at and after ``offset``; returns how
-    many batches of producers were replayed."""
+    """Rebuild producer state (and `txns`) from the batches at and after ``offset``;
+    the `.txnindex` of the segments whose base offset is in ``rebuild`` is written anew
+    from them. Returns how many batches of producers were replayed."""
+    if txns is None:
+        txns = PartitionTxns()
+    for segment in segments:
+        if segment.base_offset in rebuild:
+            segment.txn_index.replace([])
     if not segments or offset >= segments[-1].next_offset:
         return 0
     replayed = 0
@@ -107,23 +122,40 @@ def replay_producers(
     found = segments[i].find_batch(offset)
     position = found[0] if found is not None else segments[i].size_bytes
     for segment in segments[i:]:
-        for _, header in segment.headers(position):
-            if header.producer_id >= 0:
-                producers.replay(header)
-                replayed += 1
+        for pos, header in segment.headers(position):
+            if header.producer_id < 0:
+                continue
+            marker = None
+            if header.is_control:
+                marker = marker_in(segment.read_batch(pos, header.size_bytes), header)
+            aborted = track_batch(
+                producers, txns, header, header.base_offset, header.max_timestamp, marker
+            )
+            if aborted is not None and segment.base_offset in rebuild:
+                segment.txn_index.append(aborted)
+            replayed += 1
         position = 0
     return replayed
 
 
 def restore_producer_state(
-    directory: Path, producers: ProducerStateManager, segments: Sequence[Segment]
+    directory: Path,
+    producers: ProducerStateManager,
+    segments: Sequence[Segment],
+    txns: PartitionTxns | None = None,
+    rebuild: Collection[int] = (),
 ) -> tuple[int | None, list[str], int]:
-    """Producer state at a log's end: the newest snapshot at or below it, then the batch
-    headers after that. Returns (the snapshot's offset or None, names of snapshot files
-    removed, batches replayed)."""
+    """Producer state (and transactions) at a log's end: the newest snapshot at or below
+    it - at or below the first segment of ``rebuild`` when there are any, whose
+    `.txnindex` files are rebuilt - then the batch headers after that. Returns (the
+    snapshot's offset or None, names of snapshot files removed, batches replayed)."""
     start, end = segments[0].base_offset, segments[-1].next_offset
     removed = remove_snapshots_after(directory, end)
     producers.clear()
-    loaded, unreadable = load_newest_snapshot(directory, producers, end)
+    up_to = min([end, *rebuild])
+    loaded, unreadable = load_newest_snapshot(directory, producers, up_to)
+    if txns is not None:
+        txns.restore(producers.open_transactions())
     replay_from = start if loaded is None else max(loaded, start)
-    return loaded, removed + unreadable, replay_producers(segments, producers, replay_from)
+    replayed = replay_producers(segments, producers, replay_from, txns, rebuild)
+    return loaded, removed + unreadable, replayed

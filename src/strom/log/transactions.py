@@ -94,14 +94,14 @@ class PartitionTxns:
         self._ended.append(ended)
         return ended
 
-    def aborted(self, ended: EndedTxn, high_watermark: int) -> AbortedTxn:
-        """The `.txnindex` entry of an aborted transaction that just ended."""
-        return AbortedTxn(
-            ended.producer_id,
-            ended.first_offset,
-            ended.last_offset,
-            self.last_stable_offset(high_watermark),
-        )
+    def aborted(self, ended: EndedTxn) -> AbortedTxn:
+        """The `.txnindex` entry of an aborted transaction that just ended. Its last
+        stable offset is Kafka's: the first offset of the earliest transaction still open
+        (another producer's), else the offset after the marker - where a read_committed
+        reader may stop looking for more aborted transactions."""
+        firsts = [first for p, first in self._open.items() if p != ended.producer_id]
+        lso = min(firsts) if firsts else ended.last_offset + 1
+        return AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso)
 
     def first_unstable_offset(self) -> int | None:
         firsts = [*self._open.values(), *(t.first_offset for t in self._ended)]
@@ -128,6 +128,21 @@ class PartitionTxns:
         """Start from a producer-state snapshot's open transactions."""
         self._open = dict(open_transactions)
         self._ended = []
+
+    def ended(self) -> list[EndedTxn]:
+        """Ended transactions whose markers are not yet below the high watermark."""
+        return list(self._ended)
+
+    def keep_ended(self, earlier: Iterable[EndedTxn], end_offset: int) -> None:
+        """After a rebuild from a snapshot (a truncation to `end_offset`): the ended
+        transactions known before it whose markers are still in the log stay unstable
+        until the high watermark passes them, though the rebuild began after them."""
+        known = set(self._ended)
+        for txn in earlier:
+            reopened = self._open.get(txn.producer_id, end_offset) <= txn.last_offset
+            if txn.last_offset < end_offset and txn not in known and not reopened:
+                self._ended.append(txn)
+        self._ended.sort(key=lambda txn: txn.last_offset)
 
 
 def encode_aborted(entries: Iterable[AbortedTxn]) -> bytes:

@@ -34,7 +34,7 @@ def test_the_last_stable_offset_waits_for_open_and_unreplicated_transactions() -
     assert txns.last_stable_offset(high_watermark=15) == 11
     aborted = txns.on_marker(8, 15, commit=False)
     assert aborted is not None and aborted.aborted
-    assert txns.aborted(aborted, high_watermark=15) == AbortedTxn(8, 11, 15, 11)
+    assert txns.aborted(aborted) == AbortedTxn(8, 11, 15, 16), "nothing else open"
     txns.on_high_watermark(16)
     assert txns.last_stable_offset(high_watermark=16) == 16
 
