@@ -26,8 +26,16 @@ dirty range [dirty_start, map_end):
 * an older tombstone: dropped once ``now >= first_cleaned_ms(o) + delete.retention.ms``
   (the delete horizon: ``delete.retention.ms`` after the pass that removed the older
   records of its key), kept until then;
-* a record without a key (written before the topic was compacted) or a control batch:
-  kept.
+* a record without a key (written before the topic was compacted), a control batch
+  (a transaction marker) or a record of a transactional batch: kept.
+
+Transactions: the records of transactional batches are neither mapped nor removed, and
+markers stay, so compaction never changes what a read_committed or read_uncommitted
+reader sees of a transaction (Kafka instead removes aborted records, and markers once
+their transaction is empty and ``delete.retention.ms`` has passed; strom does not yet).
+The cleanable range ends below the last stable offset (``max_offset``), so no open
+transaction is touched. A cleaned segment's `.txnindex` holds the entries of the
+segments it replaces.
 
 A batch whose records all go is dropped, except that it stays as an empty batch (same
 offsets, producer id, epoch and sequences, no records) when it is the last batch of a
@@ -49,9 +57,11 @@ from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     Segment,
     segment_path,
 )
+from strom.log.transactions import AbortedTxn
 
 __all__ = [
     "CLEANED_SUFFIX",
@@ -171,6 +181,8 @@ class PlannedSegment:
     base_offset: int
     next_offset: int
     size_bytes: int
+    aborted: tuple[AbortedTxn, ...] = ()
+    """Its `.txnindex` entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +228,10 @@ def make_plan(
         return None
     plan = CleaningPlan(
         directory=directory,
-        segments=tuple(PlannedSegment(s.base_offset, s.next_offset, s.size_bytes) for s in planned),
+        segments=tuple(
+            PlannedSegment(s.base_offset, s.next_offset, s.size_bytes, tuple(s.txn_index.entries()))
+            for s in planned
+        ),
         dirty_start=cleanability.dirty_start,
         end_offset=cleanability.end_offset,
         checkpoint=checkpoint,
@@ -248,6 +263,8 @@ class CleanedSegment:
     replaces: tuple[int, ...]
     """Base offsets of the old segments it replaces (its own base first)."""
     size_bytes: int
+    has_txn_index: bool = False
+    """Whether it has a `.txnindex` (the replaced segments had aborted transactions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,4 +289,5 @@ class CleaningResult:
             cleaned_path(self.plan.directory, c.base_offset, suffix)
             for c in self.cleaned
             for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            + ((TXN_INDEX_SUFFIX,) if c.has_txn_index else ())
         ]

@@ -1,7 +1,8 @@
 """Building a cleaning pass's cleaned segments: the expensive part, safe in any thread.
 
 ``build_cleaned(plan)`` reads only the plan's duplicated descriptors and writes only
-``<base>.log.cleaned``, ``<base>.index.cleaned`` and ``<base>.timeindex.cleaned`` files
+``<base>.log.cleaned``, ``<base>.index.cleaned``, ``<base>.timeindex.cleaned`` (and,
+when the replaced segments had aborted transactions, ``<base>.txnindex.cleaned``) files
 (fsynced, and the directory too): nothing the log's owner uses. The rules it applies
 are in ``cleaner``'s docstring. If it fails or is stopped it removes what it wrote; if
 the process dies meanwhile, the next open removes the ``.cleaned`` leftovers.
@@ -31,8 +32,10 @@ from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     iter_stored_batches,
 )
+from strom.log.transactions import encode_aborted
 from strom.protocol.records import BatchHeader, RecordsError
 
 __all__ = ["build_cleaned"]
@@ -210,7 +213,7 @@ class _Builder:
                 if offsets.full and self.map_end > plan.dirty_start:
                     return
                 self._check_stop()
-                if not header.is_control and header.records_count:
+                if not (header.is_control or header.is_transactional) and header.records_count:
                     offsets.put_records(header.base_offset, _records(data, header)[1])
                 self.map_end = header.next_offset
             self.map_end = max(self.map_end, segment.next_offset)
@@ -262,9 +265,23 @@ class _Builder:
                 index_file.sync()
             finally:
                 index_file.close()
+        aborted = [entry for s in segments for entry in s.aborted]
+        if aborted:
+            txn_path = cleaned_path(plan.directory, base, TXN_INDEX_SUFFIX)
+            self.written.append(txn_path)
+            txn_fd = os.open(txn_path, _OUT_FLAGS, 0o644)
+            try:
+                _write_all(txn_fd, bytearray(encode_aborted(aborted)))
+                os.fsync(txn_fd)
+            finally:
+                os.close(txn_fd)
         self.bytes_after += position
         return CleanedSegment(
-            base, segments[-1].next_offset, tuple(s.base_offset for s in segments), position
+            base,
+            segments[-1].next_offset,
+            tuple(s.base_offset for s in segments),
+            position,
+            has_txn_index=bool(aborted),
         )
 
     def _keep_empty(self, header: BatchHeader, is_last: bool) -> bool:
@@ -276,7 +293,7 @@ class _Builder:
         self, header: BatchHeader, data: memoryview, is_last: bool
     ) -> bytes | memoryview | None:
         """The batch as it stays in the cleaned segment, or None if it goes."""
-        if header.base_offset >= self.map_end or header.is_control:
+        if header.base_offset >= self.map_end or header.is_control or header.is_transactional:
             return data
         if header.records_count == 0:
             return data if self._keep_empty(header, is_last) else None

@@ -3,7 +3,7 @@
 The commit point is one small file, ``cleaner-swap`` (the manifest), naming the old
 segments, the cleaned ones replacing them and the cleaner checkpoint to store:
 
-1. ``build_cleaned`` wrote and fsynced every ``<base>.{log,index,timeindex}.cleaned``
+1. ``build_cleaned`` wrote and fsynced every ``<base>.{log,index,timeindex,txnindex}.cleaned``
    file, then fsynced the directory. A crash now leaves only ``.cleaned`` files, which
    the next open removes: the log is as before the pass.
 2. The manifest is written to ``cleaner-swap.tmp``, fsynced, renamed into place, and
@@ -38,6 +38,7 @@ from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     Segment,
     segment_path,
 )
@@ -88,7 +89,7 @@ def apply_swap(
     """Step 3 (idempotent): rename the cleaned files in, delete the replaced ones,
     store the checkpoint and remove the manifest."""
     for base in new:
-        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             cleaned = cleaned_path(directory, base, suffix)
             if cleaned.exists():
                 os.replace(cleaned, segment_path(directory, base, suffix))
@@ -97,7 +98,7 @@ def apply_swap(
     for base in old:
         if base in reused:
             continue
-        for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = segment_path(directory, base, suffix)
             if path.exists():
                 path.unlink()

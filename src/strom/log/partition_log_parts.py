@@ -108,6 +108,10 @@ class LogTransactions:
         """Open and unreplicated transactions: read it, change it only through this log."""
         return self._txns
 
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget ended transactions whose markers are below ``high_watermark``."""
+        self._txns.on_high_watermark(high_watermark)
+
     def last_stable_offset(self, high_watermark: int) -> int:
         """Where read_committed reads stop; ended transactions whose markers are below
         ``high_watermark`` are forgotten first."""

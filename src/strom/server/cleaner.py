@@ -77,7 +77,7 @@ class LogCleaner:
         for partition in self._partitions:
             if partition.log.closed or not partition.config.compact:
                 continue
-            state = partition.log.cleanability(current_ms, max_offset=partition.high_watermark)
+            state = partition.log.cleanability(current_ms, max_offset=partition.last_stable_offset)
             if state is not None and state.reason is not None:
                 due.append((state.dirty_ratio, partition))
         due.sort(key=lambda item: item[0], reverse=True)
@@ -92,7 +92,7 @@ class LogCleaner:
         label = f"{partition.topic}-{partition.index}"
         plan = log_.cleaning_plan(
             now_ms(),
-            max_offset=partition.high_watermark,
+            max_offset=partition.last_stable_offset,
             map_budget_bytes=self._map_budget_bytes,
         )
         if plan is None:

@@ -20,6 +20,9 @@ from strom.log.append_layout import BATCH_OVERHEAD_BYTES
 from strom.log.config import LogConfig
 from strom.log.partition_log import PartitionLog
 from strom.log.results import AppendResult
+from strom.log.transactions import AbortedTxn
+from strom.protocol.batch_header import parse_batch_header
+from strom.protocol.markers import encode_marker_batch
 from strom.protocol.records import BatchHeader, RecordsError
 from strom.replication.leader import LeaderState
 from strom.replication.replica import (
@@ -95,6 +98,11 @@ class Partition:
     `flush.messages=1` (the default) a replica counts its records only once they are
     fsynced, so nothing a consumer read or acks=all acknowledged is lost by a crash of
     fewer than all in-sync replicas, machine crashes included.
+
+    Transactions: the log keeps each producer's open transaction (from its first
+    transactional batch to its COMMIT or ABORT marker, `append_marker`); read_committed
+    consumers read below the last stable offset only, the high watermark or the first
+    offset of a transaction that is open or whose marker is not yet below it.
     """
 
     topic: str
@@ -142,6 +150,21 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.replica.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed reads stop (PartitionTxns.last_stable_offset); it moves
+        only with the high watermark (a marker below it ends a transaction for readers)
+        or an append, and both wake the long polls."""
+        return self.log.last_stable_offset(self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound) (read_committed)."""
+        return self.log.aborted_transactions(fetch_offset, upper_bound)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction on this partition."""
+        return self.log.open_transactions()
 
     @property
     def leader(self) -> LeaderState | None:
@@ -227,6 +250,49 @@ class Partition:
         self._after_append(now_ms)
         if not self.fsync_before_ack:
             self.carry_out(self.replica.on_durable(self.durable_end))
+        return result
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        *,
+        commit: bool,
+        now_ms: int,
+    ) -> AppendResult:
+        """As leader: append a COMMIT or ABORT marker (control batch) of `producer_id`.
+        RecordsError(ErrorCode.invalid_producer_epoch) when `producer_epoch` is older than
+        the producer's epoch on this partition (TRANSACTION_COORDINATOR_FENCED for an
+        older `coordinator_epoch`, NOT_ENOUGH_REPLICAS below min.insync.replicas, as
+        Kafka's markers are written with acks=all); LeadershipMoved when not the leader.
+        The caller waits `committed(result.last_offset + 1, timeout)`."""
+        if not self.is_leader:
+            raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
+        refused, why = self.replica.admit(-1)
+        if refused != ErrorCode.none:
+            raise RecordsError(refused, why or refused.name)
+        batch = memoryview(
+            encode_marker_batch(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+                timestamp_ms=now_ms,
+                partition_leader_epoch=self.leader_epoch,
+            )
+        )
+        result = self.append([(batch, parse_batch_header(batch))], now_ms=now_ms)
+        log.debug(
+            "[node %d] %s-%d: %s marker of producer %d (epoch %d) at offset %d",
+            self.node_id,
+            self.topic,
+            self.index,
+            "COMMIT" if commit else "ABORT",
+            producer_id,
+            producer_epoch,
+            result.base_offset,
+        )
         return result
 
     def refused(self, headers: Sequence[BatchHeader], error: ErrorCode, why: str) -> None:
@@ -354,6 +420,7 @@ class Partition:
         self.replica.on_leader_high_watermark(
             leader_high_watermark, log_end=self.log.log_end_offset
         )
+        self.log.on_high_watermark(self.high_watermark)
 
     def truncate_to_leader(self, leader_epoch: int, leader_end_offset: int) -> tuple[int, int]:
         """As follower: cut the log where it left the leader's; (old end, new end)."""
@@ -391,6 +458,7 @@ class Partition:
                     self.ports.on_role(self)
                     self.wake_fetchers()
                 case Commit(high_watermark=high_watermark):
+                    self.log.on_high_watermark(high_watermark)
                     self._release_hw_waiters(high_watermark)
                     self.wake_fetchers()
                 case FailWaiters(reason=reason):

@@ -1,10 +1,14 @@
 """Fetch (with long polling), ListOffsets and OffsetForLeaderEpoch.
 
-Consumers see records only below the high watermark (see Partition.high_watermark);
-followers (a Fetch with a replica id) read up to the log end, and their fetch offset
-tells the leader how far they are (replication.leader), which may move the high
-watermark and the ISR. A fetch that finds fewer than `min_bytes` waits, up to
-`max_wait_ms`, until any of its partitions gets new records it may read.
+Consumers see records only below the high watermark (see Partition.high_watermark),
+read_committed ones (isolation_level 1) only below the last stable offset, and are told
+the aborted transactions whose records the returned batches may hold (Kafka's
+`aborted_transactions`: producer id and first offset), so they drop those; every
+fetch answers the last stable offset. Followers (a Fetch with a replica id) read up
+to the log end, and their fetch offset tells the leader how far they are
+(replication.leader), which may move the high watermark and the ISR. A fetch that
+finds fewer than `min_bytes` waits, up to `max_wait_ms`, until any of its partitions
+gets new records it may read.
 
 Leader epochs fence stale clients and replicas (KIP-320): `PartitionManager.led` checks a
 request's `current_leader_epoch`; a `last_fetched_epoch` that does not end where the
@@ -25,6 +29,7 @@ from strom.log.results import OffsetOutOfRange
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.responses.fetch import (
+    AbortedTransaction,
     EpochEndOffset,
     FetchPartition,
     FetchResponse,
@@ -45,10 +50,11 @@ _EARLIEST = -2
 _MAX_TIMESTAMP = -3
 _EARLIEST_LOCAL = -4
 _LATEST_TIERED = -5
+_READ_COMMITTED = 1
 
 
 class _Wanted:
-    __slots__ = ("entry", "fetch_offset", "max_bytes", "partition", "replica")
+    __slots__ = ("entry", "fetch_offset", "max_bytes", "partition", "read_committed", "replica")
 
     def __init__(
         self,
@@ -57,12 +63,14 @@ class _Wanted:
         fetch_offset: int,
         max_bytes: int,
         replica: bool,
+        read_committed: bool = False,
     ) -> None:
         self.entry = entry
         self.partition = partition
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
         self.replica = replica
+        self.read_committed = read_committed and not replica
 
 
 def replica_id_of(body: Any, version: int) -> int:
@@ -108,6 +116,7 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
         }
         return build_response(ApiKey.FETCH, version, refused)
     replica_id = replica_id_of(body, version)
+    read_committed = int(getattr(body, "isolation_level", 0)) == _READ_COMMITTED
     image = context.metadata.image
     current_ms = now_ms()
     wanted: list[_Wanted] = []
@@ -162,6 +171,7 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
                     fetch_offset,
                     int(fetch_partition.partition_max_bytes),
                     replica_id >= 0,
+                    read_committed,
                 )
             )
     max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
@@ -193,11 +203,16 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
             errors = True
             continue
         high_watermark = partition.high_watermark
+        last_stable = partition.last_stable_offset
         log_end = partition.log.log_end_offset
-        visible = log_end if item.replica else high_watermark
+        if item.replica:
+            visible = log_end
+        else:
+            visible = last_stable if item.read_committed else high_watermark
         entry["high_watermark"] = high_watermark
-        entry["last_stable_offset"] = high_watermark
+        entry["last_stable_offset"] = last_stable
         entry["log_start_offset"] = partition.log.log_start_offset
+        entry["aborted_transactions"] = [] if item.read_committed else None
         entry["records"] = b""
         if item.fetch_offset == visible:
             continue
@@ -220,7 +235,20 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
         if result.size_bytes:
             entry["records"] = result.read_bytes()
             total += result.size_bytes
+            if item.read_committed:
+                entry["aborted_transactions"] = _aborted(
+                    partition, item.fetch_offset, result.next_offset
+                )
     return total, errors
+
+
+def _aborted(partition: Partition, fetch_offset: int, upper_bound: int) -> list[AbortedTransaction]:
+    """The aborted transactions a read_committed consumer must know for the records in
+    [fetch_offset, upper_bound) (Kafka's LocalLog.addAbortedTransactions)."""
+    return [
+        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+        for txn in partition.aborted_transactions(fetch_offset, upper_bound)
+    ]
 
 
 async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
@@ -239,7 +267,10 @@ async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
 
 
 async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
+    """Offsets by timestamp; "latest" is the high watermark, or the last stable offset
+    for isolation_level 1 (read_committed), which also bounds the timestamp lookups."""
     image = context.metadata.image
+    read_committed = int(getattr(request.body, "isolation_level", 0)) == _READ_COMMITTED
     topics: list[ListOffsetsTopic] = []
     for list_topic in request.body.topics:
         entries: list[ListOffsetsPartition] = []
@@ -263,21 +294,21 @@ async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
                 entry["error_code"] = error
                 continue
             timestamp = int(list_partition.timestamp)
-            high_watermark = partition.high_watermark
+            visible = partition.last_stable_offset if read_committed else partition.high_watermark
             entry["leader_epoch"] = partition.leader_epoch
             if timestamp == _LATEST:
-                entry["offset"] = high_watermark
+                entry["offset"] = visible
             elif timestamp in (_EARLIEST, _EARLIEST_LOCAL):
                 entry["offset"] = partition.log.log_start_offset
             elif timestamp == _MAX_TIMESTAMP:
                 found_ts, found_offset = partition.log.max_timestamp()
-                if 0 <= found_offset < high_watermark:
+                if 0 <= found_offset < visible:
                     entry["timestamp"], entry["offset"] = found_ts, found_offset
             elif timestamp == _LATEST_TIERED:
                 entry["offset"] = -1
             elif timestamp >= 0:
                 found = partition.log.offset_for_timestamp(timestamp)
-                if found is not None and found[0] < high_watermark:
+                if found is not None and found[0] < visible:
                     entry["offset"], entry["timestamp"] = found
             else:
                 entry["error_code"] = ErrorCode.invalid_request
