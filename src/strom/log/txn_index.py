@@ -4,8 +4,8 @@ Entries are Kafka's (``transactions.encode_aborted``), in marker order. The file
 created with its first entry and removed when a truncation leaves it none, so most
 segments have none. It is appended to without fsync, like the other indexes: it is
 fsynced with its segment when the segment is rolled (or the log closed), and rebuilt
-from the log whenever its segment is checked batch by batch at open. A torn last entry
-is cut off when the file is read.
+from the log whenever its segment is checked batch by batch at open; a torn or damaged
+file gets its segment checked so.
 """
 
 from __future__ import annotations
@@ -47,8 +47,10 @@ class TxnIndexFile:
         return self._fd
 
     def load(self) -> str | None:
-        """Read the file (if any); returns a problem when it cannot be trusted, in which
-        case no entry is kept. A torn last entry is cut from the file."""
+        """Read the file (if any); returns a problem when it cannot be trusted (then no
+        entry is kept) or holds a torn last entry (then it is cut from the file). Either
+        way its segment's batches must be checked and the index rebuilt, as Kafka's
+        sanity check asks."""
         self._entries = []
         try:
             data = self.path.read_bytes()
@@ -61,6 +63,7 @@ class TxnIndexFile:
         whole = len(data) - len(data) % ABORTED_TXN_SIZE
         if whole != len(data):
             os.truncate(self.path, whole)
+            return f"transaction index size {len(data)} is not a multiple of {ABORTED_TXN_SIZE}"
         return None
 
     def entries(self) -> list[AbortedTxn]:
