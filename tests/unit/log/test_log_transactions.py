@@ -5,15 +5,19 @@ and compaction."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 
+import crc32c
 import pytest
+from cleaner_helpers import clean, put, read_all, stored_headers
+from cleaner_helpers import open_log as open_compacted
 from kio.schema.errors import ErrorCode
 from txn_log_helpers import all_aborted, append, marker, open_log, plain_batch, txn_batch
 
 from strom.log.producer_state import ProducerStateManager
 from strom.log.transactions import AbortedTxn
-from strom.protocol.records import RecordsError
+from strom.protocol.records import RecordsError, replica_batches
 
 
 def txn_indexes(path: Path) -> list[str]:
@@ -85,13 +89,10 @@ def test_a_marker_of_an_older_epoch_is_refused_and_a_newer_one_moves_the_produce
 def test_a_plain_batch_of_a_producer_in_a_transaction_is_refused(tmp_path: Path) -> None:
     log = open_log(tmp_path / "p")
     append(log, txn_batch(7, sequence=0))
-    plain = txn_batch(7, sequence=1)
-    header = plain[1]
-    not_transactional = header.__class__(
-        **{**{f: getattr(header, f) for f in header.__dataclass_fields__}, "attributes": 0}
-    )
+    view, header = txn_batch(7, sequence=1)
+    not_transactional = replace(header, attributes=0)  # what the checks read
     with pytest.raises(RecordsError) as refused:
-        log.append([(plain[0], not_transactional)], now_ms=0, leader_epoch=0)
+        log.append([(view, not_transactional)], now_ms=0, leader_epoch=0)
     assert refused.value.error_code == ErrorCode.invalid_txn_state
     log.close()
 
@@ -102,8 +103,6 @@ def test_a_copying_follower_tracks_what_its_leader_wrote(tmp_path: Path) -> None
     append(leader, marker(1, commit=False))
     follower = open_log(tmp_path / "follower")
     result = leader.read(0, 1 << 20)
-    from strom.protocol.records import replica_batches
-
     follower.append(
         replica_batches(result.read_bytes()), now_ms=0, leader_epoch=0, assign_offsets=False
     )
@@ -128,8 +127,6 @@ def test_open_transactions_survive_a_clean_restart_from_the_snapshot(tmp_path: P
 def test_an_old_snapshot_without_transactions_is_still_read() -> None:
     body = struct.pack(">4sqI", b"SPS1", 10, 1) + struct.pack(">qhqB", 7, 2, 99, 1)
     body += struct.pack(">iiqqq", 0, 4, 5, 9, 99)
-    import crc32c
-
     producers = ProducerStateManager()
     assert producers.load_snapshot(body + struct.pack(">I", crc32c.crc32c(body))) == 10
     entry = producers.get(7)
@@ -202,4 +199,28 @@ def test_retention_deletes_a_segment_with_its_transaction_index(tmp_path: Path) 
     assert txn_indexes(path)
     assert log.delete_old_segments(now_ms=0)
     assert txn_indexes(path) == [] and all_aborted(log) == []
+    log.close()
+
+
+def test_compaction_keeps_transactions_and_their_index(tmp_path: Path) -> None:
+    path = tmp_path / "p"
+    log = open_compacted(path, segment_bytes=300)
+    put(log, b"a", b"plain-1")  # 0: shadowed by a later plain record: goes
+    put(log, b"b", b"plain-2")  # 1: shadowed only by aborted records: stays
+    append(log, txn_batch(7, key=b"b"), txn_batch(8, key=b"a"))  # 2, 3
+    append(log, marker(7, commit=False), marker(8, commit=True))  # 4, 5
+    put(log, b"a", b"plain-3")  # 6
+    for i in range(12):
+        put(log, b"k%d" % i, b"x")
+    aborted = all_aborted(log)
+    assert aborted == [AbortedTxn(7, 2, 4, 3)]
+    before = read_all(log)
+    assert clean(log, now_ms=0) is not None
+    after = read_all(log)
+    assert [e for e in before if e not in after] == [(0, b"a", b"plain-1")]
+    assert all_aborted(log) == aborted
+    assert [h.base_offset for h in stored_headers(log) if h.is_control] == [4, 5]
+    log.close()
+    log = open_compacted(path, segment_bytes=300)
+    assert all_aborted(log) == aborted and read_all(log) == after
     log.close()
