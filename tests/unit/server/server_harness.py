@@ -237,6 +237,7 @@ def fetch_request(
     max_wait_ms: int = 0,
     min_bytes: int = 1,
     version: int = 12,
+    isolation_level: int = 0,
 ) -> Request:
     return request(
         ApiKey.FETCH,
@@ -248,7 +249,7 @@ def fetch_request(
             "max_wait": max_wait_ms,
             "min_bytes": min_bytes,
             "max_bytes": 1 << 20,
-            "isolation_level": 0,
+            "isolation_level": isolation_level,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [
