@@ -502,13 +502,15 @@ class PartitionLog(LogCompaction, LogTransactions):
         return self._after_truncation()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Drop all data, leader epochs and producer state: the log restarts empty at
-        ``offset``, which may be above its end. ReadResults from before become invalid."""
+        """Drop all data, leader epochs, producer state and transactions: the log restarts
+        empty at ``offset``, which may be above its end. ReadResults from before become
+        invalid."""
         self._check_open()
         if offset < 0:
             raise ValueError(f"cannot start a log at offset {offset}")
         self._leader_epochs.clear()  # first: a crash before the data is gone rebuilds it
         self._restart_at(offset)
+        self._txns.restore({})
         self._producers.clear()  # its empty snapshot at offset prunes the older ones
         write_snapshot(self.directory, self._producers, offset, sync=True, log_start_offset=offset)
         self._after_truncation()

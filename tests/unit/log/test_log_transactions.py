@@ -224,3 +224,14 @@ def test_compaction_keeps_transactions_and_their_index(tmp_path: Path) -> None:
     log = open_compacted(path, segment_bytes=300)
     assert all_aborted(log) == aborted and read_all(log) == after
     log.close()
+
+
+def test_starting_over_at_an_offset_forgets_every_transaction(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p")
+    append(log, txn_batch(1), txn_batch(2))
+    append(log, marker(1, commit=False))
+    log.truncate_fully_and_start_at(10)
+    assert log.open_transactions() == {} and all_aborted(log) == []
+    assert log.last_stable_offset(high_watermark=10) == 10
+    assert txn_indexes(tmp_path / "p") == []
+    log.close()
