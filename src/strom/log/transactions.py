@@ -112,8 +112,14 @@ class PartitionTxns:
         return high_watermark if first is None else min(first, high_watermark)
 
     def on_high_watermark(self, high_watermark: int) -> None:
-        """Forget ended transactions whose markers are replicated now."""
-        self._ended = [t for t in self._ended if t.last_offset >= high_watermark]
+        """Forget ended transactions whose markers are replicated now (cheap when none
+        are: this runs at every fetch)."""
+        ended = self._ended
+        replicated = 0
+        while replicated < len(ended) and ended[replicated].last_offset < high_watermark:
+            replicated += 1
+        if replicated:
+            del ended[:replicated]
 
     def truncate(self, end_offset: int) -> None:
         """The log was cut back to `end_offset` (a follower's truncation): transactions
