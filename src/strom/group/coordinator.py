@@ -83,7 +83,9 @@ class GroupCoordinator:
         except BaseException:
             self.store.abort()
             raise
-        out.write_id = self.store.finish(out.records, (t for t, _ in out.replies), now_ms)
+        out.write_id = self.store.finish(
+            out.records, (t for t, _ in out.replies), now_ms, out.producer_id
+        )
         return out
 
     def durable(self, write_id: int) -> list[int]:
@@ -100,9 +102,10 @@ class GroupCoordinator:
         """Drop groups (their partition moved away), committed and pending."""
         return self.store.forget(group_ids)
 
-    def load(self, key: Key, value: Value | None, now_ms: int) -> None:
-        """Replay one record read from `__consumer_offsets` into the committed state."""
-        replay(self.store.committed, key, value, now_ms, loading=True)
+    def load(self, key: Key, value: Value | None, now_ms: int, producer_id: int = -1) -> None:
+        """Replay one record read from `__consumer_offsets` into the committed state
+        (`producer_id`: that of its batch, when the batch is transactional)."""
+        replay(self.store.committed, key, value, now_ms, loading=True, producer_id=producer_id)
 
     # ---------------------------------------------------------------------- JoinGroup
 
@@ -560,4 +563,5 @@ def _never_formed(group: Group) -> bool:
         and not group.members
         and not group.pending_members
         and not group.offsets
+        and not group.pending_offsets
     )

@@ -14,17 +14,23 @@ them) and the requests it answered. A layer's transitions:
 A layer without records is durable as soon as the shell says so (at once), but is
 promoted only after the older layers of its groups, like Kafka's coordinator runtime
 answers a write without records only once the writes before it are committed.
-Committed groups change only here: by promotion of durable layers, or by `replay` at
-load (`load`). Nothing here knows a clock or a socket.
+Committed groups change only here: by promotion of durable layers, by `replay` at load
+(`load`), or by a transaction's marker (`end_transaction`). A marker is written by the
+transaction coordinator, not by a decision here, so it is no layer: once it is durable it
+is applied to the committed groups and to every pending layer's version of them alike.
+Whichever of those versions ends up committed then holds it, as replaying the log does
+(a marker commutes with the records around it: which commit of a partition wins is
+decided by the order the commits were written, not by when the marker came). Nothing
+here knows a clock or a socket.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from strom.group.records import Key, Value
-from strom.group.replay import replay
+from strom.group.replay import NO_PRODUCER_ID, end_transaction, replay
 from strom.group.state import Group, Token
 
 __all__ = ["Discarded", "GroupStore", "Layer"]
@@ -116,8 +122,15 @@ class GroupStore:
         assert self._work is not None, "no decision is running"
         self._work[group_id] = None
 
-    def finish(self, records: list[GroupRecord], answered: Iterable[Token], now_ms: int) -> int:
-        """End the decision: replay its records into its copies; push it as a layer."""
+    def finish(
+        self,
+        records: list[GroupRecord],
+        answered: Iterable[Token],
+        now_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+    ) -> int:
+        """End the decision: replay its records (of a transactional batch of
+        `producer_id`, if one is given) into its copies; push it as a layer."""
         for key, _ in records:
             self.get(key.group_id)
         work = self._work
@@ -128,13 +141,34 @@ class GroupStore:
         for key, value in records:
             group = scratch.get(key.group_id)
             if group is not None and key.group_id not in copied:
-                group.offsets = dict(group.offsets)  # copies share it until now
+                group.own_offsets()  # copies share them until now
                 copied.add(key.group_id)
-            replay(scratch, key, value, now_ms, loading=False)
+            replay(scratch, key, value, now_ms, loading=False, producer_id=producer_id)
         changes = {group_id: scratch.get(group_id) for group_id in work.keys() | scratch.keys()}
         self._next_write_id += 1
         self._layers.append(Layer(self._next_write_id, records, changes, set(answered)))
         return self._next_write_id
+
+    # --- transaction markers ------------------------------------------------------------
+
+    def end_transaction(
+        self, producer_id: int, *, commit: bool, belongs: Callable[[str], bool]
+    ) -> list[str]:
+        """The marker of `producer_id` is durable where the groups `belongs` selects live:
+        apply it to their committed and pending versions; returns the groups it changed."""
+        assert self._work is None, "a decision is running"
+        ended: set[str] = set()
+        versions: list[Iterable[Group | None]] = [self.committed.values()]
+        versions += [layer.changes.values() for layer in self._layers]
+        for each in versions:
+            for group in each:
+                if (
+                    group is not None
+                    and belongs(group.group_id)
+                    and end_transaction(group, producer_id, commit=commit)
+                ):
+                    ended.add(group.group_id)
+        return sorted(ended)
 
     # --- the shell reports --------------------------------------------------------------
 

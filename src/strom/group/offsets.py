@@ -132,7 +132,9 @@ def delete_groups(
             elif group.state is not GroupState.EMPTY or group.members:
                 errors.append(ErrorCode.non_empty_group)
             else:
-                out.records.extend(_tombstones(group, group.offsets))
+                # Pending transactional offsets go too (Kafka's deleteAllOffsets).
+                pending = [tp for tp in group.pending_offsets if tp not in group.offsets]
+                out.records.extend(_tombstones(group, [*group.offsets, *pending]))
                 out.records.append((GroupMetadataKey(group_id), None))
                 group.transition(GroupState.DEAD, now_ms)
                 store.drop(group_id)
@@ -185,7 +187,8 @@ def expire(coordinator: GroupCoordinator, now_ms: int) -> Output:
 
     An empty group's offsets expire together, counted from when it became empty; a
     group without a protocol (assign() users) counts from each commit; a live consumer
-    group only loses offsets of topics it no longer subscribes to.
+    group only loses offsets of topics it no longer subscribes to. An offset with
+    pending transactional offsets stays until their markers, and so does its group.
     """
     return coordinator.decide(now_ms, lambda out: _expire(coordinator, now_ms, out))
 
@@ -203,16 +206,23 @@ def _expire(coordinator: GroupCoordinator, now_ms: int, out: Output) -> None:
             base_ms, keep = None, group.subscribed_topics()
         if keep is None:
             continue
-        expired = [
+        expired = [  # an offset a transaction may still replace does not expire yet
             tp
             for tp, value in group.offsets.items()
-            if tp.topic not in keep and _expired(value, base_ms, retention_ms, now_ms)
+            if tp.topic not in keep
+            and tp not in group.pending_offsets
+            and _expired(value, base_ms, retention_ms, now_ms)
         ]
         if expired:
             out.records.extend(_tombstones(group, expired))
             log.info("group %s: %d committed offset(s) expired", group.group_id, len(expired))
         left = len(group.offsets) - len(expired)
-        if group.state is GroupState.EMPTY and not left and not group.pending_members:
+        if (
+            group.state is GroupState.EMPTY
+            and not left
+            and not group.pending_members
+            and not group.pending_offsets
+        ):
             out.records.append((GroupMetadataKey(group.group_id), None))
             mine = store.get(group.group_id)
             assert mine is not None

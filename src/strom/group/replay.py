@@ -11,6 +11,14 @@ members, or Empty); the members must then heartbeat within their session timeout
 counted from the load. Live, the decision that wrote the record has already shaped its
 copy of the group (members with all their protocols, waiting requests, timers: state
 the record does not carry), so there only a tombstone changes anything.
+
+An offset record of a transactional batch (a TxnOffsetCommit's) becomes a pending offset
+of the batch's producer; `end_transaction` applies that producer's COMMIT or ABORT
+marker: committed, each pending offset becomes the group's committed offset unless a
+commit of the same partition written after it took effect first; aborted, it is dropped.
+A plain commit of a partition supersedes the pending offsets written before it; a
+tombstone removes the partition's committed and pending offsets alike (Kafka's
+OffsetMetadataManager.replay and replayEndTransactionMarker).
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ from strom.group.records import (
     OffsetCommitValue,
     Value,
 )
-from strom.group.state import Group, GroupState, Member, TopicPartition
+from strom.group.state import Group, GroupState, Member, PendingOffset, TopicPartition
 
-__all__ = ["load_group", "replay"]
+__all__ = ["end_transaction", "load_group", "replay"]
+
+NO_PRODUCER_ID = -1
 
 
 def replay(
@@ -36,8 +46,10 @@ def replay(
     now_ms: int,
     *,
     loading: bool,
+    producer_id: int = NO_PRODUCER_ID,
 ) -> None:
-    """Apply one record to `groups` (a group metadata value only when `loading`)."""
+    """Apply one record to `groups` (a group metadata value only when `loading`);
+    `producer_id` is that of the record's batch when the batch is transactional."""
     if isinstance(key, GroupMetadataKey):
         if value is None:
             groups.pop(key.group_id, None)
@@ -50,12 +62,44 @@ def replay(
     if value is None:
         if group is not None:
             group.offsets.pop(tp, None)
+            group.pending_offsets.pop(tp, None)
         return
     assert isinstance(value, OffsetCommitValue)
     if group is None:
         group = Group(key.group_id, GroupState.EMPTY, now_ms)
         groups[key.group_id] = group
+    pending = group.pending_offsets.get(tp)
+    if producer_id != NO_PRODUCER_ID:
+        if pending is None:
+            pending = group.pending_offsets[tp] = {}
+        pending.pop(producer_id, None)  # written again: now the newest of the partition
+        pending[producer_id] = PendingOffset(value)
+        return
     group.offsets[tp] = value
+    if pending is not None:
+        for each, offset in pending.items():
+            pending[each] = PendingOffset(offset.value, superseded=True)
+
+
+def end_transaction(group: Group, producer_id: int, *, commit: bool) -> bool:
+    """Apply the COMMIT (or ABORT) marker of `producer_id` to the group's pending offsets;
+    False when it has none there. The group gets its own offsets first (`own_offsets`):
+    other versions of it may share them."""
+    if not any(producer_id in by_producer for by_producer in group.pending_offsets.values()):
+        return False
+    group.own_offsets()
+    ended = [tp for tp, by_producer in group.pending_offsets.items() if producer_id in by_producer]
+    for tp in ended:
+        by_producer = group.pending_offsets[tp]
+        older = list(by_producer)[: list(by_producer).index(producer_id)]
+        mine = by_producer.pop(producer_id)
+        if commit and not mine.superseded:
+            group.offsets[tp] = mine.value
+            for each in older:  # written before the offset committed now
+                by_producer[each] = PendingOffset(by_producer[each].value, superseded=True)
+        if not by_producer:
+            del group.pending_offsets[tp]
+    return True
 
 
 def load_group(

@@ -83,11 +83,19 @@ class Output:
     replies: list[tuple[Token, Reply]] = field(default_factory=list)
     records: list[GroupRecord] = field(default_factory=list)
     write_id: int = 0
+    producer_id: int = -1
+    """A TxnOffsetCommit's: the records go in one transactional batch of this producer."""
+    producer_epoch: int = -1
 
     def reply(self, token: Token | None, result: Reply) -> None:
         if token is not None:
             self.replies.append((token, result))
 
+    @property
+    def transactional(self) -> bool:
+        return self.producer_id >= 0
+
     def extend(self, other: Output) -> None:
+        assert not other.transactional, "a transactional write is a decision of its own"
         self.replies += other.replies
         self.records += other.records

@@ -70,6 +70,19 @@ class TopicPartition:
     partition: int
 
 
+@dataclass(frozen=True, slots=True)
+class PendingOffset:
+    """An offset a TxnOffsetCommit wrote, waiting for its producer's COMMIT or ABORT.
+
+    `superseded`: a commit of the same partition was written after it and already took
+    effect (a plain OffsetCommit, or another producer's transaction that committed), so
+    its COMMIT marker leaves the committed offset as it is: the newest write wins, as
+    Kafka decides by comparing record offsets."""
+
+    value: OffsetCommitValue
+    superseded: bool = False
+
+
 @dataclass(slots=True, eq=False)
 class Member:
     """One member of a group. `join_token`/`sync_token` hold a waiting request."""
@@ -134,16 +147,26 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_during_delay: bool = False
     offsets: dict[TopicPartition, OffsetCommitValue] = field(default_factory=dict)
+    pending_offsets: dict[TopicPartition, dict[int, PendingOffset]] = field(default_factory=dict)
+    """Transactional offsets awaiting their marker: partition -> producer id -> offset,
+    each partition's producers in the order their offsets were written."""
 
     def copy(self) -> Group:
-        """A copy a decision may change without touching this one. The offsets dict is
-        shared: only `replay` changes offsets, and it copies the dict first."""
+        """A copy a decision may change without touching this one. The offsets and the
+        pending offsets are shared: only `replay` and `end_transaction` change them, and
+        they copy them first (`own_offsets`)."""
         return replace(
             self,
             members={member_id: replace(m) for member_id, m in self.members.items()},
             static_members=dict(self.static_members),
             pending_members=dict(self.pending_members),
         )
+
+    def own_offsets(self) -> None:
+        """Give this version of the group its own offsets and pending offsets (copies
+        share them until one of them changes its offsets)."""
+        self.offsets = dict(self.offsets)
+        self.pending_offsets = {tp: dict(each) for tp, each in self.pending_offsets.items()}
 
     def parked_tokens(self) -> set[Token]:
         """The waiting JoinGroup/SyncGroup requests this version of the group holds."""

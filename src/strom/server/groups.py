@@ -19,6 +19,11 @@ Kafka's offsets.commit.timeout.ms), the core is told `failed(write_id)`: the dec
 and every later one made on it are discarded, the state is exactly as before, and the
 requests they answered get the error Kafka's coordinator gives (`_COORDINATOR_ERRORS`).
 `append_and_wait` is the one function that writes through `Partition`.
+
+A TxnOffsetCommit's records are written as one transactional batch of its producer
+(`Output.producer_id`); they stay pending, invisible to OffsetFetch, until the
+transaction coordinator's marker on the group's partition is durable and
+`complete_txn` applies it. Loading a partition (group_loading.py) replays both.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig
 from strom.group import offsets as group_offsets
+from strom.group import txn_offsets
 from strom.group.coordinator import (
     Discarded,
     GroupCoordinator,
@@ -49,14 +55,7 @@ from strom.group.coordinator import (
 )
 from strom.group.offsets import CommitRequest
 from strom.group.placement import OFFSETS_TOPIC, partition_for
-from strom.group.records import (
-    OffsetCommitValue,
-    RecordFormatError,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-)
+from strom.group.records import OffsetCommitValue, encode_key, encode_value
 from strom.group.state import (
     GroupConfig,
     GroupDescription,
@@ -65,17 +64,13 @@ from strom.group.state import (
     TopicPartition,
 )
 from strom.group.state import describe as description_of
+from strom.group.txn_offsets import StableOffsets, TxnCommitRequest
 from strom.metadata import controller
 from strom.metadata.image import MetadataImage
-from strom.protocol.records import (
-    RecordsError,
-    decode_batch,
-    encode_batch,
-    iter_batches,
-    parse_batch_header,
-)
+from strom.protocol.records import RecordsError, encode_batch, parse_batch_header
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.group_loading import load_partition
 from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
@@ -83,7 +78,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_LOAD_READ_BYTES = 1 << 20
 COMMIT_TIMEOUT_S = 5.0
 _TIMER_RETRY_S = 0.5
 """After a failed timer write (the group is as before it): wait before trying again."""
@@ -215,7 +209,7 @@ class GroupService:
             partition = self._partitions.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue
-            count = self._load_partition(partition, current)
+            count = load_partition(self.core, partition, current, self._in_partition(index))
             self._loaded.add(index)
             log.info(
                 "[node %d] coordinating the groups of %s-%d (%d record(s) loaded)",
@@ -237,37 +231,10 @@ class GroupService:
             index,
         )
 
-    def _load_partition(self, partition: Partition, current_ms: int) -> int:
-        log_ = partition.log
-        offset = log_.log_start_offset
-        count = 0
-        while offset < log_.log_end_offset:
-            view = memoryview(log_.read(offset, _LOAD_READ_BYTES).read_bytes())
-            start = offset
-            for position, header in iter_batches(view):
-                try:
-                    _, records = decode_batch(view[position : position + header.size_bytes])
-                except RecordsError as exc:
-                    log.warning("skipping a bad batch of %s: %s", OFFSETS_TOPIC, exc)
-                    records = []
-                for record in records:
-                    count += self._replay_record(record.key, record.value, current_ms)
-                offset = header.next_offset
-            if offset == start:  # nothing readable here: stop rather than spin
-                break
-        return count
-
-    def _replay_record(self, key: bytes | None, value: bytes | None, current_ms: int) -> int:
-        if key is None:
-            return 0
-        try:
-            decoded_key = decode_key(key)
-            decoded_value = decode_value(decoded_key, value) if value is not None else None
-        except RecordFormatError as exc:
-            log.warning("skipping a record of %s that does not parse: %s", OFFSETS_TOPIC, exc)
-            return 0
-        self.core.load(decoded_key, decoded_value, current_ms)
-        return 1
+    def _in_partition(self, index: int) -> Callable[[str], bool]:
+        """Whether a group lives in partition `index` of `__consumer_offsets`."""
+        count = self.num_partitions
+        return lambda group_id: partition_for(group_id, count) == index
 
     async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (once, whoever asks)."""
@@ -386,6 +353,29 @@ class GroupService:
         and the output to `apply`."""
         return group_offsets.delete_offsets(self.core, group_id, partitions, now_ms())
 
+    def stable_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[StableOffsets, Output]:
+        """OffsetFetch with require_stable: the answer, to give once `apply(out)` returns
+        (after the group's earlier writes are durable)."""
+        return txn_offsets.stable_fetch(self.core, group_id, partitions, now_ms())
+
+    def txn_offset_commit(self, commit: TxnCommitRequest) -> tuple[list[ErrorCode], Output]:
+        """The core's decision on a TxnOffsetCommit: one error per offset, and the output
+        whose records `apply` writes as one transactional batch of the request's
+        producer id and epoch. The offsets stay pending until the producer's marker."""
+        return txn_offsets.txn_commit(self.core, commit, now_ms())
+
+    def complete_txn(self, index: int, producer_id: int, *, commit: bool) -> None:
+        """The COMMIT (or ABORT) marker of `producer_id` is durable on partition `index`
+        of `__consumer_offsets`: its pending offsets there become committed (or are
+        dropped). Idempotent; a producer with nothing pending, or a partition this broker
+        does not coordinate (its next leader replays the marker), changes nothing."""
+        if index in self._loaded:
+            txn_offsets.end_transaction(
+                self.core, producer_id, commit=commit, belongs=self._in_partition(index)
+            )
+
     async def rebalance(self, group_id: str, reason: str) -> RebalanceResult:
         """Force a rebalance of a Stable or CompletingRebalance group (strom.testing's
         "trigger a rebalance"); the core says what it did. If this broker does not
@@ -437,7 +427,7 @@ class GroupService:
         """Write and report back to the core, whatever happens to the caller."""
         error = ErrorCode.not_coordinator  # if cancelled: the broker is stopping
         try:
-            error = await self._write(out.records) if out.records else ErrorCode.none
+            error = await self._write(out) if out.records else ErrorCode.none
         finally:
             if error is ErrorCode.none:
                 self._settle(self.core.durable(out.write_id))
@@ -471,7 +461,7 @@ class GroupService:
         if future is not None and not future.done():
             future.set_exception(CoordinatorUnavailable(error, "group state not written"))
 
-    async def _write(self, records: list[GroupRecord]) -> ErrorCode:
+    async def _write(self, out: Output) -> ErrorCode:
         """Append and wait until durable; a failure becomes the error code the client sees.
 
         Storage errors are mapped as Kafka's coordinator maps them: GroupMetadataManager
@@ -482,14 +472,21 @@ class GroupService:
         offset commit answers INVALID_COMMIT_OFFSET_SIZE there, as storeOffsets does).
         """
         try:
-            await self.append_and_wait(records)
+            await self.append_and_wait(
+                out.records, producer_id=out.producer_id, producer_epoch=out.producer_epoch
+            )
         except StorageError as exc:
             log.error("[node %d] cannot write group state: %s", self._node_id, exc)
             return _COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
         return ErrorCode.none
 
-    async def append_and_wait(self, records: list[GroupRecord]) -> None:
-        """Append records to their groups' partitions and wait until they are durable.
+    async def append_and_wait(
+        self, records: list[GroupRecord], *, producer_id: int = -1, producer_epoch: int = -1
+    ) -> None:
+        """Append records to their groups' partitions and wait until they are durable;
+        with a `producer_id`, as a transactional batch of that producer (a TxnOffsetCommit:
+        INVALID_PRODUCER_EPOCH if the partition has seen a newer epoch of it, as Kafka's
+        log checks a coordinator's batch).
 
         The one place the coordinator writes through `Partition`; raises StorageError.
         """
@@ -503,12 +500,17 @@ class GroupService:
                 partition = self._partitions.get(OFFSETS_TOPIC, index)
                 if partition is None:
                     raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
+                if producer_id >= 0:
+                    _check_epoch(partition, producer_id, producer_epoch)
                 batch = encode_batch(
                     [
                         (encode_key(key), None if value is None else encode_value(value), ())
                         for key, value in items
                     ],
                     base_timestamp_ms=current,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    is_transactional=producer_id >= 0,
                 )
                 view = memoryview(batch)
                 result = partition.append(
@@ -557,3 +559,15 @@ class GroupService:
             task.cancel()  # its write is discarded: the core is as before it
         for token in list(self._waiting):
             self._fail(token)
+
+
+def _check_epoch(partition: Partition, producer_id: int, producer_epoch: int) -> None:
+    """A coordinator's transactional batch has no sequence, so the log's producer check
+    passes it; its epoch must still not be older than the producer's on the partition
+    (Kafka's ProducerAppendInfo checks it for the coordinator's appends too)."""
+    entry = partition.log.producers.get(producer_id)
+    if entry is not None and producer_epoch < entry.epoch:
+        raise StorageError(
+            ErrorCode.invalid_producer_epoch,
+            f"producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}",
+        )

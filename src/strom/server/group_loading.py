@@ -1,0 +1,95 @@
+"""Loading a `__consumer_offsets` partition into the group coordinator's core: every
+batch from the log start, in log order, as `GroupService.follow` does when this broker
+becomes the partition's leader.
+
+A record of a plain batch is replayed as it is; a record of a transactional batch (a
+TxnOffsetCommit's) becomes a pending offset of the batch's producer; a control batch
+(a COMMIT or ABORT marker, protocol/markers.py) ends that producer's pending offsets in
+the groups of this partition. So the load ends in the state the live path reached:
+there, the same records were replayed as their writes became durable, and the same
+markers applied as `GroupService.complete_txn` was told of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from strom.group import txn_offsets
+from strom.group.coordinator import GroupCoordinator
+from strom.group.placement import OFFSETS_TOPIC
+from strom.group.records import RecordFormatError, decode_key, decode_value
+from strom.protocol.batch_header import BatchHeader
+from strom.protocol.markers import MarkerError, marker_of
+from strom.protocol.records import Record, RecordsError, decode_batch, iter_batches
+
+if TYPE_CHECKING:
+    from strom.server.partition import Partition
+
+__all__ = ["load_partition"]
+
+log = logging.getLogger(__name__)
+
+_LOAD_READ_BYTES = 1 << 20
+
+
+def load_partition(
+    core: GroupCoordinator,
+    partition: Partition,
+    current_ms: int,
+    belongs: Callable[[str], bool],
+) -> int:
+    """Replay the partition's log into `core`'s committed groups; returns how many group
+    records were replayed. `belongs` selects the groups this partition holds (those a
+    marker read here may end)."""
+    log_ = partition.log
+    offset = log_.log_start_offset
+    count = 0
+    while offset < log_.log_end_offset:
+        view = memoryview(log_.read(offset, _LOAD_READ_BYTES).read_bytes())
+        start = offset
+        for position, header in iter_batches(view):
+            try:
+                _, records = decode_batch(view[position : position + header.size_bytes])
+            except RecordsError as exc:
+                log.warning("skipping a bad batch of %s: %s", OFFSETS_TOPIC, exc)
+                records = []
+            if header.is_control:
+                _end_transaction(core, header, records, belongs)
+            else:
+                producer_id = header.producer_id if header.is_transactional else -1
+                for record in records:
+                    count += _replay(core, record, current_ms, producer_id)
+            offset = header.next_offset
+        if offset == start:  # nothing readable here: stop rather than spin
+            break
+    return count
+
+
+def _end_transaction(
+    core: GroupCoordinator,
+    header: BatchHeader,
+    records: list[Record],
+    belongs: Callable[[str], bool],
+) -> None:
+    for record in records:
+        try:
+            marker = marker_of(record.key, record.value)
+        except MarkerError as exc:
+            log.warning("skipping a control record of %s: %s", OFFSETS_TOPIC, exc)
+            continue
+        txn_offsets.end_transaction(core, header.producer_id, commit=marker.commit, belongs=belongs)
+
+
+def _replay(core: GroupCoordinator, record: Record, current_ms: int, producer_id: int) -> int:
+    if record.key is None:
+        return 0
+    try:
+        key = decode_key(record.key)
+        value = decode_value(key, record.value) if record.value is not None else None
+    except RecordFormatError as exc:
+        log.warning("skipping a record of %s that does not parse: %s", OFFSETS_TOPIC, exc)
+        return 0
+    core.load(key, value, current_ms, producer_id)
+    return 1
