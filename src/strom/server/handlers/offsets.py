@@ -4,6 +4,11 @@ A commit is acknowledged once its record is durable (fsynced with the default
 `flush.messages=1`) and only then visible to OffsetFetch; if the write fails, the commit
 is discarded and the client gets the coordinator error. Offsets of topics or
 partitions that do not exist are refused with UNKNOWN_TOPIC_OR_PARTITION.
+
+OffsetFetch v7+ with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition whose
+offset a transaction has written and not yet ended (TxnOffsetCommit, handlers/
+txn_offsets.py); the client retries until the marker. Without it, and before v7, the
+committed offset is answered, as if no transaction were open.
 """
 
 from __future__ import annotations
@@ -97,10 +102,22 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
 
 
 async def _fetch_group(
-    context: GroupContext, group_id: str, topics: Any
+    context: GroupContext, group_id: str, topics: Any, require_stable: bool
 ) -> tuple[ErrorCode, list[FetchedTopic]]:
+    partitions = (
+        None
+        if topics is None
+        else [TopicPartition(t.name, int(i)) for t in topics for i in t.partition_indexes]
+    )
+    unstable: frozenset[TopicPartition] = frozenset()
     try:
         await context.groups.coordinate(group_id)
+        if require_stable:
+            stable, out = context.groups.stable_offsets(group_id, partitions)
+            await context.groups.apply(out)
+            found, unstable = stable.offsets, stable.unstable
+        else:
+            found = context.groups.committed_offsets(group_id, partitions)
     except CoordinatorUnavailable as exc:
         wanted = [] if topics is None else topics
         return exc.error_code, [
@@ -112,15 +129,10 @@ async def _fetch_group(
             }
             for t in wanted
         ]
-    partitions = (
-        None
-        if topics is None
-        else [TopicPartition(t.name, int(i)) for t in topics for i in t.partition_indexes]
-    )
-    found = context.groups.committed_offsets(group_id, partitions)
     by_topic: dict[str, list[FetchedOffset]] = {}
     for tp, value in found:
-        by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, value, ErrorCode.none))
+        error = ErrorCode.unstable_offset_commit if tp in unstable else ErrorCode.none
+        by_topic.setdefault(tp.topic, []).append(_partition(tp.partition, value, error))
     return ErrorCode.none, [{"name": name, "partitions": ps} for name, ps in by_topic.items()]
 
 
@@ -147,11 +159,15 @@ async def handle_offset_fetch(context: GroupContext, request: Request) -> Any:
     if request.api_version >= 8:
         groups: list[FetchedGroup] = []
         for group in body.groups:
-            error, topics = await _fetch_group(context, group.group_id, group.topics)
+            error, topics = await _fetch_group(
+                context, group.group_id, group.topics, body.require_stable
+            )
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         data["groups"] = groups
     else:
-        data["error_code"], data["topics"] = await _fetch_group(context, body.group_id, body.topics)
+        data["error_code"], data["topics"] = await _fetch_group(
+            context, body.group_id, body.topics, getattr(body, "require_stable", False)
+        )
     return build_response(ApiKey.OFFSET_FETCH, request.api_version, data)
 
 

@@ -22,6 +22,7 @@ from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
 from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPartition
+from strom.group.txn_offsets import StableOffsets, TxnCommitRequest
 from strom.metadata.elect_leaders import ElectionType, TopicElections, TopicPartitions
 from strom.metadata.image import MetadataImage
 from strom.metadata.isr import AlterPartitionResult, IsrChange
@@ -138,11 +139,20 @@ class GroupCoordination(Protocol):
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, list[ErrorCode], Output]: ...
 
+    def stable_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[StableOffsets, Output]:
+        """OffsetFetch with require_stable: answer once `apply(out)` returns."""
+        ...
+
+    def txn_offset_commit(self, commit: TxnCommitRequest) -> tuple[list[ErrorCode], Output]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class GroupContext:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
-    DescribeGroups, DeleteGroups, OffsetCommit, OffsetFetch and OffsetDelete."""
+    DescribeGroups, DeleteGroups, OffsetCommit, OffsetFetch, OffsetDelete and
+    TxnOffsetCommit."""
 
     metadata: MetadataView
     """The brokers (FindCoordinator's answer) and the topics (OffsetCommit's check)."""
