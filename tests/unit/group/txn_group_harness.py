@@ -6,11 +6,17 @@ when it is decided (one batch; transactional, with its producer id, for a
 TxnOffsetCommit), a marker when the transaction coordinator writes one (`marker`). A
 failed write's batch is dropped from it. `complete_marker` is the transaction
 coordinator telling the group coordinator the marker is durable (`complete_txn`);
-`replayed` loads, on a new coordinator, what is durable in the log, in log order."""
+`replayed` loads, on a new coordinator, what is durable in the log, in log order, and
+`reload` makes that coordinator the live one.
+
+A batch is found by its write id only while it is unsettled: write ids count from 1 in
+each coordinator, so after a reload the new coordinator's ids repeat those of batches
+already in the log."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from random import Random
 from typing import Any
 
 from group_harness import Harness
@@ -42,25 +48,37 @@ class Marker:
 class TxnHarness(Harness):
     def __init__(self, seed: int = 1, **config: Any) -> None:
         super().__init__(seed, **config)
+        self.seed = seed
         self.log: list[Batch | Marker] = []
+        self._unsettled: dict[int, Batch] = {}
+        """The live coordinator's write id -> its batch in the log, until durable or failed."""
 
     def _apply(self, out: Output) -> None:
         if out.records:
-            self.log.append(Batch(out.write_id, out.producer_id, list(out.records)))
+            batch = Batch(out.write_id, out.producer_id, list(out.records))
+            self.log.append(batch)
+            self._unsettled[out.write_id] = batch
         super()._apply(out)
 
     def complete(self, write_id: int) -> None:
         before = set(self._outputs)
         super().complete(write_id)
-        promoted = before - set(self._outputs)
-        for entry in self.log:
-            if isinstance(entry, Batch) and entry.write_id in promoted:
-                entry.durable = True
+        for promoted in before - set(self._outputs):
+            batch = self._unsettled.pop(promoted, None)
+            if batch is not None:
+                batch.durable = True
 
     def fail(self, write_id: int) -> tuple[int, ...]:
         dropped = super().fail(write_id)
-        self.log = [e for e in self.log if not (isinstance(e, Batch) and e.write_id in dropped)]
+        gone = {id(self._unsettled.pop(each)) for each in dropped if each in self._unsettled}
+        self.log = [e for e in self.log if id(e) not in gone]
         return dropped
+
+    def reload(self) -> None:
+        """A new leader of the partition: its coordinator, which loaded the durable log,
+        is the live one (only between writes: a pending one would be lost with the old)."""
+        assert not self.held and not self._unsettled and not self._outputs
+        self.core = self.replayed()
 
     # --- transactions -------------------------------------------------------------------
 
@@ -106,8 +124,8 @@ class TxnHarness(Harness):
         )
 
     def replayed(self) -> GroupCoordinator:
-        """A new coordinator that loaded the durable part of the log."""
-        fresh = Harness().core
+        """A new coordinator (same config) that loaded the durable part of the log."""
+        fresh = GroupCoordinator(self.core.config, Random(self.seed))
         for entry in self.log:
             if isinstance(entry, Marker):
                 if entry.completed:
