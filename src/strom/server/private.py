@@ -128,6 +128,8 @@ def decode_fetch_response(payload: bytes) -> MetadataFetchResponse:
     try:
         leader_id, term, commit_index, has_snapshot = _FETCH_HEADER.unpack_from(view, 0)
         position = _FETCH_HEADER.size
+        if has_snapshot > 1:
+            raise PrivatePayloadError(f"metadata fetch response snapshot flag {has_snapshot}")
         snapshot = None
         if has_snapshot:
             index, snap_term, size = _SNAPSHOT_HEADER.unpack_from(view, position)
@@ -148,6 +150,8 @@ def decode_fetch_response(payload: bytes) -> MetadataFetchResponse:
             position += size
     except struct.error as exc:
         raise PrivatePayloadError(f"truncated metadata fetch response: {exc}") from None
+    if position != len(view):
+        raise PrivatePayloadError(f"{len(view) - position} bytes after a metadata fetch response")
     return MetadataFetchResponse(leader_id, term, commit_index, snapshot, tuple(entries))
 
 

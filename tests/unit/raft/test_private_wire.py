@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from strom.raft.messages import Entry, Snapshot
@@ -89,6 +89,8 @@ def test_fetch_response_round_trips(
 
 
 @given(data=st.binary(max_size=80))
+@example(data=bytes(26))  # a whole empty response and one byte more
+@example(data=bytes(20) + b"\x02" + bytes(4))  # a snapshot flag that is neither 0 nor 1
 def test_fetch_response_garbage_is_refused_or_is_exactly_a_response(data: bytes) -> None:
     try:
         response = decode_fetch_response(data)
