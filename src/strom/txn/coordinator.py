@@ -366,13 +366,16 @@ class TxnCoordinator:
         return result
 
     def tick(self, now_ms: int) -> list[TxnResult]:
-        """Abort transactions open longer than their timeout; expire ids idle longer
-        than `transactional.id.expiration.ms`. Each result carries its write."""
+        """Both timers at once: `abort_timed_out`, then `expire_ids`."""
+        return self.abort_timed_out(now_ms) + self.expire_ids(now_ms)
+
+    def abort_timed_out(self, now_ms: int) -> list[TxnResult]:
+        """Abort transactions open longer than their timeout (each result carries its
+        write): Kafka's check every `transaction.abort.timed.out.transaction.cleanup
+        .interval.ms`."""
         results: list[TxnResult] = []
-        for entry in list(self.entries.values()):
+        for entry in self._idle():
             value = entry.value
-            if entry.pending is not None or not entry.durable:
-                continue
             if value.state is TxnState.ONGOING and value.start_ms + value.timeout_ms < now_ms:
                 log.info(
                     "Aborting transaction of %r: open since %d ms, timeout %d ms",
@@ -381,12 +384,22 @@ class TxnCoordinator:
                     value.timeout_ms,
                 )
                 results.append(self._fence(entry, now_ms, fence_then_retry=False))
-            elif (
-                value.state.expirable
-                and value.last_update_ms + self.config.id_expiration_ms <= now_ms
-            ):
-                results.append(self._expire(entry))
         return results
+
+    def expire_ids(self, now_ms: int) -> list[TxnResult]:
+        """Remove ids idle longer than `transactional.id.expiration.ms` (each result
+        carries its tombstone): Kafka's check every `transaction.remove.expired
+        .transaction.cleanup.interval.ms`."""
+        expiration_ms = self.config.id_expiration_ms
+        return [
+            self._expire(entry)
+            for entry in self._idle()
+            if entry.value.state.expirable and entry.value.last_update_ms + expiration_ms <= now_ms
+        ]
+
+    def _idle(self) -> list[TxnEntry]:
+        """The ids with no change under way: the timers' candidates."""
+        return [e for e in self.entries.values() if e.pending is None and e.durable]
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [
@@ -498,6 +511,18 @@ class TxnCoordinator:
             if entry.pending is None
             and entry.value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
         ]
+
+    def forget(self, txn_ids: Iterable[str]) -> list[int]:
+        """Drop these ids: their `__transaction_state` partition is no longer led here (its
+        next leader loads them). Returns the writes that were under way for them: their
+        requests get NOT_COORDINATOR, and `durable` or `failed` for them does nothing."""
+        gone = set(txn_ids)
+        for txn_id in gone:
+            self.entries.pop(txn_id, None)
+        dropped = sorted(w for w, waiting in self._waiting.items() if waiting.txn_id in gone)
+        for write_id in dropped:
+            del self._waiting[write_id]
+        return dropped
 
     # ------------------------------------------------------------------------ helpers
 
