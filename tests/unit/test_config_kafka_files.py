@@ -257,9 +257,9 @@ def test_kafka_3_kraft_combined_config_loads() -> None:
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
     )
+    assert config.transaction_state_log_replication_factor == 1
+    assert config.transaction_state_log_min_isr == 1
     assert config.raw["log.retention.hours"] == "168"
     assert config.sources["log.retention.hours"] is STATIC
     assert config.sources["message.max.bytes"] is DEFAULT

@@ -117,6 +117,14 @@ class BrokerConfig:
     group_max_size: int
     offsets_topic_segment_bytes: int
     offset_metadata_max_bytes: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    transaction_state_log_segment_bytes: int
+    transaction_max_timeout_ms: int
+    transactional_id_expiration_ms: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
     raw: Mapping[str, str]
     """Effective text of every known key that has a value (defaults included); keys that
     are unset and have no default (e.g. log.retention.ms) are absent."""
@@ -354,6 +362,20 @@ def build_config(
         group_max_size=v.integer("group.max.size"),
         offsets_topic_segment_bytes=v.integer("offsets.topic.segment.bytes"),
         offset_metadata_max_bytes=v.integer("offset.metadata.max.bytes"),
+        transaction_state_log_num_partitions=v.integer("transaction.state.log.num.partitions"),
+        transaction_state_log_replication_factor=v.integer(
+            "transaction.state.log.replication.factor"
+        ),
+        transaction_state_log_min_isr=v.integer("transaction.state.log.min.isr"),
+        transaction_state_log_segment_bytes=v.integer("transaction.state.log.segment.bytes"),
+        transaction_max_timeout_ms=v.integer("transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=v.integer("transactional.id.expiration.ms"),
+        transaction_abort_timed_out_transaction_cleanup_interval_ms=v.integer(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+        ),
+        transaction_remove_expired_transaction_cleanup_interval_ms=v.integer(
+            "transaction.remove.expired.transaction.cleanup.interval.ms"
+        ),
         raw=MappingProxyType(raw),
         sources=MappingProxyType(sources),
         values=MappingProxyType(typed),

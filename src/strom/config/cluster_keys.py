@@ -1,5 +1,6 @@
-"""The broker keys of what the cluster holds: topic defaults and replication, and
-consumer groups with their `__consumer_offsets` topic.
+"""The broker keys of what the cluster holds: topic defaults and replication, consumer
+groups with their `__consumer_offsets` topic, and transactions with their
+`__transaction_state` topic.
 
 Kafka's names and (unless noted) Kafka's defaults; `keys` assembles every key.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from strom.config.schema import AtLeast, Between, ConfigKey, ConfigType
 
-__all__ = ["GROUP_KEYS", "REPLICATION_KEYS"]
+__all__ = ["GROUP_KEYS", "REPLICATION_KEYS", "TXN_KEYS"]
 
 INT = ConfigType.INT
 LONG = ConfigType.LONG
@@ -179,5 +180,65 @@ GROUP_KEYS: tuple[ConfigKey, ...] = (
         "1800000",
         "Largest session timeout a consumer may ask for.",
         AtLeast(0),
+    ),
+)
+
+TXN_KEYS: tuple[ConfigKey, ...] = (
+    # --- transactions
+    ConfigKey(
+        "transaction.state.log.num.partitions",
+        INT,
+        "50",
+        "Partitions of __transaction_state.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "transaction.state.log.replication.factor",
+        INT,
+        "3",
+        "Replication factor of __transaction_state, capped at the brokers registered.",
+        _REPLICATION_FACTOR,
+    ),
+    ConfigKey(
+        "transaction.state.log.min.isr",
+        INT,
+        "2",
+        "min.insync.replicas of __transaction_state, capped at its replication factor.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "transaction.state.log.segment.bytes",
+        INT,
+        "104857600",
+        "Segment size of __transaction_state (kept small so compaction can work).",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "transaction.max.timeout.ms",
+        INT,
+        "900000",
+        "Longest transaction timeout a producer may ask for.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "transactional.id.expiration.ms",
+        INT,
+        "604800000",
+        "A transactional id idle for this long (no transaction open) is removed.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        INT,
+        "10000",
+        "Time between checks for transactions open longer than their timeout.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        INT,
+        "3600000",
+        "Time between checks for expired transactional ids.",
+        AtLeast(1),
     ),
 )

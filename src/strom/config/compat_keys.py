@@ -1,5 +1,5 @@
 """Kafka broker keys strom accepts so that Kafka's shipped `server.properties` files start
-strom unchanged, but that change nothing (thread pools, socket buffers, transactions);
+strom unchanged, but that change nothing (thread pools, socket buffers);
 the broker lists the ones a config sets when it starts."""
 
 from __future__ import annotations
@@ -34,12 +34,6 @@ KAFKA_ONLY_KEYS: tuple[ConfigKey, ...] = (
     _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
     _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
     _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
-    _ignored("transaction.state.log.replication.factor", INT, "3", "Kafka's transaction log RF."),
-    _ignored("transaction.state.log.min.isr", INT, "2", "Kafka's transaction log min ISR."),
-    _ignored("transaction.state.log.num.partitions", INT, "50", "Kafka's transaction log size."),
-    _ignored(
-        "transaction.state.log.segment.bytes", INT, "104857600", "Kafka's transaction log segments."
-    ),
     _ignored(
         "share.coordinator.state.topic.replication.factor",
         INT,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from strom.config.cluster_keys import GROUP_KEYS, REPLICATION_KEYS
+from strom.config.cluster_keys import GROUP_KEYS, REPLICATION_KEYS, TXN_KEYS
 from strom.config.compat_keys import KAFKA_ONLY_KEYS
 from strom.config.log_keys import LOG_KEYS
 from strom.config.node_keys import CONNECTION_KEYS, NODE_KEYS
@@ -34,6 +34,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *REPLICATION_KEYS,  # topic defaults and replication (cluster_keys.py)
     *CONNECTION_KEYS,  # requests and connections (node_keys.py)
     *GROUP_KEYS,  # consumer groups (cluster_keys.py)
+    *TXN_KEYS,  # transactions (cluster_keys.py)
     *KAFKA_ONLY_KEYS,  # accepted for compatibility, no effect (compat_keys.py)
 )
 
