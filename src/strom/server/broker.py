@@ -51,6 +51,7 @@ from strom.server.handlers.ports import (
     QuorumContext,
 )
 from strom.server.handlers.private import PrivateSession
+from strom.server.handlers.txn_markers import TxnMarkersContext
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
@@ -128,6 +129,10 @@ class Broker:
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )
+        self.marker_appender = wiring.marker_appender(self)
+        self.txn_sender = wiring.txn_sender(self)
+        self.transactions = wiring.txn_service(self)
+        self.txn_markers_context = TxnMarkersContext(markers=self.marker_appender)
         self.serving = False  # partitions opened; client listeners may serve
         self.fatal = asyncio.Event()
         self.fatal_reason = ""
@@ -344,6 +349,8 @@ class Broker:
         self.groups.follow(image)
         self._background.spawn(self.groups.run_timers(), "group-timers")
         self._background.spawn(self.groups.run_expiry(), "offset-expiry")
+        self.transactions.follow(image)
+        self._background.spawn(self.transactions.run_timers(), "txn-timers")
 
     async def _bind(self) -> None:
         config = self.config
@@ -398,6 +405,8 @@ class Broker:
         await self.fetchers.stop()
         await self.isr.stop()
         self.groups.close()
+        self.transactions.close()
+        self.txn_sender.close()
         for connection in list(self._connections):
             connection.drain()
         if self._connection_tasks:
@@ -550,10 +559,12 @@ class Broker:
         if self.serving:
             self.partitions.sync(image, now_ms=now_ms())
             self.groups.follow(image)
+            self.transactions.follow(image)
 
     def _on_partitions_opened(self) -> None:
         if self.serving:
             self.groups.follow(self.metadata.image)
+            self.transactions.follow(self.metadata.image)
 
     def _apply_dynamic_configs(self, image: MetadataImage) -> None:
         """Dynamic broker configs take effect here, without a restart."""
