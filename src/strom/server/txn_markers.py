@@ -103,6 +103,10 @@ class MarkerPartition(Protocol):
 class MarkerPartitions(Protocol):
     """The partitions this broker holds (server/partitions.py)."""
 
+    def get(self, topic: str, partition: int) -> object | None:
+        """The replica of the partition here, led or followed; None if there is none."""
+        ...
+
     def led(
         self, topic: str, partition: int, image: MetadataImage, current_leader_epoch: int = -1
     ) -> tuple[MarkerPartition | None, ErrorCode]: ...
@@ -143,7 +147,9 @@ class MarkerAppender:
         for key in marker.partitions:
             partition, error = self._partitions.led(*key, image)
             if partition is None:
-                answers[key] = error
+                # Kafka: UNKNOWN_TOPIC_OR_PARTITION where there is no replica here at all
+                hosted = self._partitions.get(*key) is not None
+                answers[key] = error if hosted else ErrorCode.unknown_topic_or_partition
                 continue
             try:
                 result = partition.append_marker(

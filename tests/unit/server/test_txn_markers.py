@@ -66,6 +66,11 @@ class FakePartition:
 @dataclass(slots=True)
 class FakePartitions:
     here: dict[tuple[str, int], FakePartition]
+    followed: frozenset[tuple[str, int]] = frozenset()
+
+    def get(self, topic: str, partition: int) -> object | None:
+        key = (topic, partition)
+        return self.here.get(key) or (key if key in self.followed else None)
 
     def led(
         self, topic: str, partition: int, image: MetadataImage, current_leader_epoch: int = -1
@@ -88,12 +93,13 @@ class FakeGroups:
 
 
 def appender(
-    image: Callable[[], MetadataImage], here: dict[tuple[str, int], FakePartition]
+    image: Callable[[], MetadataImage],
+    here: dict[tuple[str, int], FakePartition],
+    followed: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[MarkerAppender, FakeGroups]:
     groups = FakeGroups()
-    return MarkerAppender(
-        image=image, partitions=FakePartitions(here), groups=lambda: groups
-    ), groups
+    partitions = FakePartitions(here, followed)
+    return MarkerAppender(image=image, partitions=partitions, groups=lambda: groups), groups
 
 
 def with_offsets(image: MetadataImage) -> MetadataImage:
@@ -126,14 +132,14 @@ def markers_request(*markers: TxnMarker) -> Request:
 
 
 def test_the_handler_writes_each_marker_where_it_leads_and_answers_per_partition() -> None:
-    image = with_offsets(image_of(partitions=3))
+    image = with_offsets(image_of(partitions=4))
     orders0 = FakePartition()
     orders1 = FakePartition(failures=[RecordsError(ErrorCode.invalid_producer_epoch, "old")])
     offsets = FakePartition()
     here = {(TOPIC, 0): orders0, (TOPIC, 1): orders1, (OFFSETS_TOPIC, 0): offsets}
-    markers, groups = appender(lambda: image, here)
+    markers, groups = appender(lambda: image, here, frozenset({(TOPIC, 2)}))
     asked = markers_request(
-        TxnMarker(7, 2, True, 5, ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2), ("gone", 0))),
+        TxnMarker(7, 2, True, 5, ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2), (TOPIC, 3), ("gone", 0))),
         TxnMarker(8, 0, False, 5, ((OFFSETS_TOPIC, 0),)),
     )
     answer = wire(
@@ -149,6 +155,7 @@ def test_the_handler_writes_each_marker_where_it_leads_and_answers_per_partition
         (7, TOPIC, 0): ErrorCode.none,
         (7, TOPIC, 1): ErrorCode.invalid_producer_epoch,
         (7, TOPIC, 2): ErrorCode.not_leader_or_follower,
+        (7, TOPIC, 3): ErrorCode.unknown_topic_or_partition,
         (7, "gone", 0): ErrorCode.unknown_topic_or_partition,
         (8, OFFSETS_TOPIC, 0): ErrorCode.none,
     }
