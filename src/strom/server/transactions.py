@@ -431,8 +431,17 @@ class TxnService:
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
         return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "[node %d] transaction coordinator task failed",
+                self._node_id,
+                exc_info=task.exception(),
+            )
 
     async def _carry_out(self, write: TxnWrite, index: int) -> TxnResult | None:
         """Write the record and tell the core how it went, whoever still waits; start
