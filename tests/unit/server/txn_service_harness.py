@@ -27,7 +27,8 @@ from strom.metadata.records import (
 from strom.protocol.records import decode_batch, iter_batches
 from strom.server.partition import ReplicaPorts
 from strom.server.partitions import PartitionManager
-from strom.server.transactions import TxnService
+from strom.server.transactions import MarkerWriter, TxnService
+from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
 from strom.txn.coordinator import MarkerJob
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
 from strom.txn.records import TxnLogValue, decode_key, decode_value
@@ -93,12 +94,23 @@ class Markers:
 
 
 @dataclass(slots=True)
+class Groups:
+    """The group coordinator as markers reach it: which transactions it completed."""
+
+    completed: list[tuple[int, int, bool]] = field(default_factory=list)
+
+    def complete_txn(self, index: int, producer_id: int, *, commit: bool) -> None:
+        self.completed.append((index, producer_id, commit))
+
+
+@dataclass(slots=True)
 class TxnNode:
     metadata: MetadataHolder
     partitions: PartitionManager
     producer_ids: FixedProducerIds
     markers: Markers
     service: TxnService
+    groups: Groups
 
     def follow(self, image: MetadataImage) -> None:
         self.metadata.image = image
@@ -131,9 +143,12 @@ def txn_node(
     markers: Markers | None = None,
     partitions: PartitionManager | None = None,
     overrides: Sequence[str] = (),
+    real_markers: bool = False,
 ) -> TxnNode:
     """Node NODE_ID on `image`, its partitions opened in tmp_path (or `partitions`, to
-    start again on the same logs) and its TxnService following `image`."""
+    start again on the same logs) and its TxnService following `image`; with
+    `real_markers`, the markers are written by the real appender and sender (to the
+    partitions led here; `Groups` stands in for the group coordinator)."""
     config = load_config(overrides=[f"node.id={NODE_ID}", f"log.dirs={tmp_path}", *overrides])
     if partitions is None:
         partitions = PartitionManager(
@@ -147,6 +162,17 @@ def txn_node(
     metadata = MetadataHolder(image)
     producer_ids = FixedProducerIds()
     markers = markers or Markers()
+    groups = Groups()
+    writer: MarkerWriter = markers
+    if real_markers:
+        appender = MarkerAppender(
+            image=lambda: metadata.image,
+            partitions=partitions,
+            groups=lambda: groups,
+        )
+        writer = TxnMarkerSender(
+            node_id=NODE_ID, image=lambda: metadata.image, here=appender, retry_s=0
+        )
     service = TxnService(
         node_id=NODE_ID,
         config=lambda: config,
@@ -154,8 +180,8 @@ def txn_node(
         partitions=partitions,
         create_topics=_no_topic_creation,
         producer_ids=producer_ids,
-        markers=markers,
+        markers=writer,
     )
-    node = TxnNode(metadata, partitions, producer_ids, markers, service)
+    node = TxnNode(metadata, partitions, producer_ids, markers, service, groups)
     node.follow(image)
     return node
