@@ -181,3 +181,26 @@ def test_timers_abort_a_timed_out_transaction_and_expire_an_idle_id(tmp_path: Pa
         TxnState.COMPLETE_ABORT,
         None,
     ]
+
+
+def test_requests_waiting_for_a_write_hear_not_coordinator_when_it_is_abandoned(
+    tmp_path: Path,
+) -> None:
+    # broker 2 is in the ISR but never fetches: a record is appended and never committed
+    node = txn_node(tmp_path, txn_image(isr=(NODE_ID, 2)))
+
+    async def scenario() -> None:
+        first = asyncio.create_task(node.service.init_producer_id(TX, 60_000, None))
+        await turns(3)
+        assert not first.done(), "waiting for the follower"
+        moved = txn_leader_moved(node.metadata.image, 2)
+        node.follow(moved)
+        assert (await first).error is ErrorCode.not_coordinator, "its partition moved away"
+        node.follow(txn_leader_moved(moved, NODE_ID, isr=(NODE_ID, 2)))
+        second = asyncio.create_task(node.service.init_producer_id("other", 60_000, None))
+        await turns(3)
+        assert not second.done()
+        node.service.close()
+        assert (await second).error is ErrorCode.not_coordinator, "the broker is stopping"
+
+    run(scenario())

@@ -59,7 +59,11 @@ def txn_image(
     return image_of().replay(records)
 
 
-def txn_leader_moved(image: MetadataImage, leader: int) -> MetadataImage:
+def txn_leader_moved(
+    image: MetadataImage, leader: int, isr: Sequence[int] | None = None
+) -> MetadataImage:
+    """`__transaction_state`-0 led by `leader` (ISR `isr`, or the leader alone), one
+    leader epoch later."""
     state = image.topics_by_name[TRANSACTION_STATE_TOPIC].partitions[0]
     return image.replay(
         [
@@ -67,7 +71,7 @@ def txn_leader_moved(image: MetadataImage, leader: int) -> MetadataImage:
                 TXN_TOPIC_ID,
                 0,
                 leader,
-                (leader,),
+                tuple(isr) if isr is not None else (leader,),
                 state.leader_epoch + 1,
                 state.partition_epoch + 1,
             )
