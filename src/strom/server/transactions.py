@@ -67,7 +67,10 @@ TOMBSTONE_TIMEOUT_S = 30.0
 waits as long as its transaction's timeout, as in Kafka."""
 RETRY_S = 0.5
 """Pause before a failed CompleteCommit/CompleteAbort record is written again."""
-LOG_VALUE_VERSION = 1
+TRANSACTION_VERSION = 2
+"""The finalized `transaction.version` of a strom cluster (what ApiVersions advertises):
+the coordinator's own aborts (timeouts, fences) follow it."""
+LOG_VALUE_VERSION = 1 if TRANSACTION_VERSION >= 1 else 0
 """The value layout written: version 1 at transaction versions 1 and 2 (txn/records.py)."""
 
 # What the client sees when a record cannot be written: Kafka's mapping
@@ -165,6 +168,7 @@ class TxnService:
             TxnConfig(
                 max_timeout_ms=config_now.transaction_max_timeout_ms,
                 id_expiration_ms=config_now.transactional_id_expiration_ms,
+                transaction_version=TRANSACTION_VERSION,
             )
         )
         self._loaded: dict[int, int] = {}
