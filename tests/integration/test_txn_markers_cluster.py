@@ -10,7 +10,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
-from test_txn_coordinator import CONFIG, all_unfenced, ask, coordinator
+from test_txn_cluster import CONFIG, all_unfenced, ask, coordinator
 
 from strom.protocol.apis import SUPPORTED_APIS, ApiKey
 from strom.protocol.markers import marker_of

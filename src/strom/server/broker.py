@@ -51,7 +51,6 @@ from strom.server.handlers.ports import (
     QuorumContext,
 )
 from strom.server.handlers.private import PrivateSession
-from strom.server.handlers.txn_markers import TxnMarkersContext
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
@@ -129,10 +128,8 @@ class Broker:
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )
-        self.marker_appender = wiring.marker_appender(self)
-        self.txn_sender = wiring.txn_sender(self)
+        self.marker_appender = wiring.marker_appender(self)  # for WriteTxnMarkers too
         self.transactions = wiring.txn_service(self)
-        self.txn_markers_context = TxnMarkersContext(markers=self.marker_appender)
         self.serving = False  # partitions opened; client listeners may serve
         self.fatal = asyncio.Event()
         self.fatal_reason = ""
@@ -406,7 +403,6 @@ class Broker:
         await self.isr.stop()
         self.groups.close()
         self.transactions.close()
-        self.txn_sender.close()
         for connection in list(self._connections):
             connection.drain()
         if self._connection_tasks:

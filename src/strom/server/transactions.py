@@ -119,6 +119,8 @@ class MarkerWriter(Protocol):
         self, job: MarkerJob, coordinator_epoch: int, current: Callable[[], bool]
     ) -> bool: ...
 
+    def close(self) -> None: ...
+
 
 CreateTopics = Callable[[list[controller.NewTopic]], Awaitable[list[controller.TopicResult]]]
 
@@ -573,3 +575,4 @@ class TxnService:
         self._closed = True
         for task in list(self._tasks):
             task.cancel()
+        self._markers.close()

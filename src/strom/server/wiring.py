@@ -65,12 +65,6 @@ def marker_appender(broker: Broker) -> MarkerAppender:
     )
 
 
-def txn_sender(broker: Broker) -> TxnMarkerSender:
-    return TxnMarkerSender(
-        node_id=broker.node_id, image=lambda: broker.metadata.image, here=broker.marker_appender
-    )
-
-
 def txn_service(broker: Broker) -> TxnService:
     async def create(topics: list[NewTopic]) -> list[TopicResult]:
         return await create_topics(broker.admin_context, topics)
@@ -82,7 +76,9 @@ def txn_service(broker: Broker) -> TxnService:
         partitions=broker.partitions,
         create_topics=create,
         producer_ids=broker.producer_ids,
-        markers=broker.txn_sender,
+        markers=TxnMarkerSender(
+            node_id=broker.node_id, image=lambda: broker.metadata.image, here=broker.marker_appender
+        ),
     )
 
 

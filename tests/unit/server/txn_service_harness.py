@@ -96,6 +96,9 @@ class Markers:
             await self.hold.wait()
         return self.answer and current()
 
+    def close(self) -> None:
+        pass
+
 
 @dataclass(slots=True)
 class Groups:
