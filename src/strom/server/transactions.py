@@ -283,11 +283,13 @@ class TxnService:
         )
 
     async def ensure_topic(self) -> None:
-        """Create `__transaction_state` if it does not exist yet (once, whoever asks)."""
+        """Create `__transaction_state` if it does not exist yet (once, whoever asks);
+        TxnUnavailable(COORDINATOR_NOT_AVAILABLE) when it cannot be created now."""
         if TRANSACTION_STATE_TOPIC in self._image().topics_by_name:
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.create_task(self._create_topic())
+            self._creating.add_done_callback(lambda t: t.cancelled() or t.exception())
         await asyncio.shield(self._creating)
 
     async def _create_topic(self) -> None:
@@ -307,6 +309,10 @@ class TxnService:
                 self._node_id,
                 TRANSACTION_STATE_TOPIC,
                 results[0].error_message,
+            )
+            raise TxnUnavailable(
+                ErrorCode.coordinator_not_available,
+                f"cannot create {TRANSACTION_STATE_TOPIC}: {results[0].error_message}",
             )
 
     def _check(self, txn_id: str) -> int:

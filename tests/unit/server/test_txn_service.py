@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
-from server_harness import NODE_ID, run, turns
+from server_harness import NODE_ID, image_of, run, turns
 from txn_service_harness import (
     TXN_EPOCH,
     Markers,
@@ -18,7 +18,9 @@ from txn_service_harness import (
     txn_node,
 )
 
+from strom.metadata.controller import NewTopic, TopicResult
 from strom.server.transactions import TxnUnavailable
+from strom.txn.placement import TRANSACTION_STATE_TOPIC
 from strom.txn.state import TxnState
 
 TX = "payments"
@@ -204,3 +206,30 @@ def test_requests_waiting_for_a_write_hear_not_coordinator_when_it_is_abandoned(
         assert (await second).error is ErrorCode.not_coordinator, "the broker is stopping"
 
     run(scenario())
+
+
+def test_the_topic_is_created_on_first_use_as_kafka_creates_it(tmp_path: Path) -> None:
+    asked: list[NewTopic] = []
+
+    async def create(topics: list[NewTopic]) -> list[TopicResult]:
+        asked.extend(topics)
+        return [TopicResult(t.name, ErrorCode.policy_violation, "no") for t in topics]
+
+    node = txn_node(tmp_path, image_of(), create_topics=create)
+
+    async def scenario() -> None:
+        with pytest.raises(TxnUnavailable) as refused:
+            await node.service.init_producer_id(TX, 60_000, None)
+        assert refused.value.error_code is ErrorCode.coordinator_not_available
+
+    run(scenario())
+    [topic] = asked
+    # three brokers are live in the image: replication 3 (Kafka's default), min ISR 2
+    assert (topic.name, topic.num_partitions, topic.replication_factor) == (
+        TRANSACTION_STATE_TOPIC,
+        50,
+        3,
+    )
+    assert topic.configs["cleanup.policy"] == "compact"
+    assert topic.configs["min.insync.replicas"] == "2"
+    assert topic.configs["unclean.leader.election.enable"] == "false"

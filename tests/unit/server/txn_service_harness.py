@@ -27,7 +27,7 @@ from strom.metadata.records import (
 from strom.protocol.records import decode_batch, iter_batches
 from strom.server.partition import ReplicaPorts
 from strom.server.partitions import PartitionManager
-from strom.server.transactions import MarkerWriter, TxnService
+from strom.server.transactions import CreateTopics, MarkerWriter, TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
 from strom.txn.coordinator import MarkerJob
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
@@ -151,6 +151,7 @@ def txn_node(
     partitions: PartitionManager | None = None,
     overrides: Sequence[str] = (),
     real_markers: bool = False,
+    create_topics: CreateTopics = _no_topic_creation,
 ) -> TxnNode:
     """Node NODE_ID on `image`, its partitions opened in tmp_path (or `partitions`, to
     start again on the same logs) and its TxnService following `image`; with
@@ -185,7 +186,7 @@ def txn_node(
         config=lambda: config,
         image=lambda: metadata.image,
         partitions=partitions,
-        create_topics=_no_topic_creation,
+        create_topics=create_topics,
         producer_ids=producer_ids,
         markers=writer,
     )
