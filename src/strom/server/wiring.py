@@ -58,10 +58,8 @@ def marker_appender(broker: Broker) -> MarkerAppender:
     coordinator's markers to partitions led here."""
     return MarkerAppender(
         image=lambda: broker.metadata.image,
-        # Partition.append_marker (helper A) and GroupService.complete_txn (helper B)
-        # come with their branches; drop these two ignores once both are merged.
-        partitions=broker.partitions,  # type: ignore[arg-type]
-        groups=lambda: broker.groups,  # type: ignore[arg-type,return-value]
+        partitions=broker.partitions,
+        groups=lambda: broker.groups,
     )
 
 

@@ -16,12 +16,7 @@ from strom.group.placement import OFFSETS_TOPIC
 from strom.metadata.records import PartitionRecord, TopicRecord
 from strom.protocol.markers import marker_of
 from strom.protocol.records import decode_batch, iter_batches, parse_batch_header
-from strom.server.partition import Partition
 from strom.txn.state import TxnState
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(Partition, "append_marker"), reason="needs Partition.append_marker (helper A)"
-)
 
 TX = "payments"
 OFFSETS_ID = uuid.UUID(int=0x0FF5E7)
