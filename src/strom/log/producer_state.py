@@ -116,6 +116,10 @@ class ProducerStateManager:
     def get(self, producer_id: int) -> ProducerEntry | None:
         return self._producers.get(producer_id)
 
+    def entries(self) -> list[ProducerEntry]:
+        """Every producer of the partition (DescribeProducers), to read, not change."""
+        return list(self._producers.values())
+
     def clear(self) -> None:
         self._producers.clear()
 
