@@ -32,6 +32,11 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -44,8 +49,11 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
 
 
@@ -78,6 +86,11 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_TOPICS: VersionRange(1, 6),
     ApiKey.INIT_PRODUCER_ID: VersionRange(0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(2, 4),
+    # v0-v3 come from producers (one transaction each); v4+ batch several transactions
+    # and may only verify (KIP-890): brokers send them.
+    ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
+    ApiKey.END_TXN: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
@@ -89,6 +102,9 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
+    ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
+    ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
 }
 
 # Served on the controller listener only, between strom's own nodes (Kafka brokers do not

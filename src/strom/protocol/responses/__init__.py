@@ -55,6 +55,14 @@ from strom.protocol.responses.quorum import (
     BrokerRegistrationResponse,
     DescribeQuorumResponse,
 )
+from strom.protocol.responses.transactions import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    DescribeProducersResponse,
+    DescribeTransactionsResponse,
+    EndTxnResponse,
+    ListTransactionsResponse,
+)
 
 SHAPES: dict[ApiKey, type] = {
     ApiKey.PRODUCE: ProduceResponse,
@@ -90,5 +98,11 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.OFFSET_COMMIT: OffsetCommitResponse,
     ApiKey.OFFSET_FETCH: OffsetFetchResponse,
     ApiKey.OFFSET_DELETE: OffsetDeleteResponse,
+    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnResponse,
+    ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnResponse,
+    ApiKey.END_TXN: EndTxnResponse,
+    ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
+    ApiKey.LIST_TRANSACTIONS: ListTransactionsResponse,
+    ApiKey.DESCRIBE_PRODUCERS: DescribeProducersResponse,
 }
 """Each API's response shape: every API strom serves has one."""

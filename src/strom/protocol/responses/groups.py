@@ -3,7 +3,7 @@ protocol/responses/__init__.py)."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from kio.schema.errors import ErrorCode
 
@@ -14,10 +14,28 @@ class ApiVersion(TypedDict):
     max_version: int
 
 
+class SupportedFeatureKey(TypedDict):
+    name: str
+    min_version: int
+    max_version: int
+
+
+class FinalizedFeatureKey(TypedDict):
+    name: str
+    max_version_level: int
+    min_version_level: int
+
+
 class ApiVersionsResponse(TypedDict):
     error_code: ErrorCode
     api_keys: list[ApiVersion]
     throttle_time: int
+    supported_features: NotRequired[list[SupportedFeatureKey]]
+    """v3+ (tagged): the features this broker supports, and their ranges."""
+    finalized_features_epoch: NotRequired[int]
+    finalized_features: NotRequired[list[FinalizedFeatureKey]]
+    """v3+ (tagged): the cluster's finalized feature levels, valid when the epoch is
+    0 or more."""
 
 
 class JoinGroupMember(TypedDict):
