@@ -34,6 +34,9 @@ from strom.raft.messages import Entry, Snapshot
 from strom.server.controller import NotController
 from strom.server.controller_link import LocalController
 from strom.server.partitions import PartitionManager
+from strom.server.txn_verifier import VerificationGuard, VerifyOperation
+from strom.txn.coordinator import TxnResult
+from strom.txn.metadata import TxnEntry
 
 T = TypeVar("T")
 
@@ -53,6 +56,87 @@ class ProducerIds(Protocol):
         ...
 
 
+class TxnCoordination(Protocol):
+    """The transaction coordinator's shell (server/transactions.py: TxnService) as the
+    transactional handlers use it.
+
+    Each request method raises TxnUnavailable (server/transactions.py) unless this broker
+    coordinates `txn_id` now, with the error code the client gets; otherwise it answers
+    with the core's TxnResult (strom/txn/coordinator.py) once its record, if any, is
+    durable."""
+
+    @property
+    def num_partitions(self) -> int:
+        """How many partitions `__transaction_state` has (or will have once created)."""
+        ...
+
+    async def ensure_topic(self) -> None:
+        """Create `__transaction_state` unless it exists (TxnUnavailable when it cannot)."""
+        ...
+
+    def leader_of(self, index: int) -> int:
+        """The leader of partition `index` of `__transaction_state` now; -1 for none."""
+        ...
+
+    async def init_producer_id(
+        self, txn_id: str, timeout_ms: int, expected: tuple[int, int] | None
+    ) -> TxnResult: ...
+
+    async def add_partitions(
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: list[tuple[str, int]],
+        *,
+        transaction_version: int,
+    ) -> TxnResult: ...
+
+    async def verify_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: list[tuple[str, int]]
+    ) -> TxnResult: ...
+
+    async def end_txn(
+        self, txn_id: str, producer_id: int, epoch: int, commit: bool, *, transaction_version: int
+    ) -> TxnResult: ...
+
+    def entry(self, txn_id: str) -> TxnEntry | None:
+        """The committed state of `txn_id`; None when there is no such id here."""
+        ...
+
+    def entries(self) -> list[TxnEntry]:
+        """Every transactional id this broker coordinates."""
+        ...
+
+
+class TxnVerification(Protocol):
+    """KIP-890's check before a transactional write (server/txn_verifier.py:
+    TxnVerifier): whether the coordinator of `txn_id` has the partitions in the open
+    transaction of (producer_id, producer_epoch), asked here or of the coordinator's
+    broker."""
+
+    async def verify(
+        self,
+        txn_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+        operation: VerifyOperation,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """The partitions that failed, each with its error (as Kafka's
+        AddPartitionsToTxnManager maps them); an empty dict: all verified (or added)."""
+        ...
+
+    def guard(self, topic: str, index: int, producer_id: int) -> VerificationGuard:
+        """Watch for a marker of `producer_id` on the partition while its verification is
+        on the way: the append must not follow one (the transaction it verified ended)."""
+        ...
+
+    def release(self, guard: VerificationGuard) -> None:
+        """The append the guard watched for is done (or given up)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ProduceContext:
     """Produce and InitProducerId."""
@@ -61,6 +145,10 @@ class ProduceContext:
     metadata: MetadataView
     partitions: PartitionManager
     producer_ids: ProducerIds
+    txns: TxnCoordination
+    """InitProducerId with a transactional id."""
+    verifier: TxnVerification
+    """Transactional produces: is the partition in the producer's transaction?"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +245,22 @@ class GroupContext:
     metadata: MetadataView
     """The brokers (FindCoordinator's answer) and the topics (OffsetCommit's check)."""
     groups: GroupCoordination
+
+
+@dataclass(frozen=True, slots=True)
+class TxnContext:
+    """FindCoordinator (groups and transactional ids), AddPartitionsToTxn,
+    AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions and
+    DescribeProducers (handlers/coordinator.py, transactions.py, txn_admin.py)."""
+
+    node_id: int
+    metadata: MetadataView
+    """The brokers (FindCoordinator's answer) and the topics (AddPartitionsToTxn's check)."""
+    partitions: PartitionManager
+    """DescribeProducers: the producers of the partitions held here."""
+    groups: GroupCoordination
+    """Where a group lives (FindCoordinator, AddOffsetsToTxn)."""
+    txns: TxnCoordination
 
 
 # --- controller quorum, forwarding, admin, private ---
