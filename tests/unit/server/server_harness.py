@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from strom.config import load_config
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
@@ -29,6 +31,8 @@ from strom.replication.replica import ProposeIsr
 from strom.server.handlers.ports import FetchContext, ProduceContext
 from strom.server.partition import Partition, ReplicaPorts
 from strom.server.partitions import PartitionManager
+from strom.server.transactions import TxnUnavailable
+from strom.server.txn_verifier import TxnVerifier, VerifierPorts
 
 TOPIC = "orders"
 TOPIC_ID = uuid.UUID(int=0x0D0E)
@@ -141,6 +145,18 @@ class FixedProducerIds:
         return self.handed_out[-1]
 
 
+class NoTxnCoordinator:
+    """No transactional id is coordinated here, nor anywhere."""
+
+    num_partitions = 1
+
+    def leader_of(self, index: int) -> int:
+        return -1
+
+    def __getattr__(self, name: str) -> Any:
+        raise TxnUnavailable(ErrorCode.coordinator_not_available, "no coordinator in this test")
+
+
 @dataclass(slots=True)
 class Node:
     """One broker's handler-facing side: its partitions and its metadata."""
@@ -153,7 +169,12 @@ class Node:
 
     @property
     def produce(self) -> ProduceContext:
-        return ProduceContext(NODE_ID, self.metadata, self.partitions, self.producer_ids)
+        """Without a transaction coordinator (txn_harness has one)."""
+        txns = NoTxnCoordinator()
+        verifier = TxnVerifier(VerifierPorts(NODE_ID, lambda: self.metadata.image, txns))
+        return ProduceContext(
+            NODE_ID, self.metadata, self.partitions, self.producer_ids, txns, verifier
+        )
 
     @property
     def fetch(self) -> FetchContext:

@@ -126,22 +126,16 @@ def test_find_coordinator_without_a_live_leader_is_not_available(tmp_path: Path)
     run(scenario())
 
 
-def test_find_coordinator_refuses_transactional_and_unknown_key_types(tmp_path: Path) -> None:
+def test_find_coordinator_refuses_unknown_key_types(tmp_path: Path) -> None:
     at = group_node(tmp_path, offsets_image())
 
     async def scenario() -> None:
         async with serving(at) as context:
             answer = await answered(
-                handle_find_coordinator, context, find_coordinator("tx-1", "tx-2", key_type=1)
-            )
-            assert [c.key for c in answer.coordinators] == ["tx-1", "tx-2"]
-            for entry in answer.coordinators:
-                assert entry.error_code == ErrorCode.transactional_id_authorization_failed
-                assert (entry.node_id, entry.host, entry.port) == (-1, "", -1)
-            answer = await answered(
                 handle_find_coordinator, context, find_coordinator(GROUP, key_type=7)
             )
             assert answer.coordinators[0].error_code == ErrorCode.invalid_request
+            assert (answer.coordinators[0].node_id, answer.coordinators[0].port) == (-1, -1)
 
     run(scenario())
 

@@ -26,6 +26,8 @@ from strom.server.handlers import (
     produce,
     quorum,
     reassignments,
+    transactions,
+    txn_admin,
 )
 from strom.server.handlers.ports import (
     AdminContext,
@@ -35,6 +37,7 @@ from strom.server.handlers.ports import (
     PrivateContext,
     ProduceContext,
     QuorumContext,
+    TxnContext,
 )
 
 Handler = Callable[[Request], Awaitable[Any | None]]
@@ -51,6 +54,7 @@ class Contexts:
     cluster: ClusterContext
     quorum: QuorumContext
     admin: AdminContext
+    txns: TxnContext
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -67,7 +71,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             fetch.handle_offset_for_leader_epoch, contexts.fetch
         ),
-        ApiKey.FIND_COORDINATOR: partial(coordinator.handle_find_coordinator, contexts.groups),
+        ApiKey.FIND_COORDINATOR: partial(coordinator.handle_find_coordinator, contexts.txns),
         ApiKey.JOIN_GROUP: partial(groups.handle_join_group, contexts.groups),
         ApiKey.SYNC_GROUP: partial(groups.handle_sync_group, contexts.groups),
         ApiKey.HEARTBEAT: partial(groups.handle_heartbeat, contexts.groups),
@@ -94,6 +98,18 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
             reassignments.handle_list_partition_reassignments, contexts.admin
         ),
         ApiKey.ELECT_LEADERS: partial(elections.handle_elect_leaders, contexts.admin),
+        **_transactional(contexts.txns),
+    }
+
+
+def _transactional(context: TxnContext) -> dict[ApiKey, Handler]:
+    return {
+        ApiKey.ADD_PARTITIONS_TO_TXN: partial(transactions.handle_add_partitions_to_txn, context),
+        ApiKey.ADD_OFFSETS_TO_TXN: partial(transactions.handle_add_offsets_to_txn, context),
+        ApiKey.END_TXN: partial(transactions.handle_end_txn, context),
+        ApiKey.DESCRIBE_TRANSACTIONS: partial(txn_admin.handle_describe_transactions, context),
+        ApiKey.LIST_TRANSACTIONS: partial(txn_admin.handle_list_transactions, context),
+        ApiKey.DESCRIBE_PRODUCERS: partial(txn_admin.handle_describe_producers, context),
     }
 
 

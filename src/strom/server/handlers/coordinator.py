@@ -1,10 +1,12 @@
-"""FindCoordinator: which broker coordinates a consumer group.
+"""FindCoordinator: which broker coordinates a consumer group or a transactional id.
 
-A group's coordinator is the leader of its `__consumer_offsets` partition. The first
-group lookup creates `__consumer_offsets`. Every answer but the coordinator's endpoint
-is node -1 at host "" and port -1.
-Transactional ids have no coordinator in strom, and asking for one fails at once with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED instead of letting the client retry forever.
+A group's coordinator is the leader of its `__consumer_offsets` partition, a
+transactional id's the leader of its `__transaction_state` partition; both partitions
+are picked with Kafka's rule (group/placement.py), so an id lives in the same partition
+number on strom as on Kafka. The first lookup of either kind creates its topic; until
+it has a live leader the answer is COORDINATOR_NOT_AVAILABLE and the client retries.
+Every answer but the coordinator's endpoint is node -1 at host "" and port -1. v4+ look
+up a batch of keys; earlier versions one, answered at the top level.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.cluster import Coordinator, FindCoordinatorResponse
 from strom.server.groups import CoordinatorUnavailable
-from strom.server.handlers.ports import GroupContext
+from strom.server.handlers.ports import TxnContext
+from strom.server.transactions import TxnUnavailable
+from strom.txn.placement import TRANSACTION_STATE_TOPIC
 
 _GROUP = 0
 _TRANSACTION = 1
 
 
-async def _coordinator(context: GroupContext, key: str, key_type: int) -> Coordinator:
+async def _coordinator(context: TxnContext, key: str, key_type: int) -> Coordinator:
     entry: Coordinator = {
         "key": key,
         "node_id": -1,
@@ -33,32 +37,37 @@ async def _coordinator(context: GroupContext, key: str, key_type: int) -> Coordi
         "error_code": ErrorCode.none,
         "error_message": None,
     }
-    if key_type == _GROUP:
-        try:
-            await context.groups.ensure_topic()
-        except CoordinatorUnavailable as exc:
-            entry["error_code"] = exc.error_code
-            entry["error_message"] = str(exc)
-            return entry
-        index = partition_for(key, context.groups.num_partitions)
-        leader = context.metadata.image.brokers.get(context.groups.leader_of(index))
-        if leader is None or leader.fenced:
-            entry["error_code"] = ErrorCode.coordinator_not_available
-            entry["error_message"] = f"{OFFSETS_TOPIC}-{index} has no leader now"
+    try:
+        if key_type == _GROUP:
+            service = context.groups
+            await service.ensure_topic()
+            topic, index = OFFSETS_TOPIC, partition_for(key, service.num_partitions)
+            leader_id = service.leader_of(index)
+        elif key_type == _TRANSACTION:
+            txns = context.txns
+            await txns.ensure_topic()
+            topic, index = TRANSACTION_STATE_TOPIC, partition_for(key, txns.num_partitions)
+            leader_id = txns.leader_of(index)
         else:
-            entry["node_id"] = leader.broker_id
-            entry["host"] = leader.host
-            entry["port"] = leader.port
-    elif key_type == _TRANSACTION:
-        entry["error_code"] = ErrorCode.transactional_id_authorization_failed
-        entry["error_message"] = "strom does not support transactions yet"
+            entry["error_code"] = ErrorCode.invalid_request
+            entry["error_message"] = f"unknown coordinator key type {key_type}"
+            return entry
+    except (CoordinatorUnavailable, TxnUnavailable) as exc:
+        entry["error_code"] = exc.error_code
+        entry["error_message"] = str(exc)
+        return entry
+    leader = context.metadata.image.brokers.get(leader_id)
+    if leader is None or leader.fenced:
+        entry["error_code"] = ErrorCode.coordinator_not_available
+        entry["error_message"] = f"{topic}-{index} has no leader now"
     else:
-        entry["error_code"] = ErrorCode.invalid_request
-        entry["error_message"] = f"unknown coordinator key type {key_type}"
+        entry["node_id"] = leader.broker_id
+        entry["host"] = leader.host
+        entry["port"] = leader.port
     return entry
 
 
-async def handle_find_coordinator(context: GroupContext, request: Request) -> Any:
+async def handle_find_coordinator(context: TxnContext, request: Request) -> Any:
     body = request.body
     key_type = int(getattr(body, "key_type", _GROUP))
     if request.api_version >= 4:
