@@ -49,6 +49,7 @@ from strom.server.handlers.ports import (
     PrivateContext,
     ProduceContext,
     QuorumContext,
+    TxnContext,
 )
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
@@ -130,6 +131,7 @@ class Broker:
         )
         self.marker_appender = wiring.marker_appender(self)  # for WriteTxnMarkers too
         self.transactions = wiring.txn_service(self)
+        self.txn_verifier = wiring.txn_verifier(self)
         self.serving = False  # partitions opened; client listeners may serve
         self.fatal = asyncio.Event()
         self.fatal_reason = ""
@@ -171,6 +173,8 @@ class Broker:
                 metadata=self.metadata,
                 partitions=self.partitions,
                 producer_ids=self.producer_ids,
+                txns=self.transactions,
+                verifier=self.txn_verifier,
             ),
             fetch=FetchContext(
                 metadata=self.metadata,
@@ -178,6 +182,9 @@ class Broker:
                 stopping=lambda: self.stopping,
             ),
             groups=GroupContext(metadata=self.metadata, groups=self.groups),
+            txns=TxnContext(
+                self.node_id, self.metadata, self.partitions, self.groups, self.transactions
+            ),
             cluster=ClusterContext(
                 node_id=self.node_id,
                 metadata=self.metadata,
@@ -403,6 +410,7 @@ class Broker:
         await self.isr.stop()
         self.groups.close()
         self.transactions.close()
+        await self.txn_verifier.stop()
         for connection in list(self._connections):
             connection.drain()
         if self._connection_tasks:

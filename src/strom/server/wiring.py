@@ -15,6 +15,7 @@ from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
+from strom.server.txn_verifier import TxnVerifier, VerifierPorts
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -78,6 +79,12 @@ def txn_service(broker: Broker) -> TxnService:
             node_id=broker.node_id, image=lambda: broker.metadata.image, here=broker.marker_appender
         ),
     )
+
+
+def txn_verifier(broker: Broker) -> TxnVerifier:
+    """Transactional produces: KIP-890's check with the id's coordinator, here or remote."""
+    image = lambda: broker.metadata.image  # noqa: E731 (one line in a small function)
+    return TxnVerifier(VerifierPorts(broker.node_id, image, broker.transactions))
 
 
 def controller_service(broker: Broker) -> ControllerService:
