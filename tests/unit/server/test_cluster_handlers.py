@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from admin_harness import TOPIC, controller_with_brokers, create_topics
 from kio.schema.errors import ErrorCode
 from quorum_harness import Loopback, admin_context, answered
@@ -19,6 +20,7 @@ from strom.protocol.apis import ApiKey
 from strom.server.broker import Broker
 from strom.server.handlers import admin, cluster
 from strom.server.handlers.ports import ClusterContext, ControllerLink
+from strom.server.transactions import TRANSACTION_VERSION
 
 
 def context_of(node: Broker, **overrides: str) -> ClusterContext:
@@ -215,5 +217,36 @@ def test_api_versions_lists_the_apis_with_their_version_ranges(tmp_path: Path) -
         assert answer.error_code == ErrorCode.none
         assert ranges[ApiKey.METADATA] == (0, 13)
         assert ApiKey.PRODUCE in ranges and ApiKey.FETCH in ranges
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_advertises_the_transaction_version_feature(
+    tmp_path: Path, version: int
+) -> None:
+    """Kafka 4.0's Java client reads the finalized `transaction.version` (v3+) to choose
+    its transaction protocol; v0-v3 leave out supported features whose minimum is 0."""
+
+    async def scenario() -> None:
+        (one,) = await controller_with_brokers(tmp_path, 1)
+        body = {"client_software_name": "test", "client_software_version": "1"}
+        answer = await answered(
+            cluster.handle_api_versions,
+            context_of(one),
+            request(ApiKey.API_VERSIONS, version, body),
+        )
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+        assert ranges[ApiKey.END_TXN] == (0, 5)
+        assert ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 5)
+        if version < 3:
+            return  # no feature fields before v3
+        supported = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
+        assert supported == ({"transaction.version": (0, 2)} if version >= 4 else {})
+        finalized = {
+            f.name: (f.min_version_level, f.max_version_level) for f in answer.finalized_features
+        }
+        assert finalized == {"transaction.version": (TRANSACTION_VERSION, TRANSACTION_VERSION)}
+        assert answer.finalized_features_epoch >= 0  # else clients ignore the levels
 
     run(scenario())

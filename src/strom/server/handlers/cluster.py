@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.metadata import controller
 from strom.metadata.image import MetadataImage, TopicImage
-from strom.protocol.apis import ApiKey
+from strom.protocol.apis import SUPPORTED_APIS, ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.cluster import (
     DescribeClusterBroker,
@@ -19,17 +19,55 @@ from strom.protocol.responses.cluster import (
     MetadataResponse,
     MetadataTopic,
 )
-from strom.server.connection import api_versions_body
+from strom.protocol.responses.groups import ApiVersionsResponse
 from strom.server.handlers import admin
 from strom.server.handlers.ports import ClusterContext
+from strom.server.transactions import TRANSACTION_VERSION
 
 log = logging.getLogger(__name__)
 
 _OMITTED_OPERATIONS = -(2**31)
 
 
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+SUPPORTED_TRANSACTION_VERSIONS = (0, 2)
+
+
 async def handle_api_versions(context: ClusterContext, request: Request) -> Any:
-    return api_versions_body(request.api_version)
+    """The APIs, and (v3+) the features: `transaction.version`, supported 0-2 and
+    finalized at TRANSACTION_VERSION (docs/transactions.md, "Which transaction
+    version"), which Kafka 4.0's Java client reads to choose its transaction protocol.
+    Before v4, supported features whose minimum is 0 are left out, as Kafka does
+    (older clients fail to read them); the finalized level is always listed."""
+    version = request.api_version
+    response: ApiVersionsResponse = {
+        "error_code": ErrorCode.none,
+        "api_keys": [
+            {"api_key": int(key), "min_version": r.min_version, "max_version": r.max_version}
+            for key, r in sorted(SUPPORTED_APIS.items())
+        ],
+        "throttle_time": 0,
+    }
+    low, high = SUPPORTED_TRANSACTION_VERSIONS
+    if version >= 4 or low > 0:
+        response["supported_features"] = [
+            {"name": TRANSACTION_VERSION_FEATURE, "min_version": low, "max_version": high}
+        ]
+    # Kafka's epoch is the metadata offset its features were read at; the level here
+    # never changes, so any epoch of 0 or more tells the same.
+    response["finalized_features_epoch"] = max(context.metadata.image.offset, 0)
+    response["finalized_features"] = (
+        [
+            {
+                "name": TRANSACTION_VERSION_FEATURE,
+                "max_version_level": TRANSACTION_VERSION,
+                "min_version_level": TRANSACTION_VERSION,
+            }
+        ]
+        if TRANSACTION_VERSION > 0
+        else []
+    )
+    return build_response(ApiKey.API_VERSIONS, version, response)
 
 
 def _live(image: MetadataImage, *, include_fenced: bool = False) -> list[Any]:
