@@ -118,7 +118,10 @@ def produce_error(error: ErrorCode, operation: VerifyOperation) -> tuple[ErrorCo
     if error in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS or (
         error == ErrorCode.concurrent_transactions and not operation.adds
     ):
-        return ErrorCode.not_enough_replicas, f"{_UNVERIFIED} Underlying error: {error.name}"
+        return (
+            ErrorCode.not_enough_replicas,
+            f"{_UNVERIFIED} Underlying error: {error.name.upper()}",
+        )
     return error, None
 
 

@@ -146,8 +146,11 @@ class CoreTxns:
     async def begin(
         self, txn_id: str, *partitions: tuple[str, int], transaction_version: int = 0
     ) -> tuple[int, int]:
-        """InitProducerId, then the partitions added: (producer id, epoch)."""
+        """InitProducerId (again after it fenced an open transaction), then the
+        partitions added: (producer id, epoch)."""
         started = await self.init_producer_id(txn_id, 60_000, None)
+        if started.error == ErrorCode.concurrent_transactions:
+            started = await self.init_producer_id(txn_id, 60_000, None)
         assert started.error == ErrorCode.none, started
         if partitions:
             added = await self.add_partitions(
