@@ -185,6 +185,7 @@ class _FieldPlan:
     kind: str  # "entity", "entities", "timedelta", "datetime", "error", "string", "plain"
     nested: type[Any] | None
     required: bool
+    nullable: bool = True
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -221,7 +222,8 @@ def _make_plan(entity_type: type[Any]) -> tuple[_FieldPlan, ...]:
         elif kafka_type.startswith("timedelta"):
             plans.append(_FieldPlan(f.name, "timedelta", None, required))
         elif kafka_type.startswith("datetime"):
-            plans.append(_FieldPlan(f.name, "datetime", None, required))
+            nullable = tp is not f.type
+            plans.append(_FieldPlan(f.name, "datetime", None, required, nullable))
         elif kafka_type == "error_code":
             plans.append(_FieldPlan(f.name, "error", None, required))
         elif kafka_type == "string" and f.type in (str, "str"):
@@ -261,9 +263,11 @@ def build(entity_type: type[Any], data: Mapping[str, Any]) -> Any:
                 value = datetime.timedelta(milliseconds=value)
         elif plan.kind == "datetime":
             if isinstance(value, int):
+                # -1 ("none") is null where the field may be null, else the instant that
+                # kio writes as -1 (DescribeTransactions' start time of no transaction)
                 value = (
                     None
-                    if value < 0
+                    if value < 0 and plan.nullable
                     else datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
                 )
         elif plan.kind == "error":
