@@ -253,6 +253,7 @@ def test_an_epoch_older_than_the_partitions_is_refused_without_asking(tmp_path: 
         older = txn_batch(b"b", producer_id=1000, epoch=2)
         answers = await produce(node, transactional_produce(older, txn_id=TX))
         assert answers[0].error_code == E.invalid_producer_epoch
+        assert "older than its epoch 3" in answers[0].error_message  # refused before the log
         assert node.txns.asked == []
 
     run(scenario())

@@ -121,7 +121,7 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
     waits: list[tuple[PartitionProduceResponse, Awaitable[None]]] = []
     verified = [w for w in writes if w.transactional and _needs_verification(w)]
     for write in writes:
-        if write not in verified:
+        if write not in verified and write.entry["error_code"] == ErrorCode.none:
             _append(write, acks, timeout_s, waits)
     if verified:
         await _verify(context, body.transactional_id, verified, request.api_version)
