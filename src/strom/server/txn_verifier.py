@@ -50,8 +50,8 @@ TopicPartition = tuple[str, int]
 REQUEST_TIMEOUT_S = 30.0
 """Kafka's `request.timeout.ms` for the inter-broker AddPartitionsToTxn."""
 RETRY_BACKOFF_S = 0.020
-"""`add.partitions.to.txn.retry.backoff.ms`: between two tries of an implicit add that
-met CONCURRENT_TRANSACTIONS (the previous transaction is still being completed)."""
+"""`add.partitions.to.txn.retry.backoff.ms`: between two tries of a produce's implicit
+add that met CONCURRENT_TRANSACTIONS (the previous transaction is still completing)."""
 RETRY_MAX_S = 0.100
 """`add.partitions.to.txn.retry.backoff.max.ms`: how long those tries go on."""
 _BROKER_VERSIONS = (4, 5)
@@ -214,14 +214,7 @@ class TxnVerifier:
         partitions: list[TopicPartition],
         operation: VerifyOperation,
     ) -> dict[TopicPartition, ErrorCode]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + RETRY_MAX_S
-        while True:
-            errors = await self._ask(txn_id, producer_id, producer_epoch, partitions, operation)
-            concurrent = ErrorCode.concurrent_transactions in errors.values()
-            if not (operation.adds and concurrent) or loop.time() >= deadline:
-                return errors
-            await asyncio.sleep(RETRY_BACKOFF_S)
+        return await self._ask(txn_id, producer_id, producer_epoch, partitions, operation)
 
     async def _ask(
         self,

@@ -492,3 +492,45 @@ def test_no_live_coordinator_is_coordinator_not_available(tmp_path: Path) -> Non
 
     run(scenario())
     node.close()
+
+
+def test_produce_v12_tries_again_while_the_previous_transaction_completes(
+    tmp_path: Path,
+) -> None:
+    node = txn_node(tmp_path, complete_markers=False)
+
+    async def scenario() -> None:
+        producer_id, epoch = await node.txns.begin(TX, (TOPIC, 0), transaction_version=2)
+        ended = await node.txns.end_txn(TX, producer_id, epoch, True, transaction_version=2)
+        assert ended.producer_epoch == epoch + 1  # the markers are still being written
+        records = txn_batch(b"a", producer_id=producer_id, epoch=epoch + 1)
+        producing = asyncio.create_task(
+            produce(node, transactional_produce(records, txn_id=TX, version=12))
+        )
+        await spin_until(lambda: node.txns.asked[-1][0] == "add")
+        assert not producing.done()  # CONCURRENT_TRANSACTIONS: it waits and asks again
+        node.txns.finish_markers(TX)
+        answers = await producing
+        assert answers[0].error_code == E.none
+        assert node.txns.core.entries[TX].value.partitions == {(TOPIC, 0)}
+
+    run(scenario())
+    node.close()
+
+
+def test_produce_v12_gives_up_with_concurrent_transactions(tmp_path: Path) -> None:
+    node = txn_node(tmp_path, complete_markers=False)
+
+    async def scenario() -> None:
+        producer_id, epoch = await node.txns.begin(TX, (TOPIC, 0), transaction_version=2)
+        await node.txns.end_txn(TX, producer_id, epoch, True, transaction_version=2)
+        records = txn_batch(b"a", producer_id=producer_id, epoch=epoch + 1)
+        answers = await produce(node, transactional_produce(records, txn_id=TX, version=12))
+        # version 2 clients hear it as is; older ones as NOT_ENOUGH_REPLICAS
+        assert answers[0].error_code == E.concurrent_transactions
+        assert [kind for kind, _ in node.txns.asked].count("add") > 1
+        older = await produce(node, transactional_produce(records, txn_id=TX, version=11))
+        assert older[0].error_code == E.not_enough_replicas
+
+    run(scenario())
+    node.close()

@@ -42,7 +42,13 @@ from strom.server.handlers.ports import ProduceContext
 from strom.server.partition import LeadershipMoved, Partition
 from strom.server.producer_ids import ProducerIdsUnavailable
 from strom.server.transactions import TxnUnavailable
-from strom.server.txn_verifier import VerificationGuard, VerifyOperation, produce_error
+from strom.server.txn_verifier import (
+    RETRY_BACKOFF_S,
+    RETRY_MAX_S,
+    VerificationGuard,
+    VerifyOperation,
+    produce_error,
+)
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -207,14 +213,18 @@ async def _verify(context: ProduceContext, txn_id: str, writes: list[_Write], ve
     verifier = context.verifier
     for write in writes:
         write.guard = verifier.guard(write.topic, write.entry["index"], producer_id)
+    partitions = [(w.topic, w.entry["index"]) for w in writes]
     try:
-        errors = await verifier.verify(
-            txn_id,
-            producer_id,
-            epoch,
-            [(w.topic, w.entry["index"]) for w in writes],
-            operation,
-        )
+        errors = await verifier.verify(txn_id, producer_id, epoch, partitions, operation)
+        if operation.adds:
+            # The previous transaction may still be completing: Kafka's broker tries
+            # again for a while rather than have the producer resend the whole request.
+            deadline = asyncio.get_running_loop().time() + RETRY_MAX_S
+            while ErrorCode.concurrent_transactions in errors.values():
+                if asyncio.get_running_loop().time() >= deadline:
+                    break
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                errors = await verifier.verify(txn_id, producer_id, epoch, partitions, operation)
     finally:
         for write in writes:
             if write.guard is not None:
