@@ -38,7 +38,6 @@ from strom.server.handlers.txn_admin import (
     handle_describe_transactions,
     handle_list_transactions,
 )
-from strom.server.partition import Partition
 
 E = ErrorCode
 TX = "payments"
@@ -172,26 +171,29 @@ def test_list_transactions_while_loading_says_so(tmp_path: Path) -> None:
 # --- DescribeProducers --------------------------------------------------------------------
 
 
-def test_describe_producers_lists_a_partitions_producers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_describe_producers_lists_a_partitions_producers(tmp_path: Path) -> None:
     node = txn_node(tmp_path, txn_image(partitions=2))
-    # Partition.open_transactions comes with helper A's branch: here producer 7 has one
-    # open at offset 2.
-    monkeypatch.setattr(Partition, "open_transactions", lambda self: {7: 2}, raising=False)
+
+    def append(producer_id: int, epoch: int, sequence: int, *, transactional: bool) -> None:
+        records = encode_batch(
+            [NewRecord(key=None, value=b"v")] * 2,
+            base_timestamp_ms=1_000 + sequence,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            is_transactional=transactional,
+        )
+        batches = validate_batches(records, max_batch_bytes=1 << 20)
+        node.at.partition(0).append(batches, now_ms=0)
 
     async def scenario() -> None:
-        partition = node.at.partition(0)
-        for producer_id, epoch, sequence in ((5, 1, 0), (5, 1, 2), (7, 0, 0)):
-            records = encode_batch(
-                [NewRecord(key=None, value=b"v")] * 2,
-                base_timestamp_ms=1_000 + sequence,
-                producer_id=producer_id,
-                producer_epoch=epoch,
-                base_sequence=sequence,
-            )
-            partition.append(validate_batches(records, max_batch_bytes=1 << 20), now_ms=0)
-        partition.append(validate_batches(batch(b"plain"), max_batch_bytes=1 << 20), now_ms=0)
+        append(5, 1, 0, transactional=False)  # offsets 0-1
+        append(5, 1, 2, transactional=False)  # 2-3
+        append(9, 0, 0, transactional=True)  # 4-5, then its COMMIT marker at 6
+        node.at.partition(0).append_marker(9, 0, 4, commit=True, now_ms=0)
+        append(7, 0, 0, transactional=True)  # 7-8, still open
+        plain = validate_batches(batch(b"plain"), max_batch_bytes=1 << 20)
+        node.at.partition(0).append(plain, now_ms=0)
         answer = await answered(
             handle_describe_producers, node.context, describe_producers(TOPIC, 0, 1, 7)
         )
@@ -208,7 +210,11 @@ def test_describe_producers_lists_a_partitions_producers(
             )
             for p in first.active_producers
         }
-        assert producers == {5: (1, 3, 1_002, -1, -1), 7: (0, 1, 1_000, -1, 2)}
+        assert producers == {
+            5: (1, 3, 1_002, -1, -1),
+            9: (0, 1, 0, 4, -1),  # the last timestamp is its marker's
+            7: (0, 1, 1_000, -1, 7),
+        }
         assert (second.error_code, second.active_producers) == (E.none, ())
         assert missing.error_code == E.unknown_topic_or_partition
         nowhere = await answered(

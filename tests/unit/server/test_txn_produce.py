@@ -25,20 +25,11 @@ from strom.protocol.records import NewRecord, encode_batch
 from strom.server.connection import Connection, api_versions_body
 from strom.server.handlers.produce import handle_produce
 from strom.server.handlers.transactions import handle_add_partitions_to_txn
-from strom.server.partition import Partition
 from strom.server.txn_verifier import VerifyOperation
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
 
 E = ErrorCode
 TX = "payments"
-
-
-@pytest.fixture(autouse=True)
-def partitions_know_open_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Partition.open_transactions comes with the partition side's branch (helper A);
-    until it is merged, a partition here has none open."""
-    if not hasattr(Partition, "open_transactions"):
-        monkeypatch.setattr(Partition, "open_transactions", lambda self: {}, raising=False)
 
 
 def txn_batch(
@@ -260,23 +251,24 @@ def test_an_epoch_older_than_the_partitions_is_refused_without_asking(tmp_path: 
     node.close()
 
 
-def test_a_producer_with_a_transaction_open_here_is_not_asked_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_producer_with_a_transaction_open_here_is_not_asked_again(tmp_path: Path) -> None:
     node = txn_node(tmp_path)
 
     async def scenario() -> None:
         producer_id, epoch = await node.txns.begin(TX, (TOPIC, 0))
         first = txn_batch(b"a", producer_id=producer_id, epoch=epoch)
         await produce(node, transactional_produce(first, txn_id=TX))
+        assert node.at.partition().open_transactions() == {producer_id: 0}
         asked = len(node.txns.asked)
-        monkeypatch.setattr(
-            Partition, "open_transactions", lambda self: {producer_id: 0}, raising=False
-        )
         second = txn_batch(b"b", producer_id=producer_id, epoch=epoch, sequence=1)
         answers = await produce(node, transactional_produce(second, txn_id=TX))
         assert (answers[0].error_code, answers[0].base_offset) == (E.none, 1)
         assert len(node.txns.asked) == asked
+        # its marker closes the transaction here: the next batch opens one and is asked
+        node.at.partition().append_marker(producer_id, epoch, 0, commit=True, now_ms=0)
+        third = txn_batch(b"c", producer_id=producer_id, epoch=epoch, sequence=2)
+        answers = await produce(node, transactional_produce(third, txn_id=TX))
+        assert node.txns.asked[-1][0] == "verify"
 
     run(scenario())
     node.close()

@@ -201,8 +201,10 @@ def _needs_verification(write: _Write) -> bool:
             f"epoch {epoch} of producer {producer_id} is older than its epoch {known.epoch}",
         )
         return False
-    opened = producer_id in open_transactions(write.partition)
-    return not (opened and known is not None and known.epoch == epoch)
+    # Kafka's hasOngoingTransaction: one of this producer at this epoch is open here
+    return not (
+        known is not None and known.current_txn_first_offset is not None and known.epoch == epoch
+    )
 
 
 async def _verify(context: ProduceContext, txn_id: str, writes: list[_Write], version: int) -> None:
@@ -280,12 +282,6 @@ def _append(
     if acks != 0:
         offset = result.last_offset + 1
         waits.append((entry, _acknowledged(entry, write.partition, offset, acks, timeout_s)))
-
-
-def open_transactions(partition: Partition) -> dict[int, int]:
-    """Producer id -> first offset of its open transaction on the partition."""
-    opened: dict[int, int] = partition.open_transactions()  # type: ignore[attr-defined]
-    return opened
 
 
 def _refused_here(

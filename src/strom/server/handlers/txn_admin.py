@@ -140,22 +140,17 @@ async def handle_list_transactions(context: TxnContext, request: Request) -> Any
     return build_response(ApiKey.LIST_TRANSACTIONS, request.api_version, response)
 
 
-def _open_transactions(partition: Partition) -> dict[int, int]:
-    """Producer id -> first offset of its open transaction on the partition."""
-    opened: dict[int, int] = partition.open_transactions()  # type: ignore[attr-defined]
-    return opened
-
-
 def _producers(partition: Partition) -> list[ProducerState]:
-    opened = _open_transactions(partition)
     return [
         {
             "producer_id": entry.producer_id,
             "producer_epoch": entry.epoch,
             "last_sequence": entry.last_seq,
             "last_timestamp": entry.last_timestamp,
-            "coordinator_epoch": -1,
-            "current_txn_start_offset": opened.get(entry.producer_id, -1),
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": (
+                -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
+            ),
         }
         for entry in partition.log.producers.entries()
     ]
