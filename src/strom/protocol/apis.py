@@ -91,6 +91,7 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
     ApiKey.END_TXN: VersionRange(0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),

@@ -181,7 +181,7 @@ class Broker:
                 partitions=self.partitions,
                 stopping=lambda: self.stopping,
             ),
-            groups=GroupContext(metadata=self.metadata, groups=self.groups),
+            groups=GroupContext(self.metadata, self.groups, self.txn_verifier),
             txns=TxnContext(
                 self.node_id, self.metadata, self.partitions, self.groups, self.transactions
             ),

@@ -125,6 +125,24 @@ def produce_error(error: ErrorCode, operation: VerifyOperation) -> tuple[ErrorCo
     return error, None
 
 
+_GROUP_COORDINATOR_ERRORS = {
+    # Kafka's group coordinator turns a write's errors into ones its clients retry well;
+    # NETWORK_EXCEPTION, which old clients do not retry, is told as a loading coordinator.
+    ErrorCode.network_exception: ErrorCode.coordinator_load_in_progress,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+}
+
+
+def txn_offset_commit_error(error: ErrorCode) -> ErrorCode:
+    """What a TxnOffsetCommit is told when its group's partition failed verification
+    (every offset of the request gets it)."""
+    return _GROUP_COORDINATOR_ERRORS.get(error, error)
+
+
 @dataclass(slots=True, eq=False)
 class VerificationGuard:
     """Valid until a marker of the producer reaches the partition."""

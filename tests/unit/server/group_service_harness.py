@@ -13,10 +13,11 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from quorum_harness import wire
 from server_harness import NODE_ID, TOPIC, image_of, request
 
@@ -135,13 +136,34 @@ def follow(node: GroupNode, image: MetadataImage, *, loaded: bool = True) -> Non
         node.groups.follow(image)
 
 
+@dataclass(slots=True)
+class Verified:
+    """A transaction verifier (TxnVerification) that finds every partition in its
+    transaction, or answers `errors` for those it has; it notes what it was asked."""
+
+    errors: dict[tuple[str, int], ErrorCode] = field(default_factory=dict)
+    asked: list[tuple[str, int, int, list[tuple[str, int]], Any]] = field(default_factory=list)
+
+    async def verify(
+        self,
+        txn_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+        operation: Any,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        self.asked.append((txn_id, producer_id, producer_epoch, partitions, operation))
+        return {p: self.errors[p] for p in partitions if p in self.errors}
+
+
 @contextlib.asynccontextmanager
-async def serving(node: GroupNode) -> AsyncIterator[GroupContext]:
-    """The node's GroupContext, as Broker._contexts builds it, with its flusher running;
-    the group service closed and the partitions closed afterwards."""
+async def serving(node: GroupNode, verifier: Any = None) -> AsyncIterator[GroupContext]:
+    """The node's GroupContext, as Broker._contexts builds it, with its flusher running
+    (and a `Verified` verifier unless given one); the group service closed and the
+    partitions closed afterwards."""
     flushing = asyncio.create_task(node.flusher.run())
     try:
-        yield GroupContext(metadata=node.metadata, groups=node.groups)
+        yield GroupContext(node.metadata, node.groups, verifier or Verified())
     finally:
         node.groups.close()
         flushing.cancel()

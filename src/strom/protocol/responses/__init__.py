@@ -101,6 +101,7 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnResponse,
     ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnResponse,
     ApiKey.END_TXN: EndTxnResponse,
+    ApiKey.TXN_OFFSET_COMMIT: OffsetCommitResponse,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
     ApiKey.LIST_TRANSACTIONS: ListTransactionsResponse,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersResponse,

@@ -28,6 +28,7 @@ from strom.server.handlers import (
     reassignments,
     transactions,
     txn_admin,
+    txn_offsets,
 )
 from strom.server.handlers.ports import (
     AdminContext,
@@ -82,6 +83,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.OFFSET_COMMIT: partial(offsets.handle_offset_commit, contexts.groups),
         ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),
         ApiKey.OFFSET_DELETE: partial(offsets.handle_offset_delete, contexts.groups),
+        ApiKey.TXN_OFFSET_COMMIT: partial(txn_offsets.handle_txn_offset_commit, contexts.groups),
         ApiKey.DESCRIBE_QUORUM: partial(quorum.handle_describe_quorum, contexts.quorum),
         ApiKey.CREATE_TOPICS: partial(admin.handle_create_topics, contexts.admin),
         ApiKey.DELETE_TOPICS: partial(admin.handle_delete_topics, contexts.admin),

@@ -245,6 +245,8 @@ class GroupContext:
     metadata: MetadataView
     """The brokers (FindCoordinator's answer) and the topics (OffsetCommit's check)."""
     groups: GroupCoordination
+    verifier: TxnVerification
+    """TxnOffsetCommit: is the group's partition in the producer's transaction?"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,12 @@ coordinator or of that write (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 INVALID_PRODUCER_EPOCH, ...) is every asked partition's. The offsets stay invisible to
 OffsetFetch until the transaction's COMMIT marker (`GroupService.complete_txn`).
 
-Kafka's broker also verifies, before the write, that the transaction coordinator knows
-the group's partition is in the producer's ongoing transaction (KIP-890); that check,
-with its TRANSACTION_ABORTABLE (v4+) and INVALID_TXN_STATE answers, belongs between
-`coordinate` and the decision below, and is the transaction coordinator's to give.
+Before the write, as Kafka's broker does (KIP-890), the transaction's coordinator is asked
+whether the group's `__consumer_offsets` partition is in the producer's transaction
+(server/txn_verifier.py): v0-v4 only verify (INVALID_TXN_STATE before v4, else
+TRANSACTION_ABORTABLE, when it is not), v5 (transaction version 2 clients, which send no
+AddOffsetsToTxn) has it added. A failed verification is every offset's error, as Kafka's
+group coordinator tells it (a lost coordinator as COORDINATOR_LOAD_IN_PROGRESS).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.group.offsets import OffsetToCommit
+from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.txn_offsets import TxnCommitRequest
 from strom.metadata.image import MetadataImage
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.groups import OffsetCommitResponse, TopicPartitionErrors
 from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.ports import GroupContext
+from strom.server.txn_verifier import VerifyOperation, txn_offset_commit_error
 
 __all__ = ["handle_txn_offset_commit"]
 
@@ -69,7 +73,7 @@ async def handle_txn_offset_commit(context: GroupContext, request: Request) -> A
         offsets=tuple(wanted),
     )
     if wanted:
-        results = await _commit(context, commit)
+        results = await _commit(context, commit, request.api_version)
         if request.api_version < 2:
             # Producers before 2.0 (KAFKA-7296) do not retry on a loading coordinator.
             results = [
@@ -97,15 +101,34 @@ async def handle_txn_offset_commit(context: GroupContext, request: Request) -> A
     return build_response(request.api_key, request.api_version, response)
 
 
-async def _commit(context: GroupContext, commit: TxnCommitRequest) -> list[ErrorCode]:
+async def _commit(context: GroupContext, commit: TxnCommitRequest, version: int) -> list[ErrorCode]:
     """One error per offset of `commit`."""
     if not commit.group_id:
         return [ErrorCode.invalid_group_id] * len(commit.offsets)
     try:
         await context.groups.coordinate(commit.group_id)
-        # KIP-890's verification of the transaction goes here (see the module docstring).
+        refused = await _verify(context, commit, version)
+        if refused is not None:
+            return [refused] * len(commit.offsets)
         results, out = context.groups.txn_offset_commit(commit)
         await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         return [exc.error_code] * len(commit.offsets)
     return results
+
+
+async def _verify(
+    context: GroupContext, commit: TxnCommitRequest, version: int
+) -> ErrorCode | None:
+    """KIP-890: the group's partition must be in the producer's transaction (v5: is
+    added to it). None when it is; else the error every offset gets."""
+    offsets = (OFFSETS_TOPIC, partition_for(commit.group_id, context.groups.num_partitions))
+    errors = await context.verifier.verify(
+        commit.transactional_id,
+        commit.producer_id,
+        commit.producer_epoch,
+        [offsets],
+        VerifyOperation.for_txn_offset_commit(version),
+    )
+    error = errors.get(offsets)
+    return None if error is None else txn_offset_commit_error(error)
