@@ -147,14 +147,13 @@ def test_init_producer_id_fenced_as_each_version_understands(
     node.close()
 
 
-def test_init_producer_id_refuses_a_half_given_producer_or_a_blank_id(tmp_path: Path) -> None:
+def test_init_producer_id_refuses_a_half_given_producer_or_an_empty_id(tmp_path: Path) -> None:
     node = txn_node(tmp_path)
 
     async def scenario() -> None:
         for asked in (
             init_producer_id(TX, producer_id=5, epoch=-1, version=3),
             init_producer_id(TX, producer_id=-1, epoch=2, version=3),
-            init_producer_id("  "),
             init_producer_id(""),
         ):
             refused = await answered(handle_init_producer_id, node.produce, asked)

@@ -355,9 +355,6 @@ async def _init_transactional(
     if (producer_id == -1) != (producer_epoch == -1):
         response["error_code"] = ErrorCode.invalid_request
         return
-    if not txn_id.strip():
-        response["error_code"] = ErrorCode.invalid_request
-        return
     expected = None if producer_id == -1 else (producer_id, producer_epoch)
     try:
         result = await context.txns.init_producer_id(txn_id, ms(body.transaction_timeout), expected)
