@@ -165,7 +165,8 @@ def test_init_producer_id_refuses_a_half_given_producer_or_an_empty_id(tmp_path:
         node.txns.unavailable = E.not_coordinator
         away = await answered(handle_init_producer_id, node.produce, init_producer_id(TX))
         assert (away.error_code, away.producer_id) == (E.not_coordinator, -1)
-        assert node.txns.asked == [("init", (TX, 0, None))]
+        # the half-given producers were refused here; the empty id by the coordinator
+        assert node.txns.asked == [("init", ("", 60_000, None)), ("init", (TX, 0, None))]
 
     run(scenario())
     node.close()
