@@ -36,20 +36,13 @@ from strom.server import housekeeping, layout, wiring
 from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
+from strom.server.contexts import handler_contexts
 from strom.server.controller import ControllerService
 from strom.server.controller_link import ControllerCaller
 from strom.server.flusher import Flusher
-from strom.server.handlers import Contexts, client_handlers, controller_handlers
+from strom.server.handlers import client_handlers, controller_handlers
 from strom.server.handlers.ports import (
-    AdminContext,
-    ClusterContext,
-    FetchContext,
     ForwardPort,
-    GroupContext,
-    PrivateContext,
-    ProduceContext,
-    QuorumContext,
-    TxnContext,
 )
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
@@ -149,65 +142,13 @@ class Broker:
         self.stopping = False
         self.forward = ForwardPort(self.node_id, self.channel, self.metadata)
         """How handlers reach the active controller (handlers/forward.py)."""
-        contexts = self._contexts()
+        contexts = handler_contexts(self)
         self._private = contexts.private
         self.admin_context = contexts.admin
         """Topic creation for the services that create topics: the group coordinator's
         `__consumer_offsets` and the controller's adoption of hand-written topics."""
         self._handlers = client_handlers(contexts)
         self._controller_handlers = controller_handlers(contexts)
-
-    def _contexts(self) -> Contexts:
-        """What each group of handlers reaches (handlers/ports.py)."""
-        admin = AdminContext(
-            node_id=self.node_id,
-            config=lambda: self.config,
-            metadata=self.metadata,
-            controller=lambda: self.controller,
-            rng=self.rng,
-            forward=self.forward,
-        )
-        return Contexts(
-            produce=ProduceContext(
-                node_id=self.node_id,
-                metadata=self.metadata,
-                partitions=self.partitions,
-                producer_ids=self.producer_ids,
-                txns=self.transactions,
-                verifier=self.txn_verifier,
-            ),
-            fetch=FetchContext(
-                metadata=self.metadata,
-                partitions=self.partitions,
-                stopping=lambda: self.stopping,
-            ),
-            groups=GroupContext(self.metadata, self.groups, self.txn_verifier),
-            txns=TxnContext(
-                self.node_id, self.metadata, self.partitions, self.groups, self.transactions
-            ),
-            cluster=ClusterContext(
-                node_id=self.node_id,
-                metadata=self.metadata,
-                cluster_id=lambda: self.cluster_id,
-                channel=self.channel,
-                admin=admin,
-            ),
-            quorum=QuorumContext(
-                node_id=self.node_id,
-                controller=lambda: self.controller,
-                store=lambda: self.store,
-                listener_name=next(iter(self.config.controller_listener_names), "CONTROLLER"),
-                forward=self.forward,
-            ),
-            admin=admin,
-            private=PrivateContext(
-                node_id=self.node_id,
-                metadata=self.metadata,
-                store=lambda: self.store,
-                channel=self.channel,
-                dispatch_controller=self.dispatch_controller,
-            ),
-        )
 
     def _broker_epoch(self) -> int | None:
         """This broker's epoch from its registration; None before it has one."""
