@@ -91,6 +91,8 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: VersionRange(0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: VersionRange(0, 4),
     ApiKey.END_TXN: VersionRange(0, 5),
+    # From transaction coordinators to the partitions' leaders; Kafka 4.0 serves v1 only.
+    ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1),
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),

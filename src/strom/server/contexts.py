@@ -17,6 +17,7 @@ from strom.server.handlers.ports import (
     QuorumContext,
     TxnContext,
 )
+from strom.server.handlers.txn_markers import TxnMarkersContext
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -50,6 +51,7 @@ def handler_contexts(broker: Broker) -> Contexts:
         txns=TxnContext(
             broker.node_id, broker.metadata, broker.partitions, broker.groups, broker.transactions
         ),
+        txn_markers=TxnMarkersContext(markers=broker.marker_appender),
         cluster=ClusterContext(
             node_id=broker.node_id,
             metadata=broker.metadata,

@@ -131,11 +131,16 @@ class MarkerAppender:
         image: Callable[[], MetadataImage],
         partitions: MarkerPartitions,
         groups: Callable[[], TxnOffsetsCompletion],
+        on_marker: Callable[[str, int, int], None] = lambda _topic, _index, _producer: None,
         commit_timeout_s: float = COMMIT_TIMEOUT_S,
     ) -> None:
+        """`on_marker(topic, index, producer_id)` is told of each marker appended: the
+        produce path's verifications of that producer there no longer hold
+        (server/txn_verifier.py)."""
         self._image = image
         self._partitions = partitions
         self._groups = groups
+        self._on_marker = on_marker
         self._commit_timeout_s = commit_timeout_s
 
     async def write(self, marker: TxnMarker) -> dict[TopicPartition, ErrorCode]:
@@ -162,6 +167,7 @@ class MarkerAppender:
             except _FAILURES as exc:
                 answers[key] = _error_of(exc)
                 continue
+            self._on_marker(key[0], key[1], marker.producer_id)
             waits.append((key, partition, result.last_offset + 1))
         outcomes = await asyncio.gather(
             *(p.committed(end, self._commit_timeout_s) for _, p, end in waits),

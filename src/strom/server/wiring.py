@@ -61,6 +61,9 @@ def marker_appender(broker: Broker) -> MarkerAppender:
         image=lambda: broker.metadata.image,
         partitions=broker.partitions,
         groups=lambda: broker.groups,
+        on_marker=lambda topic, index, producer_id: broker.txn_verifier.on_marker(
+            topic, index, producer_id
+        ),
     )
 
 

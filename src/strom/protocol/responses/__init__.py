@@ -63,6 +63,7 @@ from strom.protocol.responses.transactions import (
     EndTxnResponse,
     ListTransactionsResponse,
 )
+from strom.protocol.responses.txn_markers import WriteTxnMarkersResponse
 
 SHAPES: dict[ApiKey, type] = {
     ApiKey.PRODUCE: ProduceResponse,
@@ -102,6 +103,7 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnResponse,
     ApiKey.END_TXN: EndTxnResponse,
     ApiKey.TXN_OFFSET_COMMIT: OffsetCommitResponse,
+    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
     ApiKey.LIST_TRANSACTIONS: ListTransactionsResponse,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersResponse,

@@ -28,6 +28,7 @@ from strom.server.handlers import (
     reassignments,
     transactions,
     txn_admin,
+    txn_markers,
     txn_offsets,
 )
 from strom.server.handlers.ports import (
@@ -56,6 +57,9 @@ class Contexts:
     quorum: QuorumContext
     admin: AdminContext
     txns: TxnContext
+    txn_markers: txn_markers.TxnMarkersContext
+    """WriteTxnMarkers, which transaction coordinators send to the partitions' leaders on
+    their client listeners (Kafka: the inter-broker listener)."""
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -101,6 +105,9 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ),
         ApiKey.ELECT_LEADERS: partial(elections.handle_elect_leaders, contexts.admin),
         **_transactional(contexts.txns),
+        ApiKey.WRITE_TXN_MARKERS: partial(
+            txn_markers.handle_write_txn_markers, contexts.txn_markers
+        ),
     }
 
 
