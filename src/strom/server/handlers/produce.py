@@ -259,7 +259,8 @@ def _append_verified(
     """Append after the verification: the partition may have changed hands meanwhile."""
     partition, error = context.partitions.led(write.topic, write.entry["index"], image)
     if partition is not write.partition:
-        _refuse(write.entry, write.topic, error or ErrorCode.not_leader_or_follower, "moved")
+        code = error or ErrorCode.not_leader_or_follower
+        _refuse(write.entry, write.topic, code, "the leader changed during the verification")
         return
     _append(write, acks, timeout_s, waits)
 
