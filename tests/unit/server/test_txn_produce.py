@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from server_harness import TOPIC, batch, request, run
+from server_harness import TOPIC, batch, change_partition, request, run
 from txn_harness import CoreTxns, TxnNode, transactional_produce, txn_image, txn_node
 
 from strom.client.dial import dialing_with
@@ -523,6 +523,30 @@ def test_produce_v12_gives_up_with_concurrent_transactions(tmp_path: Path) -> No
         assert [kind for kind, _ in node.txns.asked].count("add") > 1
         older = await produce(node, transactional_produce(records, txn_id=TX, version=11))
         assert older[0].error_code == E.not_enough_replicas
+
+    run(scenario())
+    node.close()
+
+
+def test_a_partition_that_changed_leader_during_the_verification_is_not_written(
+    tmp_path: Path,
+) -> None:
+    image = txn_image(replicas=(1, 2))
+    node = txn_node(tmp_path, image)
+    slow = SlowTxns()
+    node.txns = slow
+    node.verifier._ports = type(node.verifier._ports)(1, lambda: node.at.metadata.image, slow)
+
+    async def scenario() -> None:
+        producer_id, epoch = await slow.begin(TX, (TOPIC, 0))
+        records = txn_batch(b"a", producer_id=producer_id, epoch=epoch)
+        waiting = asyncio.create_task(produce(node, transactional_produce(records, txn_id=TX)))
+        await spin_until(lambda: bool(node.verifier._guards))
+        node.at.apply(change_partition(image, leader=2))
+        slow.release.set()
+        answers = await waiting
+        assert answers[0].error_code == E.not_leader_or_follower
+        assert node.at.partition().log.log_end_offset == 0
 
     run(scenario())
     node.close()
