@@ -101,11 +101,6 @@ def _run(cluster: StromCluster, partitions: int) -> None:
     assert len(everything) == 41
 
 
-@pytest.mark.strom(config=TXN_CONFIG)
-def test_committed_and_aborted_transactions_on_one_node(strom_broker: StromCluster) -> None:
-    _run(strom_broker, 3)
-
-
 @pytest.mark.strom(nodes=3, config=TXN_CONFIG)
 def test_committed_and_aborted_transactions_on_three_nodes(strom_cluster: StromCluster) -> None:
     _run(strom_cluster, 6)

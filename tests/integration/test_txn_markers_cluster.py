@@ -12,20 +12,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from test_txn_cluster import CONFIG, all_unfenced, ask, coordinator
 
-from strom.protocol.apis import SUPPORTED_APIS, ApiKey
 from strom.protocol.markers import marker_of
 from strom.protocol.records import decode_batch, iter_batches
 from strom.server.broker import Broker
-from strom.server.partition import Partition
 from strom.testing import StromCluster
 from strom.txn.coordinator import TxnResult
 from strom.txn.state import TxnState
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(Partition, "append_marker")
-    or not any(key.name == "WRITE_TXN_MARKERS" and key in SUPPORTED_APIS for key in ApiKey),
-    reason="needs Partition.append_marker (helper A) and WriteTxnMarkers served (helper C2)",
-)
 
 TX = "orders-app"
 TOPIC = "spread"

@@ -54,6 +54,7 @@ TEST_CONFIG: Mapping[str, str] = {
     "replica.lag.time.max.ms": "3000",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "4",
+    "transaction.state.log.num.partitions": "4",
     "controller.quorum.election.timeout.ms": "500",
 }
 """What a test cluster changes from strom's defaults (Kafka's), before `config`."""
