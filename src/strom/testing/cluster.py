@@ -55,6 +55,7 @@ TEST_CONFIG: Mapping[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "4",
     "transaction.state.log.num.partitions": "4",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
     "controller.quorum.election.timeout.ms": "500",
 }
 """What a test cluster changes from strom's defaults (Kafka's), before `config`."""
