@@ -29,6 +29,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from strom.client.errors import MalformedResponseError, UnsupportedVersionError
+from strom.client.lenient import LENIENT_RESPONSES
 from strom.protocol.codec import build
 
 API_VERSIONS_KEY = 18
@@ -136,8 +137,11 @@ def correlation_id_of(frame: bytes) -> int:
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes) -> Any:
-    """The kio response body of a response frame (without size prefix)."""
-    response_type = response_class(api_key, api_version)
+    """The kio response body of a response frame (without size prefix); lenient.py's twin
+    where kio's class cannot read what Kafka writes."""
+    response_type = LENIENT_RESPONSES.get((api_key, api_version)) or response_class(
+        api_key, api_version
+    )
     header_type = response_type.__header_schema__
     try:
         _, offset = entity_reader(header_type)(frame, 0)
