@@ -21,6 +21,7 @@ from strom.cli.dev import dev
 from strom.cli.group import group_app
 from strom.cli.produce import produce
 from strom.cli.topic import topic_app
+from strom.cli.txn import txn_app
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -36,6 +37,7 @@ app.add_typer(topic_app)
 app.add_typer(group_app)
 app.add_typer(cluster_app)
 app.add_typer(config_app)
+app.add_typer(txn_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("dev")(dev)
