@@ -37,6 +37,7 @@ from strom.cli.txn_model import (
     PRODUCER_HEADERS,
     AbortSpec,
     BrokerAddress,
+    CoordinatorMoved,
     ProducerInfo,
     TxnDescription,
     TxnListing,
@@ -71,10 +72,6 @@ DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 TRANSACTION_KEY = 1
-# Answers after which the coordinator is looked up again, as Kafka's admin client does.
-_COORDINATOR_RETRIABLE = frozenset(
-    {"COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"}
-)
 _RETRY_S = 0.1
 
 TopicOption = Annotated[str, typer.Option("--topic", help="Topic name.", show_default=False)]
@@ -274,9 +271,8 @@ async def describe_transaction(cluster: TxnCluster, txn_id: str) -> TxnDescripti
                 max_version=0,
             )
             return description_from(response, coordinator, txn_id)
-        except CommandError as exc:
-            retriable = any(name in exc.message for name in _COORDINATOR_RETRIABLE)
-            if not retriable or time.monotonic() + _RETRY_S > deadline:
+        except CoordinatorMoved:
+            if time.monotonic() + _RETRY_S > deadline:
                 raise
         await asyncio.sleep(_RETRY_S)
 

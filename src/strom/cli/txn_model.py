@@ -31,6 +31,22 @@ STATE_NAMES = (
 _STATES_BY_LOWER = {name.lower(): name for name in STATE_NAMES}
 
 
+# Answers after which the coordinator is looked up again, as Kafka's admin client does.
+COORDINATOR_RETRIABLE = frozenset(
+    {"COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"}
+)
+
+
+class CoordinatorMoved(CommandError):
+    """The coordinator answered that it is not (or not yet) the id's: ask again."""
+
+
+def _coordinator_error(name: str, message: str) -> CommandError:
+    if name in COORDINATOR_RETRIABLE:
+        return CoordinatorMoved(message)
+    return CommandError(message)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerAddress:
     node_id: int
@@ -160,7 +176,7 @@ def description_from(response: Any, coordinator: BrokerAddress, txn_id: str) -> 
         name = error_name(found.error_code)
         if name == "TRANSACTIONAL_ID_NOT_FOUND":
             raise CommandError(f"transactional id {txn_id!r} does not exist")
-        raise CommandError(f"transactional id {txn_id!r}: {name}")
+        raise _coordinator_error(name, f"transactional id {txn_id!r}: {name}")
     partitions = sorted((str(t.topic), int(p)) for t in found.topics for p in t.partitions)
     return TxnDescription(
         transactional_id=txn_id,
@@ -178,10 +194,12 @@ def coordinator_from(response: Any, txn_id: str) -> BrokerAddress:
     """The coordinator a FindCoordinator answer names (v0-v3 at the top, v4+ per key)."""
     answer = next((c for c in getattr(response, "coordinators", ())), response)
     if is_error(answer.error_code):
+        name = error_name(answer.error_code)
         why = getattr(answer, "error_message", None)
-        raise CommandError(
-            f"cannot find the coordinator of transactional id {txn_id!r}: "
-            f"{error_name(answer.error_code)}" + (f" ({why})" if why else "")
+        raise _coordinator_error(
+            name,
+            f"cannot find the coordinator of transactional id {txn_id!r}: {name}"
+            + (f" ({why})" if why else ""),
         )
     return BrokerAddress(int(answer.node_id), str(answer.host), int(answer.port))
 
