@@ -157,8 +157,8 @@ def test_list_describe_and_describe_producers_show_an_open_transaction(
     assert fields(after.stdout)["Partitions"] == "0"
 
 
-def read_committed(bootstrap: str, topic: str, wanted: bytes) -> list[bytes]:
-    """What a read_committed consumer of partition 0 reads until it has read `wanted`."""
+def read_committed(bootstrap: str, topic: str, wanted: bytes, partition: int = 0) -> list[bytes]:
+    """What a read_committed consumer of a partition reads until it has read `wanted`."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -176,7 +176,7 @@ def read_committed(bootstrap: str, topic: str, wanted: bytes) -> list[bytes]:
         return wanted in values
 
     try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
+        consumer.assign([TopicPartition(topic, partition, 0)])
         wait_until(poll, CLIENT_TIMEOUT_S, f"{wanted!r} read_committed")
     finally:
         consumer.close()
@@ -316,3 +316,51 @@ def test_errors_are_said_plainly(strom_broker: StromCluster) -> None:
         down = strom("txn", *args, "-b", nobody, "--timeout", "2")
         assert down.returncode == 3, down.stderr
         assert down.stderr == f"strom: cannot reach a broker at {nobody} (connection refused)\n"
+
+
+def test_on_three_nodes_each_coordinator_and_leader_is_asked(
+    strom_cluster: StromCluster, producers: list[Producer]
+) -> None:
+    """Transactional ids spread over the coordinators, and partitions over the leaders:
+    list asks every broker, describe the id's coordinator, abort each partition's leader."""
+    bootstrap = strom_cluster.bootstrap_servers
+    topic = unique_topic("txn3")
+    strom_cluster.create_topic(topic, partitions=3, replication_factor=3)
+    leaders = {1: 2, 2: 3}  # at least one is not the broker the CLI bootstraps from
+    for partition, node in leaders.items():
+        strom_cluster.move_leader(topic, partition, node)
+    ids = [f"spread-{n}-{uuid.uuid4().hex[:6]}" for n in range(6)]
+    for txn_id in ids:
+        producer = transactional(bootstrap, txn_id, producers)
+        producer.begin_transaction()
+        produce(producer, topic, 0, [txn_id.encode()])
+
+    listed = strom("txn", "list", "--state", "Ongoing", "-b", bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    coordinators = {
+        r["TRANSACTIONAL ID"]: r["COORDINATOR"] for r in table(listed.stdout, "TRANSACTIONAL ID")
+    }
+    assert set(ids) <= set(coordinators)
+    assert len({coordinators[i] for i in ids}) > 1, coordinators  # 6 ids, 4 partitions, 3 nodes
+    for txn_id in ids[:3]:
+        described = strom("txn", "describe", "--transactional-id", txn_id, "-b", bootstrap)
+        assert described.returncode == 0, described.stderr
+        assert fields(described.stdout)["Coordinator"].startswith(f"node {coordinators[txn_id]} ")
+
+    hanging = transactional(bootstrap, f"hang-{uuid.uuid4().hex[:6]}", producers)
+    hanging.begin_transaction()
+    starts = {p: produce(hanging, topic, p, [b"lost"])[0] for p in (1, 2)}
+    producers.remove(hanging)
+    del hanging
+    gc.collect()
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for partition, start in starts.items():
+        produce(plain, topic, partition, [b"after"])
+        aborted = strom(
+            "txn", "abort", "--topic", topic, "--partition", str(partition),
+            "--start-offset", str(start), "-b", bootstrap,
+        )  # fmt: skip
+        assert aborted.returncode == 0, aborted.stderr
+        assert f"(leader: broker {leaders[partition]})" in aborted.stdout
+    for partition in starts:
+        assert read_committed(bootstrap, topic, b"after", partition) == [b"after"]
