@@ -2,16 +2,20 @@
 read_committed against read_uncommitted consume, on the same broker in the same run.
 
     .venv/bin/python bench/transactions.py [--records 200000] [--rounds 3]
-        [--txn-records 1000,100] [--commits 300] [--json FILE]
+        [--partitions 1,10] [--txn-records 100,1000,10000] [--commits 300]
+        [--bootstrap HOST:PORT] [--json FILE]
 
-One `strom serve` child process (strom.testing.StromCluster, processes=True; fsync before
-acknowledging, the default), one topic of 4 partitions per run, confluent-kafka with
-acks=all, linger.ms=5 and 100-byte values. Each round runs, in alternating order (A B A B):
+Without `--bootstrap`, one `strom serve` child process (strom.testing.StromCluster with
+processes=True and in_memory=False: data on disk, fsync before acknowledging, the
+default); with it, any Kafka-compatible broker (fresh topics are created there,
+replication factor 1). Per partition count, a fresh topic per figure, confluent-kafka
+with acks=all, linger.ms=5 and 100-byte values.
+Each round runs, in alternating order (A B A B):
 
   idempotent      produce `--records` with enable.idempotence (the baseline)
   txn/N           produce `--records` transactionally, committing every N records
-  consume ru      read them all back with isolation.level=read_uncommitted
-  consume rc      read them all back with isolation.level=read_committed
+  consume ru      read the first txn/N topic back with isolation.level=read_uncommitted
+  consume rc      the same with isolation.level=read_committed
   commit latency  `--commits` transactions of one record each: begin, produce, commit;
                   p50 and p99 of the time commit_transaction() takes
 
@@ -37,7 +41,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.testing import StromCluster
 
-PARTITIONS = 4
 VALUE_BYTES = 100
 TIMEOUT_S = 60.0
 STALL_LIMIT_S = 30.0
@@ -56,9 +59,9 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, PARTITIONS, 1)], operation_timeout=10)
+    futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)
     futures[name].result(timeout=TIMEOUT_S)
 
 
@@ -92,7 +95,7 @@ def produce(bootstrap: str, topic: str, records: int, per_txn: int | None) -> fl
     return time.perf_counter() - started
 
 
-def consume(bootstrap: str, topic: str, records: int, isolation: str) -> float:
+def consume(bootstrap: str, topic: str, partitions: int, records: int, isolation: str) -> float:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -103,7 +106,7 @@ def consume(bootstrap: str, topic: str, records: int, isolation: str) -> float:
         }
     )
     started = time.perf_counter()
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count = 0
     last_progress = started
     while count < records:
@@ -119,7 +122,7 @@ def consume(bootstrap: str, topic: str, records: int, isolation: str) -> float:
     return elapsed
 
 
-def commit_latencies(bootstrap: str, topic: str, commits: int) -> list[float]:
+def commit_latencies(bootstrap: str, topic: str, partitions: int, commits: int) -> list[float]:
     producer = Producer(
         producer_config(bootstrap, **{"transactional.id": "lat-" + secrets.token_hex(4)})
     )
@@ -128,14 +131,16 @@ def commit_latencies(bootstrap: str, topic: str, commits: int) -> list[float]:
     latencies = []
     for i in range(commits):
         producer.begin_transaction()
-        producer.produce(topic, value, partition=i % PARTITIONS)
+        producer.produce(topic, value, partition=i % partitions)
         began = time.perf_counter()
         producer.commit_transaction(TIMEOUT_S)
         latencies.append(1000 * (time.perf_counter() - began))
     return latencies
 
 
-def one_round(bootstrap: str, args: argparse.Namespace, flip: bool) -> dict[str, float]:
+def one_round(
+    bootstrap: str, args: argparse.Namespace, partitions: int, flip: bool
+) -> dict[str, float]:
     figures: dict[str, float] = {}
     kinds: list[int | None] = [None, *args.txn_records]
     if flip:
@@ -144,7 +149,7 @@ def one_round(bootstrap: str, args: argparse.Namespace, flip: bool) -> dict[str,
     for per_txn in kinds:
         name = "idempotent" if per_txn is None else f"txn/{per_txn}"
         topic = f"bench-{name.replace('/', '-')}-{secrets.token_hex(3)}"
-        create_topic(bootstrap, topic)
+        create_topic(bootstrap, topic, partitions)
         figures[name] = args.records / produce(bootstrap, topic, args.records, per_txn)
         topics[name] = topic
     read_from = topics[f"txn/{args.txn_records[0]}"]
@@ -153,11 +158,45 @@ def one_round(bootstrap: str, args: argparse.Namespace, flip: bool) -> dict[str,
         isolations.reverse()
     for isolation in isolations:
         label = "consume ru" if isolation == "read_uncommitted" else "consume rc"
-        figures[label] = args.records / consume(bootstrap, read_from, args.records, isolation)
-    latencies = sorted(commit_latencies(bootstrap, read_from, args.commits))
+        elapsed = consume(bootstrap, read_from, partitions, args.records, isolation)
+        figures[label] = args.records / elapsed
+    latencies = sorted(commit_latencies(bootstrap, read_from, partitions, args.commits))
     figures["commit p50 ms"] = latencies[len(latencies) // 2]
     figures["commit p99 ms"] = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     return figures
+
+
+def report(partitions: int, rounds: list[dict[str, float]]) -> dict[str, float]:
+    names = list(rounds[0])
+    medians = {n: statistics.median(r[n] for r in rounds) for n in names}
+    print(f"\n{partitions} partition(s)")
+    print(f"{'figure':<16}{'median':>12}{'spread':>24}{'ratio':>8}")
+    for name in names:
+        samples = [r[name] for r in rounds]
+        if name.startswith("consume"):
+            base: float | None = medians["consume ru"]
+        elif name.startswith("commit"):
+            base = None
+        else:
+            base = medians["idempotent"]
+        ratio = f"{medians[name] / base:.2f}" if base else ""
+        spread = f"{min(samples):,.1f}-{max(samples):,.1f}"
+        print(f"{name:<16}{medians[name]:>12,.1f}{spread:>24}{ratio:>8}")
+    return medians
+
+
+def run(bootstrap: str, args: argparse.Namespace) -> dict[str, object]:
+    results: dict[str, object] = {}
+    for partitions in args.partitions:
+        rounds: list[dict[str, float]] = []
+        for i in range(args.rounds + 1):
+            figures = one_round(bootstrap, args, partitions, flip=i % 2 == 1)
+            label = " (warm-up)" if i == 0 else ""
+            print(f"{partitions}p round {i}{label}: {figures}", flush=True)
+            if i > 0:
+                rounds.append(figures)
+        results[str(partitions)] = {"rounds": rounds, "medians": report(partitions, rounds)}
+    return results
 
 
 def main() -> int:
@@ -167,36 +206,24 @@ def main() -> int:
     parser.add_argument(
         "--txn-records",
         type=lambda text: [int(x) for x in text.split(",")],
-        default=[1000, 100],
+        default=[100, 1000, 10000],
     )
+    parser.add_argument(
+        "--partitions", type=lambda text: [int(x) for x in text.split(",")], default=[1, 10]
+    )
+    parser.add_argument("--bootstrap", help="a running Kafka-compatible broker to measure")
     parser.add_argument("--commits", type=int, default=300)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    rounds: list[dict[str, float]] = []
-    with StromCluster(processes=True) as cluster:
-        for i in range(args.rounds + 1):
-            figures = one_round(cluster.bootstrap_servers, args, flip=i % 2 == 1)
-            print(f"round {i}{' (warm-up)' if i == 0 else ''}: {figures}", flush=True)
-            if i > 0:
-                rounds.append(figures)
-    names = list(rounds[0])
-    medians = {n: statistics.median(r[n] for r in rounds) for n in names}
-    print(f"\n{'figure':<16}{'median':>12}{'spread':>24}{'ratio':>8}")
-    for name in names:
-        samples = [r[name] for r in rounds]
-        if name.startswith("consume"):
-            base = medians["consume ru"]
-        elif name.startswith("commit"):
-            base = None
-        else:
-            base = medians["idempotent"]
-        ratio = f"{medians[name] / base:.2f}" if base else ""
-        spread = f"{min(samples):,.1f}-{max(samples):,.1f}"
-        print(f"{name:<16}{medians[name]:>12,.1f}{spread:>24}{ratio:>8}")
+    if args.bootstrap:
+        results = run(args.bootstrap, args)
+    else:
+        with StromCluster(processes=True, in_memory=False) as cluster:
+            results = run(cluster.bootstrap_servers, args)
     print("records/s except the commit latencies (ms); ratio to idempotent produce or ru consume")
     if args.json:
-        args.json.write_text(json.dumps({"rounds": rounds, "medians": medians}, indent=2))
+        args.json.write_text(json.dumps(results, indent=2))
     print("command: .venv/bin/python bench/transactions.py " + " ".join(sys.argv[1:]))
     return 0
 
