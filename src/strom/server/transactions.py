@@ -10,19 +10,18 @@ The coordinator of a transactional id is the leader of partition `partition_for(
 `transaction.state.log.num.partitions` partitions. Its coordinator epoch is that
 partition's leader epoch when this broker loaded it; the markers carry it.
 
-Loading replays the partition's records into the core; the transactions found prepared
-but not completed get their markers written again (`core.loaded`). Requests for an id of
-a partition led here but not loaded get COORDINATOR_LOAD_IN_PROGRESS, for an id of a
-partition led elsewhere NOT_COORDINATOR.
+Loading replays the partition's records into the core; prepared transactions get their
+markers written again (`core.loaded`). An id whose partition is led here but not loaded
+gets COORDINATOR_LOAD_IN_PROGRESS; one led elsewhere NOT_COORDINATOR.
 
 Every record the core asks for (`TxnResult.write`) is appended to the id's partition
-and waited on until committed (acks=all, so `transaction.state.log.min.isr` applies);
-then the core is told `durable(write_id)` and the request gets its answer; a failed
-write is reported with `failed(write_id, error)`, the error mapped as Kafka's
-TransactionStateManager.appendTransactionToLog maps it. A durable PrepareCommit or
+and waited on until committed (acks=all: `transaction.state.log.min.isr` applies); the
+core then hears `durable(write_id)`, or `failed(write_id, error)` with the error mapped
+as Kafka's TransactionStateManager.appendTransactionToLog maps it. A durable PrepareCommit or
 PrepareAbort starts its markers (server/txn_markers.py); once every partition has its
 marker, the CompleteCommit or CompleteAbort record is written (again after a pause if
-that fails, while this broker still coordinates the id).
+that fails, while this broker still coordinates the id); EndTxn waits for that, at most
+`END_TXN_COMPLETION_WAIT_S`.
 
 Producer ids come from the broker's blocks (server/producer_ids.py): the core asks for
 one synchronously, so the shell keeps one spare, fetched when a decision needs it.
@@ -67,6 +66,11 @@ TOMBSTONE_TIMEOUT_S = 30.0
 waits as long as its transaction's timeout, as in Kafka."""
 RETRY_S = 0.5
 """Pause before a failed CompleteCommit/CompleteAbort record is written again."""
+END_TXN_COMPLETION_WAIT_S = 1.0
+"""How long EndTxn waits for the markers and the Complete record once the end is durable
+(Kafka answers at once). A client that begins its next transaction before them gets
+CONCURRENT_TRANSACTIONS and backs off 20 ms or more, and until then its committed
+records are not readable; slower than this, the answer goes out and the markers follow."""
 TRANSACTION_VERSION = 2
 """The finalized `transaction.version` of a strom cluster (what ApiVersions advertises):
 the coordinator's own aborts (timeouts, fences) follow it."""
@@ -177,6 +181,8 @@ class TxnService:
         """Partition index -> the coordinator epoch it was loaded at."""
         self._spare_id: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._completing: dict[str, asyncio.Task[None]] = {}
+        """Transactional id -> the task writing its markers and completion record."""
         self._creating: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -384,9 +390,10 @@ class TxnService:
         *,
         transaction_version: int,
     ) -> TxnResult:
-        """EndTxn, answered once the PrepareCommit or PrepareAbort is durable (the
-        markers follow in the background)."""
-        return await self._decide(
+        """EndTxn, answered once the PrepareCommit or PrepareAbort is durable and its
+        markers and completion are written, or `END_TXN_COMPLETION_WAIT_S` later if they
+        are slow (they then follow in the background)."""
+        result = await self._decide(
             txn_id,
             lambda allocate: self.core.end_txn(
                 txn_id,
@@ -398,6 +405,10 @@ class TxnService:
                 transaction_version=transaction_version,
             ),
         )
+        completing = self._completing.get(txn_id)
+        if result.error is ErrorCode.none and completing is not None:
+            await asyncio.wait({completing}, timeout=END_TXN_COMPLETION_WAIT_S)
+        return result
 
     def entry(self, txn_id: str) -> TxnEntry | None:
         """The id's committed state (DescribeTransactions); None if there is none.
@@ -449,11 +460,8 @@ class TxnService:
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error(
-                "[node %d] transaction coordinator task failed",
-                self._node_id,
-                exc_info=task.exception(),
-            )
+            failure = task.exception()
+            log.error("[node %d] transaction task failed", self._node_id, exc_info=failure)
 
     async def _carry_out(self, write: TxnWrite, index: int) -> TxnResult | None:
         """Write the record and tell the core how it went, whoever still waits; start
@@ -470,8 +478,15 @@ class TxnService:
         if result is not None and result.markers is not None:
             epoch = self._loaded.get(index)
             if epoch is not None:
-                self._spawn(self._complete(result.markers, index, epoch))
+                txn_id = result.markers.txn_id
+                task = self._spawn(self._complete(result.markers, index, epoch))
+                self._completing[txn_id] = task
+                task.add_done_callback(lambda t: self._forget_completion(txn_id, t))
         return result
+
+    def _forget_completion(self, txn_id: str, task: asyncio.Task[None]) -> None:
+        if self._completing.get(txn_id) is task:
+            del self._completing[txn_id]
 
     async def _append(self, write: TxnWrite, index: int) -> ErrorCode:
         """Append the record to partition `index` and wait until it is committed; a

@@ -233,3 +233,48 @@ def test_the_topic_is_created_on_first_use_as_kafka_creates_it(tmp_path: Path) -
     assert topic.configs["cleanup.policy"] == "compact"
     assert topic.configs["min.insync.replicas"] == "2"
     assert topic.configs["unclean.leader.election.enable"] == "false"
+
+
+def test_end_txn_answers_once_the_transaction_is_completed(tmp_path: Path) -> None:
+    node = txn_node(tmp_path, txn_image())
+    service = node.service
+
+    async def scenario() -> None:
+        init = await service.init_producer_id(TX, 60_000, None)
+        await service.add_partitions(TX, init.producer_id, 0, ORDERS, transaction_version=0)
+        ended = await service.end_txn(TX, init.producer_id, 0, True, transaction_version=0)
+        assert ended.error is ErrorCode.none
+        # No turn in between: the markers and the completion record are already written,
+        # so the producer's next transaction is not told CONCURRENT_TRANSACTIONS.
+        entry = service.entry(TX)
+        assert entry is not None and entry.value.state is TxnState.COMPLETE_COMMIT
+        again = await service.add_partitions(TX, init.producer_id, 0, ORDERS, transaction_version=0)
+        assert again.error is ErrorCode.none
+
+    run(scenario())
+
+
+def test_end_txn_does_not_wait_for_markers_that_are_held_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("strom.server.transactions.END_TXN_COMPLETION_WAIT_S", 0.01)
+    node = txn_node(tmp_path, txn_image())
+    node.markers.hold = asyncio.Event()
+    service = node.service
+
+    async def scenario() -> None:
+        init = await service.init_producer_id(TX, 60_000, None)
+        await service.add_partitions(TX, init.producer_id, 0, ORDERS, transaction_version=0)
+        ended = await service.end_txn(TX, init.producer_id, 0, True, transaction_version=0)
+        assert ended.error is ErrorCode.none, "the end is durable: the answer goes out"
+        entry = service.entry(TX)
+        assert entry is not None and entry.value.state is TxnState.PREPARE_COMMIT
+        busy = await service.add_partitions(TX, init.producer_id, 0, ORDERS, transaction_version=0)
+        assert busy.error is ErrorCode.concurrent_transactions
+        assert node.markers.hold is not None
+        node.markers.hold.set()
+        await turns(10)
+        entry = service.entry(TX)
+        assert entry is not None and entry.value.state is TxnState.COMPLETE_COMMIT
+
+    run(scenario())
