@@ -50,6 +50,11 @@ PRODUCER_DEFAULTS = {
     "queue.buffering.max.kbytes": 1_048_576,
 }
 
+# A transactional write task's transaction may stay open this long (Kafka's broker
+# default allows up to 15 min); the broker aborts it after that. librdkafka's own default,
+# 60 s, is shorter than a large task's write.
+TRANSACTION_TIMEOUT_MS = 300_000
+
 T = TypeVar("T")
 
 
@@ -256,8 +261,19 @@ class WriteSummary:
 class RecordWriter:
     """One task's producer: sends rows as records, then waits for every acknowledgement."""
 
-    def __init__(self, bootstrap_servers: str, client_config: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_config: Mapping[str, str],
+        transactional_id: str | None = None,
+    ) -> None:
         config = {"bootstrap.servers": bootstrap_servers} | PRODUCER_DEFAULTS | dict(client_config)
+        if transactional_id is not None:
+            config = (
+                {"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}
+                | config
+                | {"transactional.id": transactional_id}
+            )
         self._bootstrap = bootstrap_servers
         self._producer = Producer(
             config
@@ -270,6 +286,10 @@ class RecordWriter:
         self._partition_counts: dict[str, int] = {}
         self._failures: list[str] = []
         self._failure_count = 0
+
+    @property
+    def producer(self) -> Producer:
+        return self._producer
 
     def write(self, batches: Iterable[pa.RecordBatch], plan: WritePlan) -> WriteSummary:
         summary = WriteSummary()

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import TypeVar
 
 from strom.spark.errors import OptionError
+from strom.spark.exactly_once import MAX_PREFIX_CHARS
 from strom.spark.offsets import (
     Boundary,
     OffsetRequest,
@@ -50,7 +51,13 @@ READ_OPTIONS = (
     "fetchOffset.retryIntervalMs",
 )
 # checkpointLocation is passed to sinks by Spark itself.
-WRITE_OPTIONS = (*BOOTSTRAP, "topic", "checkpointLocation")
+WRITE_OPTIONS = (
+    *BOOTSTRAP,
+    "topic",
+    "checkpointLocation",
+    "exactlyOnce",
+    "transactionalIdPrefix",
+)
 
 # Options of Spark's Kafka source that strom refuses, and why.
 NOT_SUPPORTED = {
@@ -145,6 +152,10 @@ class WriteOptions:
     bootstrap_servers: str
     topic: str | None = None
     client_config: Mapping[str, str] = field(default_factory=dict)
+    exactly_once: bool = False
+    # With exactly_once: the prefix of the tasks' transactional ids; None in a stream means
+    # "from the query's id", which Spark keeps in the checkpoint.
+    transactional_id_prefix: str | None = None
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -187,12 +198,49 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     )
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+def parse_write_options(options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
+    """Check every option of a write; `streaming` says whether it is writeStream."""
     given = _canonical(options, WRITE_OPTIONS, "write", OWNED_BY_WRITER)
     topic = given.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("topic", "is empty")
-    return WriteOptions(_bootstrap(given), topic, _client_config(given))
+    client_config = _client_config(given)
+    exactly_once = _boolean(given, "exactlyOnce", default=False)
+    prefix = _transactional_id_prefix(given, exactly_once, streaming, client_config)
+    return WriteOptions(_bootstrap(given), topic, client_config, exactly_once, prefix)
+
+
+def _transactional_id_prefix(
+    given: Mapping[str, str], exactly_once: bool, streaming: bool, client_config: Mapping[str, str]
+) -> str | None:
+    name = "transactionalIdPrefix"
+    prefix = given.get(name)
+    if not exactly_once:
+        if prefix is not None:
+            raise OptionError(name, "only applies with exactlyOnce=true")
+        return None
+    required = {"enable.idempotence": ("true",), "acks": ("all", "-1")}
+    for key, wanted in required.items():
+        value = client_config.get(key)
+        if value is not None and value.strip().lower() not in wanted:
+            raise OptionError(
+                f"kafka.{key}", f"exactlyOnce needs transactions, which need {key}={wanted[0]}"
+            )
+    if prefix is None:
+        if not streaming:
+            raise OptionError(
+                name,
+                "a batch write with exactlyOnce=true needs one: the same prefix for every "
+                "run of the same job (a run again skips what an earlier run committed), a "
+                "new one for a new job",
+            )
+        return None
+    prefix = prefix.strip()
+    if not prefix or len(prefix) > MAX_PREFIX_CHARS or not prefix.isprintable():
+        raise OptionError(
+            name, f"expected 1 to {MAX_PREFIX_CHARS} printable characters, got {given[name]!r}"
+        )
+    return prefix
 
 
 def _canonical(

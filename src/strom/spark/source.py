@@ -3,10 +3,12 @@
 Options are checked on the driver before any task starts (OptionError, SchemaError);
 the readers are in `strom.spark.reader`, the writers here.
 
-Writes are at least once: a task returns only after the broker acknowledged every record
-it sent (acks=all, idempotent producer), and Spark records a micro-batch as done only
-after every task returned. A batch interrupted before that is written again when the
-query restarts, so records it had already written appear twice; none are lost.
+Writes are at least once by default: a task returns only after the broker acknowledged
+every record it sent (acks=all, idempotent producer), and Spark records a micro-batch as
+done only after every task returned. A batch interrupted before that is written again when
+the query restarts, so records it had already written appear twice; none are lost. With
+exactlyOnce=true each task writes in a Kafka transaction of its own and a replayed task
+whose transaction committed writes nothing (strom.spark.exactly_once, txn_writer).
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from pyspark.sql.types import StructType
 
 from strom.spark import NAME
 from strom.spark.arrow import WritePlan, plan_write, read_schema_ddl, read_schema_simple
-from strom.spark.errors import OptionError, SchemaError
+from strom.spark.errors import OptionError, SchemaError, WriteError
+from strom.spark.exactly_once import (
+    BATCH_ID_PROPERTY,
+    BATCH_WRITE_ID,
+    QUERY_ID_PROPERTY,
+    TaskSlot,
+    batch_id_of,
+    default_prefix,
+    task_slot,
+)
 from strom.spark.kafka import RecordWriter, check_client_config
 from strom.spark.options import (
     ReadOptions,
@@ -37,6 +48,7 @@ from strom.spark.options import (
     parse_write_options,
 )
 from strom.spark.reader import StromBatchReader, StromStreamReader
+from strom.spark.txn_writer import write_in_transaction
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +72,13 @@ class StromDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> StromBatchWriter:
         if overwrite:
             raise OptionError("mode", "topics are append-only; use .mode('append')")
-        options, plan = self._write_plan(schema)
+        options, plan = self._write_plan(schema, streaming=False)
         return StromBatchWriter(options, plan)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StromStreamWriter:
         # overwrite is set for the complete output mode: every row of the result is sent
         # again each micro-batch, as Spark's Kafka sink does.
-        options, plan = self._write_plan(schema)
+        options, plan = self._write_plan(schema, streaming=True)
         return StromStreamWriter(options, plan)
 
     def _read_options(self, schema: StructType, *, streaming: bool) -> ReadOptions:
@@ -80,8 +92,8 @@ class StromDataSource(DataSource):
         check_client_config("consumer", options.client_config)
         return options
 
-    def _write_plan(self, schema: StructType) -> tuple[WriteOptions, WritePlan]:
-        options = parse_write_options(self.options)
+    def _write_plan(self, schema: StructType, *, streaming: bool) -> tuple[WriteOptions, WritePlan]:
+        options = parse_write_options(self.options, streaming=streaming)
         fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
         plan = plan_write(fields, options.topic)
         check_client_config("producer", options.client_config)
@@ -102,18 +114,47 @@ def _read_options_either_way(options: Mapping[str, str]) -> ReadOptions:
 
 @dataclass
 class WriteCommit(WriterCommitMessage):
-    """What one write task sent; the broker acknowledged all of it."""
+    """What one write task sent; the broker acknowledged all of it. `skipped`: an
+    exactly-once task found its part of the batch committed before, and wrote nothing."""
 
     records: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
+    skipped: bool = False
 
 
 def _write(
-    options: WriteOptions, plan: WritePlan, batches: Iterator[pa.RecordBatch]
+    options: WriteOptions, plan: WritePlan, batches: Iterator[pa.RecordBatch], *, streaming: bool
 ) -> WriteCommit:
-    writer = RecordWriter(options.bootstrap_servers, options.client_config)
-    summary = writer.write(batches, plan)
+    if options.exactly_once:
+        summary = write_in_transaction(options, plan, _task_slot(options, streaming), batches)
+        if summary is None:
+            return WriteCommit(skipped=True)
+    else:
+        summary = RecordWriter(options.bootstrap_servers, options.client_config).write(
+            batches, plan
+        )
     return WriteCommit(summary.records, summary.per_topic)
+
+
+def _task_slot(options: WriteOptions, streaming: bool) -> TaskSlot:
+    """This task's slot, from Spark's task context (partition id, the query's batch id)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise WriteError("strom: an exactly-once write runs only inside a Spark task")
+    if not streaming:
+        assert options.transactional_id_prefix is not None  # parse_write_options checks it
+        return task_slot(options.transactional_id_prefix, context.partitionId(), BATCH_WRITE_ID)
+    batch_id = batch_id_of(context.getLocalProperty(BATCH_ID_PROPERTY))
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
+    if batch_id is None or not query_id:
+        raise WriteError(
+            f"strom: Spark did not tell this task its micro-batch ({BATCH_ID_PROPERTY}) "
+            f"or query ({QUERY_ID_PROPERTY}); exactlyOnce needs both"
+        )
+    prefix = options.transactional_id_prefix or default_prefix(query_id)
+    return task_slot(prefix, context.partitionId(), batch_id)
 
 
 def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, int]]:
@@ -125,6 +166,10 @@ def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, 
     return sum(per_topic.values()), per_topic
 
 
+def _skipped(messages: list[WriterCommitMessage | None]) -> int:
+    return sum(1 for m in messages if isinstance(m, WriteCommit) and m.skipped)
+
+
 class StromBatchWriter(DataSourceArrowWriter):
     """df.write: one producer per task; records stay written even if another task fails."""
 
@@ -133,17 +178,28 @@ class StromBatchWriter(DataSourceArrowWriter):
         self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
-        return _write(self.options, self.plan, iterator)
+        return _write(self.options, self.plan, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total, per_topic = _totals(messages)
-        log.info("strom: wrote %d record(s): %s", total, per_topic)
+        log.info(
+            "strom: wrote %d record(s): %s (%d task(s) committed earlier)",
+            total,
+            per_topic,
+            _skipped(messages),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         total, _ = _totals(messages)
+        again = (
+            "; run the job again with the same transactionalIdPrefix to write the rest once"
+            if self.options.exactly_once
+            else ""
+        )
         log.warning(
-            "strom: write failed; %d record(s) from tasks that finished stay in their topics",
+            "strom: write failed; %d record(s) from tasks that finished stay in their topics%s",
             total,
+            again,
         )
 
 
@@ -155,14 +211,28 @@ class StromStreamWriter(DataSourceStreamArrowWriter):
         self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
-        return _write(self.options, self.plan, iterator)
+        return _write(self.options, self.plan, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, per_topic = _totals(messages)
-        log.info("strom: micro-batch %d wrote %d record(s): %s", batchId, total, per_topic)
+        log.info(
+            "strom: micro-batch %d wrote %d record(s): %s (%d task(s) committed earlier)",
+            batchId,
+            total,
+            per_topic,
+            _skipped(messages),
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, _ = _totals(messages)
+        if self.options.exactly_once:
+            log.warning(
+                "strom: micro-batch %d failed; when the query restarts, its tasks that "
+                "committed (%d record(s)) write nothing again",
+                batchId,
+                total,
+            )
+            return
         log.warning(
             "strom: micro-batch %d failed; it is written again when the query restarts "
             "(%d record(s) from finished tasks will then appear twice)",

@@ -1,0 +1,113 @@
+"""One exactly-once write task: its rows in a Kafka transaction of its own, committed with a
+marker offset that lets a replay of the same task see it is done (strom.spark.exactly_once).
+
+    init_transactions (fences the predecessor, aborting its open transaction)
+    -> read the slot's committed offset (read_committed)
+    -> covers this batch: write nothing
+    -> else begin_transaction -> produce every row -> flush (all acknowledged)
+       -> send_offsets_to_transaction(slot, batch id + 1) -> commit_transaction
+
+Any failure before the commit aborts the transaction (or leaves it to the next attempt,
+which aborts it when it fences this one), so read_committed consumers never see a task's
+records unless they see its marker too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from strom.spark.arrow import WritePlan
+from strom.spark.errors import BrokerError
+from strom.spark.exactly_once import SLOT_PARTITION, SLOT_TOPIC, TaskSlot
+from strom.spark.kafka import REQUEST_TIMEOUT_S, RecordWriter, WriteSummary
+from strom.spark.options import WriteOptions
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def write_in_transaction(
+    options: WriteOptions, plan: WritePlan, slot: TaskSlot, batches: Iterator[pa.RecordBatch]
+) -> WriteSummary | None:
+    """Write the task's rows exactly once; None if a committed transaction already did."""
+    writer = RecordWriter(options.bootstrap_servers, options.client_config, slot.transactional_id)
+    producer = writer.producer
+    marker = Consumer(
+        {"bootstrap.servers": options.bootstrap_servers}
+        | dict(_consumer_settings(options))
+        | {
+            "group.id": slot.group_id,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        _call("initialise the transactions of", slot, producer.init_transactions)
+        committed = _committed_offset(marker, slot)
+        if slot.already_written(committed):
+            log.info(
+                "strom: %s already committed batch %d; writing nothing",
+                slot.transactional_id,
+                slot.batch_id,
+            )
+            for _ in batches:  # Spark expects the input read
+                pass
+            return None
+        producer.begin_transaction()
+        try:
+            summary = writer.write(batches, plan)
+            offsets = [
+                KafkaTopicPartition(
+                    SLOT_TOPIC,
+                    SLOT_PARTITION,
+                    slot.marker_offset,
+                    metadata=json.dumps({"batch": slot.batch_id, "records": summary.records}),
+                )
+            ]
+            metadata = marker.consumer_group_metadata()
+            producer.send_offsets_to_transaction(offsets, metadata, REQUEST_TIMEOUT_S)
+            producer.commit_transaction(REQUEST_TIMEOUT_S)
+        except BaseException:
+            _abort(producer, slot)
+            raise
+        return summary
+    finally:
+        marker.close()
+
+
+def _committed_offset(marker: Consumer, slot: TaskSlot) -> int | None:
+    def ask() -> int:
+        tp = KafkaTopicPartition(SLOT_TOPIC, SLOT_PARTITION)
+        return int(marker.committed([tp], timeout=REQUEST_TIMEOUT_S)[0].offset)
+
+    offset = _call("read the committed marker of", slot, ask)
+    return offset if offset >= 0 else None
+
+
+def _call(what: str, slot: TaskSlot, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except KafkaException as exc:
+        raise BrokerError(f"strom: could not {what} {slot.transactional_id}: {exc}") from None
+
+
+def _abort(producer: Producer, slot: TaskSlot) -> None:
+    try:
+        producer.abort_transaction(REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        # Fenced or the broker gone: the next attempt's init_transactions aborts it, or
+        # the broker does when the transaction times out.
+        log.warning("strom: could not abort the transaction of %s: %s", slot.transactional_id, exc)
+
+
+def _consumer_settings(options: WriteOptions) -> dict[str, str]:
+    """The kafka.* settings a consumer also understands (security, client id, ...)."""
+    shared = ("security.", "sasl.", "ssl.", "client.id", "socket.", "broker.")
+    return {k: v for k, v in options.client_config.items() if k.startswith(shared)}
