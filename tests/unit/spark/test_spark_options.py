@@ -193,3 +193,38 @@ def test_write_options() -> None:
         with pytest.raises(OptionError) as caught:
             parse_write_options({"bootstrap.servers": "h:1"} | bad)
         assert message in str(caught.value)
+
+
+def test_exactly_once_write_options() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "out"}
+    stream = parse_write_options(lowered(base | {"exactlyOnce": "true"}), streaming=True)
+    assert (stream.exactly_once, stream.transactional_id_prefix) == (True, None)
+    batch = parse_write_options(
+        lowered(base | {"exactlyOnce": "TRUE", "transactionalIdPrefix": " nightly-copy "})
+    )
+    assert (batch.exactly_once, batch.transactional_id_prefix) == (True, "nightly-copy")
+    assert parse_write_options(lowered(base)).exactly_once is False
+    # Transactions need idempotence and acks=all; saying so is fine.
+    parse_write_options(lowered(base | {"exactlyOnce": "true", "kafka.acks": "-1"}), streaming=True)
+    for streaming, bad, message in [
+        (False, {"exactlyOnce": "true"}, "'transactionalIdPrefix': a batch write with"),
+        (True, {"exactlyOnce": "yes"}, "'exactlyOnce': expected true or false"),
+        (True, {"transactionalIdPrefix": "p"}, "only applies with exactlyOnce=true"),
+        (
+            True,
+            {"exactlyOnce": "true", "transactionalIdPrefix": "p", "kafka.acks": "1"},
+            "'kafka.acks': exactlyOnce needs transactions, which need acks=all",
+        ),
+        (
+            True,
+            {"exactlyOnce": "true", "kafka.enable.idempotence": "false"},
+            "which need enable.idempotence=true",
+        ),
+        (True, {"exactlyOnce": "true", "transactionalIdPrefix": " "}, "printable characters"),
+        (True, {"exactlyOnce": "true", "transactionalIdPrefix": "x" * 201}, "1 to 200"),
+        (True, {"exactlyonce": "true", "kafka.transactional.id": "t"}, "sets transactional.id"),
+        (True, {"exactlyOnse": "true"}, "did you mean 'exactlyOnce'?"),
+    ]:
+        with pytest.raises(OptionError) as caught:
+            parse_write_options(lowered(base | bad), streaming=streaming)
+        assert message in str(caught.value)
