@@ -7,8 +7,9 @@ Writes are at least once by default: a task returns only after the broker acknow
 every record it sent (acks=all, idempotent producer), and Spark records a micro-batch as
 done only after every task returned. A batch interrupted before that is written again when
 the query restarts, so records it had already written appear twice; none are lost. With
-exactlyOnce=true each task writes in a Kafka transaction of its own and a replayed task
-whose transaction committed writes nothing (strom.spark.exactly_once, txn_writer).
+exactlyOnce=true each task writes in a Kafka transaction of its own that it leaves open,
+the driver's commit ends them (txn_coordinator), and a replayed task whose transaction
+committed writes nothing (strom.spark.exactly_once, txn_writer).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from strom.spark import NAME
 from strom.spark.arrow import WritePlan, plan_write, read_schema_ddl, read_schema_simple
-from strom.spark.errors import OptionError, SchemaError, WriteError
+from strom.spark.errors import OptionError, SchemaError, StromSparkError, WriteError
 from strom.spark.exactly_once import (
     BATCH_ID_PROPERTY,
     BATCH_WRITE_ID,
@@ -48,7 +49,8 @@ from strom.spark.options import (
     parse_write_options,
 )
 from strom.spark.reader import StromBatchReader, StromStreamReader
-from strom.spark.txn_writer import write_in_transaction
+from strom.spark.txn_coordinator import PendingTransaction, end_transaction
+from strom.spark.txn_writer import fence, write_in_transaction
 
 log = logging.getLogger(__name__)
 
@@ -120,15 +122,20 @@ class WriteCommit(WriterCommitMessage):
     records: int = 0
     per_topic: dict[str, int] = field(default_factory=dict)
     skipped: bool = False
+    pending: PendingTransaction | None = None  # exactly once: for the driver to end
+    prefix: str | None = None  # exactly once: the write's transactional id prefix
 
 
 def _write(
     options: WriteOptions, plan: WritePlan, batches: Iterator[pa.RecordBatch], *, streaming: bool
 ) -> WriteCommit:
     if options.exactly_once:
-        summary = write_in_transaction(options, plan, _task_slot(options, streaming), batches)
-        if summary is None:
-            return WriteCommit(skipped=True)
+        prefix, slot = _task_slot(options, streaming)
+        written = write_in_transaction(options, plan, slot, batches)
+        if written is None:
+            return WriteCommit(skipped=True, prefix=prefix)
+        summary, pending = written
+        return WriteCommit(summary.records, summary.per_topic, pending=pending, prefix=prefix)
     else:
         summary = RecordWriter(options.bootstrap_servers, options.client_config).write(
             batches, plan
@@ -136,16 +143,18 @@ def _write(
     return WriteCommit(summary.records, summary.per_topic)
 
 
-def _task_slot(options: WriteOptions, streaming: bool) -> TaskSlot:
-    """This task's slot, from Spark's task context (partition id, the query's batch id)."""
+def _task_slot(options: WriteOptions, streaming: bool) -> tuple[str, TaskSlot]:
+    """This task's prefix and slot, from Spark's task context (partition id, the query's
+    batch id)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     if context is None:
         raise WriteError("strom: an exactly-once write runs only inside a Spark task")
     if not streaming:
-        assert options.transactional_id_prefix is not None  # parse_write_options checks it
-        return task_slot(options.transactional_id_prefix, context.partitionId(), BATCH_WRITE_ID)
+        prefix = options.transactional_id_prefix
+        assert prefix is not None  # parse_write_options checks it
+        return prefix, task_slot(prefix, context.partitionId(), BATCH_WRITE_ID)
     batch_id = batch_id_of(context.getLocalProperty(BATCH_ID_PROPERTY))
     query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
     if batch_id is None or not query_id:
@@ -154,7 +163,7 @@ def _task_slot(options: WriteOptions, streaming: bool) -> TaskSlot:
             f"or query ({QUERY_ID_PROPERTY}); exactlyOnce needs both"
         )
     prefix = options.transactional_id_prefix or default_prefix(query_id)
-    return task_slot(prefix, context.partitionId(), batch_id)
+    return prefix, task_slot(prefix, context.partitionId(), batch_id)
 
 
 def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, int]]:
@@ -170,6 +179,38 @@ def _skipped(messages: list[WriterCommitMessage | None]) -> int:
     return sum(1 for m in messages if isinstance(m, WriteCommit) and m.skipped)
 
 
+def _end_transactions(
+    options: WriteOptions, messages: list[WriterCommitMessage | None], *, commit: bool
+) -> None:
+    """Commit (or abort) the transactions the tasks left open. A commit refused (a task
+    fenced since, a transaction the broker timed out) raises: Spark fails the batch, and
+    its replay writes again what did not commit."""
+    for message in messages:
+        if isinstance(message, WriteCommit) and message.pending is not None:
+            if commit:
+                end_transaction(options.bootstrap_servers, message.pending, commit=True)
+                continue
+            try:
+                end_transaction(options.bootstrap_servers, message.pending, commit=False)
+            except StromSparkError as exc:  # fenced or gone: it ends without us
+                log.warning("%s", exc)
+    if commit:
+        return
+    # Spark lists the messages by partition id, None for a task that failed. Such a task
+    # may have left a transaction open: take its id over, which aborts it.
+    prefixes = {m.prefix for m in messages if isinstance(m, WriteCommit) and m.prefix}
+    prefix = options.transactional_id_prefix or next(iter(prefixes), None)
+    if prefix is None:
+        log.warning(
+            "strom: no task of the failed write finished; its open transactions "
+            "end when the broker times them out or the write runs again"
+        )
+        return
+    for partition_id, message in enumerate(messages):
+        if message is None:
+            fence(options, task_slot(prefix, partition_id, 0).transactional_id)
+
+
 class StromBatchWriter(DataSourceArrowWriter):
     """df.write: one producer per task; records stay written even if another task fails."""
 
@@ -181,6 +222,7 @@ class StromBatchWriter(DataSourceArrowWriter):
         return _write(self.options, self.plan, iterator, streaming=False)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _end_transactions(self.options, messages, commit=True)
         total, per_topic = _totals(messages)
         log.info(
             "strom: wrote %d record(s): %s (%d task(s) committed earlier)",
@@ -190,21 +232,19 @@ class StromBatchWriter(DataSourceArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _end_transactions(self.options, messages, commit=False)
         total, _ = _totals(messages)
-        again = (
-            "; run the job again with the same transactionalIdPrefix to write the rest once"
-            if self.options.exactly_once
-            else ""
-        )
+        if self.options.exactly_once:
+            log.warning("strom: write failed; the tasks' transactions are aborted")
+            return
         log.warning(
-            "strom: write failed; %d record(s) from tasks that finished stay in their topics%s",
+            "strom: write failed; %d record(s) from tasks that finished stay in their topics",
             total,
-            again,
         )
 
 
 class StromStreamWriter(DataSourceStreamArrowWriter):
-    """writeStream: at least once; see the module docstring."""
+    """writeStream: at least once, or exactly once; see the module docstring."""
 
     def __init__(self, options: WriteOptions, plan: WritePlan) -> None:
         self.options = options
@@ -214,6 +254,7 @@ class StromStreamWriter(DataSourceStreamArrowWriter):
         return _write(self.options, self.plan, iterator, streaming=True)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _end_transactions(self.options, messages, commit=True)
         total, per_topic = _totals(messages)
         log.info(
             "strom: micro-batch %d wrote %d record(s): %s (%d task(s) committed earlier)",
@@ -224,13 +265,13 @@ class StromStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _end_transactions(self.options, messages, commit=False)
         total, _ = _totals(messages)
         if self.options.exactly_once:
             log.warning(
-                "strom: micro-batch %d failed; when the query restarts, its tasks that "
-                "committed (%d record(s)) write nothing again",
+                "strom: micro-batch %d failed; its tasks' transactions are aborted, and "
+                "it is written once when the query restarts",
                 batchId,
-                total,
             )
             return
         log.warning(

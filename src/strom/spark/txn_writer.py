@@ -1,15 +1,23 @@
-"""One exactly-once write task: its rows in a Kafka transaction of its own, committed with a
-marker offset that lets a replay of the same task see it is done (strom.spark.exactly_once).
+"""One exactly-once write task: its rows in a Kafka transaction of its own, left open for
+the driver to commit, with a marker offset that lets a replay of the same task see it is
+done (strom.spark.exactly_once).
 
     init_transactions (fences the predecessor, aborting its open transaction)
     -> read the slot's committed offset (read_committed)
     -> covers this batch: write nothing
     -> else begin_transaction -> produce every row -> flush (all acknowledged)
-       -> send_offsets_to_transaction(slot, batch id + 1) -> commit_transaction
+       -> ask the coordinator for the producer id and epoch (DescribeTransactions)
+       -> send_offsets_to_transaction(slot, batch id + 1)
+    -> return the open transaction (id, producer id, epoch); the driver commits it.
 
-Any failure before the commit aborts the transaction (or leaves it to the next attempt,
-which aborts it when it fences this one), so read_committed consumers never see a task's
-records unless they see its marker too.
+Why the task does not commit: a Python data source task cannot tell the end of its input
+from a failure upstream of it (Spark closes the stream to the worker either way, and the
+worker sees a clean end), so a task that committed itself could commit part of its rows
+and then be retried. Spark hands the driver the messages of tasks that succeeded only.
+
+The epoch is asked for before the offsets are sent: if a newer attempt fenced this one in
+between, sending the offsets fails, so the epoch returned is always this task's own.
+librdkafka leaves the transaction open when the producer is destroyed.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from strom.spark.errors import BrokerError
 from strom.spark.exactly_once import SLOT_PARTITION, SLOT_TOPIC, TaskSlot
 from strom.spark.kafka import REQUEST_TIMEOUT_S, RecordWriter, WriteSummary
 from strom.spark.options import WriteOptions
+from strom.spark.txn_coordinator import PendingTransaction, describe
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,8 +44,9 @@ T = TypeVar("T")
 
 def write_in_transaction(
     options: WriteOptions, plan: WritePlan, slot: TaskSlot, batches: Iterator[pa.RecordBatch]
-) -> WriteSummary | None:
-    """Write the task's rows exactly once; None if a committed transaction already did."""
+) -> tuple[WriteSummary, PendingTransaction] | None:
+    """Write the task's rows in a transaction left open; None if a committed transaction
+    of this slot already wrote them."""
     writer = RecordWriter(options.bootstrap_servers, options.client_config, slot.transactional_id)
     producer = writer.producer
     marker = Consumer(
@@ -63,6 +73,7 @@ def write_in_transaction(
         producer.begin_transaction()
         try:
             summary = writer.write(batches, plan)
+            pending = describe(options.bootstrap_servers, slot.transactional_id)
             offsets = [
                 KafkaTopicPartition(
                     SLOT_TOPIC,
@@ -72,12 +83,15 @@ def write_in_transaction(
                 )
             ]
             metadata = marker.consumer_group_metadata()
-            producer.send_offsets_to_transaction(offsets, metadata, REQUEST_TIMEOUT_S)
-            producer.commit_transaction(REQUEST_TIMEOUT_S)
+            _call(
+                "add the marker offset to the transaction of",
+                slot,
+                lambda: producer.send_offsets_to_transaction(offsets, metadata, REQUEST_TIMEOUT_S),
+            )
         except BaseException:
             _abort(producer, slot)
             raise
-        return summary
+        return summary, pending
     finally:
         marker.close()
 
@@ -111,3 +125,16 @@ def _consumer_settings(options: WriteOptions) -> dict[str, str]:
     """The kafka.* settings a consumer also understands (security, client id, ...)."""
     shared = ("security.", "sasl.", "ssl.", "client.id", "socket.", "broker.")
     return {k: v for k, v in options.client_config.items() if k.startswith(shared)}
+
+
+def fence(options: WriteOptions, transactional_id: str) -> None:
+    """Abort whatever transaction `transactional_id` has open, by taking the id over: for
+    the tasks of a failed write that sent no message, so read_committed consumers do not
+    wait for the broker's timeout. Any attempt of that task still running is fenced."""
+    producer = RecordWriter(
+        options.bootstrap_servers, options.client_config, transactional_id
+    ).producer
+    try:
+        producer.init_transactions(REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        log.warning("strom: could not fence %s: %s", transactional_id, exc)
