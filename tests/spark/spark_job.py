@@ -90,6 +90,9 @@ def main() -> None:
         **{
             "spark.sql.execution.python.udf.maxRecordsPerBatch": "5",
             "spark.sql.execution.arrow.maxRecordsPerBatch": "5",
+            # Spark's buffer towards Python workers (64 KiB) would hold a task's rows until
+            # its end; a small one lets a failing task send some rows before it fails.
+            **({"spark.buffer.size": "512"} if args.fail_once else {}),
         },
     )
     query = start_query(
