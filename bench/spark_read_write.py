@@ -2,15 +2,17 @@
 and a batch write.
 
     .venv/bin/python bench/spark_read_write.py [--bootstrap HOST:PORT] [--records 1000000]
-        [--record-bytes 100] [--partitions 4] [--master local[2]] [--json FILE]
+        [--record-bytes 100] [--partitions 4] [--master local[2]] [--exactly-once] [--json FILE]
 
 Without --bootstrap it starts `python -m strom serve` (the default fsync durability) on a
 free port with a fresh data directory, as produce_consume.py does, and stops it at the end.
 Steps: produce the records with confluent-kafka; read them all with one plain
 confluent-kafka consumer (the baseline); read them all with a Spark streaming query
 (Trigger.AvailableNow) into Spark's `noop` sink; write the same number of records from a
-Spark DataFrame with df.write.format("strom"). Spark's start-up is not timed; a small
-warm-up query runs first so the timed one does not pay the JVM's first-query costs.
+Spark DataFrame with df.write.format("strom"). With --exactly-once the same write runs
+again with exactlyOnce=true (to another topic), so both modes are measured in one run.
+Spark's start-up is not timed; a small warm-up query runs first so the timed one does not
+pay the JVM's first-query costs.
 """
 
 from __future__ import annotations
@@ -72,7 +74,15 @@ def stream_read_s(
     return elapsed, batch_s, rows
 
 
-def batch_write_s(spark: Any, bootstrap: str, topic: str, records: int, record_bytes: int) -> float:
+def batch_write_s(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_bytes: int,
+    *,
+    exactly_once: bool = False,
+) -> float:
     """Seconds for df.write to send `records` rows of `record_bytes`-byte values."""
     df = spark.range(records).selectExpr(
         "CAST(id AS STRING) AS key", f"CAST(repeat('x', {record_bytes}) AS BINARY) AS value"
@@ -80,20 +90,27 @@ def batch_write_s(spark: Any, bootstrap: str, topic: str, records: int, record_b
     df = df.cache()
     df.count()  # materialise first: the figure is the write, not the generation
     started = time.perf_counter()
-    df.write.format("strom").option("kafka.bootstrap.servers", bootstrap).option(
-        "topic", topic
-    ).mode("append").save()
+    write = df.write.format("strom").option("kafka.bootstrap.servers", bootstrap)
+    if exactly_once:
+        write = write.option("exactlyOnce", "true").option(
+            "transactionalIdPrefix", f"bench-{secrets.token_hex(4)}"
+        )
+    write.option("topic", topic).mode("append").save()
     elapsed = time.perf_counter() - started
     df.unpersist()
     return elapsed
 
 
-def warm_up(spark: Any, bootstrap: str, partitions: int, scratch: Path) -> None:
+def warm_up(
+    spark: Any, bootstrap: str, partitions: int, scratch: Path, *, exactly_once: bool
+) -> None:
     topic = f"bench-spark-warmup-{secrets.token_hex(3)}"
     create_topic(bootstrap, topic, partitions, 1)
     produce(bootstrap, topic, 10_000, 100)
     stream_read_s(spark, bootstrap, topic, scratch / "warmup-checkpoint")
     batch_write_s(spark, bootstrap, topic, 10_000, 100)
+    if exactly_once:
+        batch_write_s(spark, bootstrap, topic, 10_000, 100, exactly_once=True)
     delete_topic(bootstrap, topic)
 
 
@@ -104,6 +121,9 @@ def main() -> None:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--exactly-once", action="store_true", help="also time the write with exactlyOnce=true"
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results here")
     args = parser.parse_args()
     if min(args.records, args.record_bytes, args.partitions) < 1:
@@ -115,7 +135,7 @@ def main() -> None:
     topics: list[str] = []
     try:
         spark = spark_session(args.master)
-        warm_up(spark, broker.bootstrap, args.partitions, scratch)
+        warm_up(spark, broker.bootstrap, args.partitions, scratch, exactly_once=args.exactly_once)
         source = f"bench-spark-in-{secrets.token_hex(3)}"
         sink = f"bench-spark-out-{secrets.token_hex(3)}"
         topics += [source, sink]
@@ -132,6 +152,20 @@ def main() -> None:
         log(f"Spark streaming read: {spark_s:.2f} s, {batch_s:.2f} s of it in micro-batches")
         write_s = batch_write_s(spark, broker.bootstrap, sink, args.records, args.record_bytes)
         log(f"Spark batch write: {write_s:.2f} s")
+        eos_s = None
+        if args.exactly_once:
+            eos_sink = f"bench-spark-eos-{secrets.token_hex(3)}"
+            topics.append(eos_sink)
+            create_topic(broker.bootstrap, eos_sink, args.partitions, replication)
+            eos_s = batch_write_s(
+                spark,
+                broker.bootstrap,
+                eos_sink,
+                args.records,
+                args.record_bytes,
+                exactly_once=True,
+            )
+            log(f"Spark batch write, exactly once: {eos_s:.2f} s ({eos_s / write_s:.2f}x)")
         spark.stop()
     finally:
         for topic in topics:
@@ -145,6 +179,8 @@ def main() -> None:
         ("  of which micro-batches (query start-up and stop excluded)", batch_s),
         (f"Spark batch write, df.write ({args.master})", write_s),
     ]
+    if eos_s is not None:
+        rows_out.append((f"Spark batch write, exactlyOnce=true ({args.master})", eos_s))
     width = max(len(name) for name, _ in rows_out)
     print(f"{'':{width}}  {'seconds':>8}  {'records/s':>10}  {'MB/s':>6}")
     for name, seconds in rows_out:
