@@ -40,6 +40,9 @@ from strom.spark.txn_coordinator import PendingTransaction, describe
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# InitProducerId waits while the id's previous transaction is still being ended (its
+# markers written); a predecessor killed mid-transaction is aborted within this.
+INIT_TIMEOUT_S = 60.0
 
 
 def write_in_transaction(
@@ -59,7 +62,11 @@ def write_in_transaction(
         }
     )
     try:
-        _call("initialise the transactions of", slot, producer.init_transactions)
+        _call(
+            "initialise the transactions of",
+            slot,
+            lambda: producer.init_transactions(INIT_TIMEOUT_S),
+        )
         committed = _committed_offset(marker, slot)
         if slot.already_written(committed):
             log.info(
