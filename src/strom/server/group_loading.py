@@ -22,7 +22,8 @@ from strom.group.placement import OFFSETS_TOPIC
 from strom.group.records import RecordFormatError, decode_key, decode_value
 from strom.protocol.batch_header import BatchHeader
 from strom.protocol.markers import MarkerError, marker_of
-from strom.protocol.records import Record, RecordsError, decode_batch, iter_batches
+from strom.protocol.records import Record
+from strom.server.log_replay import replay_batches
 
 if TYPE_CHECKING:
     from strom.server.partition import Partition
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["load_partition"]
 
 log = logging.getLogger(__name__)
-
-_LOAD_READ_BYTES = 1 << 20
 
 
 def load_partition(
@@ -43,27 +42,14 @@ def load_partition(
     """Replay the partition's log into `core`'s committed groups; returns how many group
     records were replayed. `belongs` selects the groups this partition holds (those a
     marker read here may end)."""
-    log_ = partition.log
-    offset = log_.log_start_offset
     count = 0
-    while offset < log_.log_end_offset:
-        view = memoryview(log_.read(offset, _LOAD_READ_BYTES).read_bytes())
-        start = offset
-        for position, header in iter_batches(view):
-            try:
-                _, records = decode_batch(view[position : position + header.size_bytes])
-            except RecordsError as exc:
-                log.warning("skipping a bad batch of %s: %s", OFFSETS_TOPIC, exc)
-                records = []
-            if header.is_control:
-                _end_transaction(core, header, records, belongs)
-            else:
-                producer_id = header.producer_id if header.is_transactional else -1
-                for record in records:
-                    count += _replay(core, record, current_ms, producer_id)
-            offset = header.next_offset
-        if offset == start:  # nothing readable here: stop rather than spin
-            break
+    for header, records in replay_batches(partition):
+        if header.is_control:
+            _end_transaction(core, header, records, belongs)
+        else:
+            producer_id = header.producer_id if header.is_transactional else -1
+            for record in records:
+                count += _replay(core, record, current_ms, producer_id)
     return count
 
 

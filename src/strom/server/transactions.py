@@ -41,13 +41,12 @@ from strom.metadata import controller
 from strom.metadata.image import MetadataImage
 from strom.protocol.records import (
     RecordsError,
-    decode_batch,
     encode_batch,
-    iter_batches,
     parse_batch_header,
 )
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.log_replay import replay_batches
 from strom.server.partition import LeadershipMoved
 from strom.server.producer_ids import ProducerIdsUnavailable
 from strom.txn.coordinator import MarkerJob, TxnConfig, TxnCoordinator, TxnResult, TxnWrite
@@ -60,7 +59,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_LOAD_READ_BYTES = 1 << 20
 TOMBSTONE_TIMEOUT_S = 30.0
 """How long a tombstone waits to be committed (Kafka: request.timeout.ms); a record
 waits as long as its transaction's timeout, as in Kafka."""
@@ -246,23 +244,10 @@ class TxnService:
             self._spawn(self._complete(job, index, epoch))
 
     def _replay(self, partition: Partition) -> int:
-        log_ = partition.log
-        offset = log_.log_start_offset
         count = 0
-        while offset < log_.log_end_offset:
-            view = memoryview(log_.read(offset, _LOAD_READ_BYTES).read_bytes())
-            start = offset
-            for position, header in iter_batches(view):
-                try:
-                    _, records = decode_batch(view[position : position + header.size_bytes])
-                except RecordsError as exc:
-                    log.warning("skipping a bad batch of %s: %s", TRANSACTION_STATE_TOPIC, exc)
-                    records = []
-                for record in records:
-                    count += self._replay_record(record.key, record.value)
-                offset = header.next_offset
-            if offset == start:  # nothing readable here: stop rather than spin
-                break
+        for _, records in replay_batches(partition):
+            for record in records:
+                count += self._replay_record(record.key, record.value)
         return count
 
     def _replay_record(self, key: bytes | None, value: bytes | None) -> int:
