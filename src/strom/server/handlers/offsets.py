@@ -40,13 +40,14 @@ def _exists(image: MetadataImage, topic: str, partition: int) -> bool:
     return found is not None and partition in found.partitions
 
 
-async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
-    body = request.body
-    image = context.metadata.image
-    retention = getattr(body, "retention_time", None)
+def requested_offsets(
+    image: MetadataImage, topics: Any
+) -> tuple[list[OffsetToCommit], dict[tuple[str, int], ErrorCode]]:
+    """The offsets an OffsetCommit or TxnOffsetCommit asks to commit, and
+    UNKNOWN_TOPIC_OR_PARTITION for those of partitions the metadata does not have."""
     wanted: list[OffsetToCommit] = []
     errors: dict[tuple[str, int], ErrorCode] = {}
-    for topic in body.topics:
+    for topic in topics:
         for p in topic.partitions:
             key = (topic.name, int(p.partition_index))
             if not _exists(image, *key):
@@ -61,6 +62,14 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
                     p.committed_metadata,
                 )
             )
+    return wanted, errors
+
+
+async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
+    body = request.body
+    image = context.metadata.image
+    retention = getattr(body, "retention_time", None)
+    wanted, errors = requested_offsets(image, body.topics)
     commit = CommitRequest(
         group_id=body.group_id,
         generation_id=int(body.generation_id_or_member_epoch),

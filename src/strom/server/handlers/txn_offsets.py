@@ -24,44 +24,22 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.group.offsets import OffsetToCommit
 from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.txn_offsets import TxnCommitRequest
-from strom.metadata.image import MetadataImage
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.groups import OffsetCommitResponse, TopicPartitionErrors
 from strom.server.groups import CoordinatorUnavailable
+from strom.server.handlers.offsets import requested_offsets
 from strom.server.handlers.ports import GroupContext
 from strom.server.txn_verifier import VerifyOperation, txn_offset_commit_error
 
 __all__ = ["handle_txn_offset_commit"]
 
 
-def _exists(image: MetadataImage, topic: str, partition: int) -> bool:
-    found = image.topics_by_name.get(topic)
-    return found is not None and partition in found.partitions
-
-
 async def handle_txn_offset_commit(context: GroupContext, request: Request) -> Any:
     body = request.body
     image = context.metadata.image
-    wanted: list[OffsetToCommit] = []
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    for topic in body.topics:
-        for p in topic.partitions:
-            key = (topic.name, int(p.partition_index))
-            if not _exists(image, *key):
-                errors[key] = ErrorCode.unknown_topic_or_partition
-                continue
-            wanted.append(
-                OffsetToCommit(
-                    topic.name,
-                    key[1],
-                    int(p.committed_offset),
-                    int(getattr(p, "committed_leader_epoch", -1)),
-                    p.committed_metadata,
-                )
-            )
+    wanted, errors = requested_offsets(image, body.topics)
     commit = TxnCommitRequest(
         group_id=body.group_id,
         producer_id=int(body.producer_id),
