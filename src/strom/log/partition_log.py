@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from pathlib import Path
 
-from strom.durable_files import replace_file, sync_directory
+from strom.durable_files import replace_file, sync_directory, sync_fd
 from strom.log import timestamps
 from strom.log.append_layout import append_end, lay_out
 from strom.log.cleaner_state import CleanerState
@@ -423,7 +423,7 @@ class PartitionLog(LogCompaction, LogTransactions):
         plan = self.flush_plan()
         try:
             for fd in plan.fds:
-                os.fsync(fd)
+                sync_fd(fd)
         finally:
             for fd in plan.fds:
                 os.close(fd)

@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Callable
 
+from strom.durable_files import sync_fd
 from strom.server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 def _fsync_all(fds: list[int]) -> None:
     try:
         for fd in fds:
-            os.fsync(fd)
+            sync_fd(fd)
     finally:
         for fd in fds:
             os.close(fd)
