@@ -122,6 +122,7 @@ class BrokerConfig:
     transaction_state_log_min_isr: int
     transaction_state_log_segment_bytes: int
     transaction_max_timeout_ms: int
+    transaction_partition_verification_enable: bool
     transactional_id_expiration_ms: int
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int
     transaction_remove_expired_transaction_cleanup_interval_ms: int
@@ -369,6 +370,9 @@ def build_config(
         transaction_state_log_min_isr=v.integer("transaction.state.log.min.isr"),
         transaction_state_log_segment_bytes=v.integer("transaction.state.log.segment.bytes"),
         transaction_max_timeout_ms=v.integer("transaction.max.timeout.ms"),
+        transaction_partition_verification_enable=v.boolean(
+            "transaction.partition.verification.enable"
+        ),
         transactional_id_expiration_ms=v.integer("transactional.id.expiration.ms"),
         transaction_abort_timed_out_transaction_cleanup_interval_ms=v.integer(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"

@@ -221,6 +221,12 @@ TXN_KEYS: tuple[ConfigKey, ...] = (
         AtLeast(1),
     ),
     ConfigKey(
+        "transaction.partition.verification.enable",
+        BOOLEAN,
+        "true",
+        "Check a transactional write to a partition with its coordinator first (KIP-890).",
+    ),
+    ConfigKey(
         "transactional.id.expiration.ms",
         INT,
         "604800000",

@@ -85,6 +85,7 @@ CLUSTER_WIDE_KEYS = frozenset(
         "compression.type",
         "min.insync.replicas",
         "unclean.leader.election.enable",
+        "transaction.partition.verification.enable",
         "num.network.threads",
         "num.io.threads",
         "num.recovery.threads.per.data.dir",

@@ -158,6 +158,10 @@ class VerifierPorts:
     """The committed metadata image: where the coordinator broker listens."""
     txns: TxnCoordination
     """This broker's transaction coordinator, asked in process for the ids it leads."""
+    enabled: Callable[[], bool] = lambda: True
+    """`transaction.partition.verification.enable` now (it changes at run time). Off, a
+    write that only verifies is let through unasked, as Kafka's broker does; one that
+    adds its partition (transaction version 2) still asks."""
 
 
 @dataclass(slots=True, eq=False)
@@ -232,6 +236,8 @@ class TxnVerifier:
         partitions: list[TopicPartition],
         operation: VerifyOperation,
     ) -> dict[TopicPartition, ErrorCode]:
+        if not operation.adds and not self._ports.enabled():
+            return {}
         return await self._ask(txn_id, producer_id, producer_epoch, partitions, operation)
 
     async def _ask(

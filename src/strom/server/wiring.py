@@ -87,7 +87,8 @@ def txn_service(broker: Broker) -> TxnService:
 def txn_verifier(broker: Broker) -> TxnVerifier:
     """Transactional produces: KIP-890's check with the id's coordinator, here or remote."""
     image = lambda: broker.metadata.image  # noqa: E731 (one line in a small function)
-    return TxnVerifier(VerifierPorts(broker.node_id, image, broker.transactions))
+    enabled = lambda: broker.config.transaction_partition_verification_enable  # noqa: E731
+    return TxnVerifier(VerifierPorts(broker.node_id, image, broker.transactions, enabled))
 
 
 def controller_service(broker: Broker) -> ControllerService:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from server_harness import TOPIC, batch, change_partition, request, run
-from txn_harness import CoreTxns, TxnNode, transactional_produce, txn_image, txn_node
+from txn_harness import CoreTxns, Setting, TxnNode, transactional_produce, txn_image, txn_node
 
 from strom.client.dial import dialing_with
 from strom.protocol.apis import ApiKey
@@ -173,6 +173,52 @@ def test_a_partition_outside_the_transaction_is_refused_as_the_version_knows(
         assert answers[1].error_message
         assert node.at.partition(1).log.log_end_offset == 0
         assert node.txns.asked[-1] == ("verify", (TX, [(TOPIC, 1)]))
+
+    run(scenario())
+    node.close()
+
+
+@pytest.mark.parametrize("version", [3, 11])
+def test_without_verification_the_batch_is_written_unasked(tmp_path: Path, version: int) -> None:
+    """`transaction.partition.verification.enable=false`: as before KIP-890, the partition
+    takes the batch (and opens a transaction) without asking the coordinator; turned on
+    again at run time, the next producer's batch is asked about and refused."""
+    verification = Setting(on=False)
+    node = txn_node(tmp_path, txn_image(partitions=3), verification=verification)
+
+    async def scenario() -> None:
+        producer_id, epoch = await node.txns.begin(TX, (TOPIC, 0))
+        asked_before = len(node.txns.asked)
+        records = txn_batch(b"a", producer_id=producer_id, epoch=epoch)
+        asked = transactional_produce(records, txn_id=TX, partitions=(1,), version=version)
+        answers = await produce(node, asked)
+        assert answers[1].error_code == E.none
+        assert node.at.partition(1).log.log_end_offset == 1
+        assert len(node.txns.asked) == asked_before
+        verification.on = True
+        asked = transactional_produce(records, txn_id=TX, partitions=(2,), version=version)
+        answers = await produce(node, asked)
+        assert answers[2].error_code != E.none
+        assert node.at.partition(2).log.log_end_offset == 0
+        assert node.txns.asked[-1] == ("verify", (TX, [(TOPIC, 2)]))
+
+    run(scenario())
+    node.close()
+
+
+def test_without_verification_produce_v12_still_adds_its_partition(tmp_path: Path) -> None:
+    """Transaction version 2 sends no AddPartitionsToTxn: the produce is what adds the
+    partition, so it asks the coordinator whatever the setting (as Kafka's broker)."""
+    node = txn_node(tmp_path, txn_image(partitions=2), verification=Setting(on=False))
+
+    async def scenario() -> None:
+        producer_id, epoch = await node.txns.begin(TX)
+        records = txn_batch(b"a", producer_id=producer_id, epoch=epoch)
+        asked = transactional_produce(records, txn_id=TX, partitions=(1,), version=12)
+        answers = await produce(node, asked)
+        assert answers[1].error_code == E.none
+        assert node.txns.asked[-1] == ("add", (TX, [(TOPIC, 1)], 2))
+        assert node.txns.core.entries[TX].value.partitions == {(TOPIC, 1)}
 
     run(scenario())
     node.close()

@@ -223,11 +223,26 @@ class TxnNode:
         self.at.close()
 
 
-def txn_node(tmp_path: Path, image: MetadataImage | None = None, **txns: Any) -> TxnNode:
+@dataclass(slots=True)
+class Setting:
+    """A broker setting a test changes while the node runs."""
+
+    on: bool = True
+
+
+def txn_node(
+    tmp_path: Path,
+    image: MetadataImage | None = None,
+    *,
+    verification: Setting | None = None,
+    **txns: Any,
+) -> TxnNode:
+    """`verification`: `transaction.partition.verification.enable` (on if not given)."""
     at = node(tmp_path, image if image is not None else txn_image())
     core = CoreTxns(**txns)
-    verifier = TxnVerifier(VerifierPorts(NODE_ID, lambda: at.metadata.image, core))
-    return TxnNode(at, core, FakeGroups(), verifier)
+    enabled = verification if verification is not None else Setting()
+    ports = VerifierPorts(NODE_ID, lambda: at.metadata.image, core, lambda: enabled.on)
+    return TxnNode(at, core, FakeGroups(), TxnVerifier(ports))
 
 
 # --- requests -------------------------------------------------------------------------
