@@ -20,8 +20,13 @@ core then hears `durable(write_id)`, or `failed(write_id, error)` with the error
 as Kafka's TransactionStateManager.appendTransactionToLog maps it. A durable PrepareCommit or
 PrepareAbort starts its markers (server/txn_markers.py); once every partition has its
 marker, the CompleteCommit or CompleteAbort record is written (again after a pause if
-that fails, while this broker still coordinates the id); EndTxn waits for that, at most
-`END_TXN_COMPLETION_WAIT_S`.
+that fails, while this broker still coordinates the id). EndTxn waits for the markers (at
+most `END_TXN_COMPLETION_WAIT_S`), so that what it committed is readable when the client
+hears so, but not for the completion record: the producer's next request for the id
+(AddPartitionsToTxn, most often) waits for that instead, for as long, rather than being
+told CONCURRENT_TRANSACTIONS and backing off. A producer with a transaction of many
+records sends that request with its first record, so the completion is written while it
+is still producing the rest.
 
 Producer ids come from the broker's blocks (server/producer_ids.py): the core asks for
 one synchronously, so the shell keeps one spare, fetched when a decision needs it.
@@ -31,8 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -49,6 +55,13 @@ from strom.server.flusher import PartitionGone
 from strom.server.log_replay import replay_batches
 from strom.server.partition import LeadershipMoved
 from strom.server.producer_ids import ProducerIdsUnavailable
+from strom.server.txn_ports import (
+    CreateTopics,
+    MarkerWriter,
+    ProducerIdSource,
+    TxnStatePartitions,
+    transaction_state_configs,
+)
 from strom.txn.coordinator import MarkerJob, TxnConfig, TxnCoordinator, TxnResult, TxnWrite
 from strom.txn.metadata import TxnEntry
 from strom.txn.placement import TRANSACTION_STATE_TOPIC, partition_for
@@ -65,10 +78,10 @@ waits as long as its transaction's timeout, as in Kafka."""
 RETRY_S = 0.5
 """Pause before a failed CompleteCommit/CompleteAbort record is written again."""
 END_TXN_COMPLETION_WAIT_S = 1.0
-"""How long EndTxn waits for the markers and the Complete record once the end is durable
-(Kafka answers at once). A client that begins its next transaction before them gets
-CONCURRENT_TRANSACTIONS and backs off 20 ms or more, and until then its committed
-records are not readable; slower than this, the answer goes out and the markers follow."""
+"""How long EndTxn waits for the markers once the end is durable (Kafka answers at once:
+its committed records are then not readable yet), and how long a request for an id
+waits for the completion of its last transaction (Kafka answers CONCURRENT_TRANSACTIONS,
+and the client backs off 20 ms or more). Slower than this, the answers go out."""
 TRANSACTION_VERSION = 2
 """The finalized `transaction.version` of a strom cluster (what ApiVersions advertises):
 the coordinator's own aborts (timeouts, fences) follow it."""
@@ -102,42 +115,13 @@ class _NoSpareId(Exception):
     """The core asked for a producer id and the shell has none at hand."""
 
 
-class TxnStatePartitions(Protocol):
-    """The partitions this broker holds (server/partitions.py)."""
+@dataclass(frozen=True, slots=True)
+class _Completion:
+    """The markers and completion record of one transaction, being written."""
 
-    def get(self, topic: str, index: int) -> Partition | None: ...
-
-
-class ProducerIdSource(Protocol):
-    async def next_id(self) -> int:
-        """A new producer id; ProducerIdsUnavailable when none can be had now."""
-        ...
-
-
-class MarkerWriter(Protocol):
-    """server/txn_markers.py: TxnMarkerSender."""
-
-    async def write(
-        self, job: MarkerJob, coordinator_epoch: int, current: Callable[[], bool]
-    ) -> bool: ...
-
-    def close(self) -> None: ...
-
-
-CreateTopics = Callable[[list[controller.NewTopic]], Awaitable[list[controller.TopicResult]]]
-
-
-def transaction_state_configs(config: BrokerConfig, replication_factor: int) -> dict[str, str]:
-    """The topic configs Kafka gives `__transaction_state` (TransactionLog's)."""
-    return {
-        "unclean.leader.election.enable": "false",
-        "cleanup.policy": "compact",
-        "segment.bytes": str(config.transaction_state_log_segment_bytes),
-        "compression.type": "uncompressed",
-        "min.insync.replicas": str(
-            max(1, min(config.transaction_state_log_min_isr, replication_factor))
-        ),
-    }
+    task: asyncio.Task[None]
+    marked: asyncio.Future[None]
+    """Done once every marker is written (or the task gave up)."""
 
 
 class TxnService:
@@ -179,7 +163,7 @@ class TxnService:
         """Partition index -> the coordinator epoch it was loaded at."""
         self._spare_id: int | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._completing: dict[str, asyncio.Task[None]] = {}
+        self._completing: dict[str, _Completion] = {}
         """Transactional id -> the task writing its markers and completion record."""
         self._creating: asyncio.Task[None] | None = None
         self._closed = False
@@ -241,7 +225,7 @@ class TxnService:
             len(jobs),
         )
         for job in jobs:
-            self._spawn(self._complete(job, index, epoch))
+            self._start_completion(job, index, epoch)
 
     def _replay(self, partition: Partition) -> int:
         count = 0
@@ -376,8 +360,8 @@ class TxnService:
         transaction_version: int,
     ) -> TxnResult:
         """EndTxn, answered once the PrepareCommit or PrepareAbort is durable and its
-        markers and completion are written, or `END_TXN_COMPLETION_WAIT_S` later if they
-        are slow (they then follow in the background)."""
+        markers are written, or `END_TXN_COMPLETION_WAIT_S` later if they are slow (they
+        then follow in the background)."""
         result = await self._decide(
             txn_id,
             lambda allocate: self.core.end_txn(
@@ -392,7 +376,7 @@ class TxnService:
         )
         completing = self._completing.get(txn_id)
         if result.error is ErrorCode.none and completing is not None:
-            await asyncio.wait({completing}, timeout=END_TXN_COMPLETION_WAIT_S)
+            await asyncio.wait({completing.marked}, timeout=END_TXN_COMPLETION_WAIT_S)
         return result
 
     def entry(self, txn_id: str) -> TxnEntry | None:
@@ -413,8 +397,12 @@ class TxnService:
     ) -> TxnResult:
         """Run one decision of the core on an id this broker coordinates, fetching a
         producer id first if it needs one (the core asks before it changes anything),
-        and answer once its record is durable."""
+        and answer once its record is durable. A transaction of the id still completing
+        is waited for first (at most `END_TXN_COMPLETION_WAIT_S`)."""
         await self.ensure_topic()
+        completing = self._completing.get(txn_id)
+        if completing is not None:
+            await asyncio.wait({completing.task}, timeout=END_TXN_COMPLETION_WAIT_S)
         while True:
             index = self._check(txn_id)
             try:
@@ -463,14 +451,20 @@ class TxnService:
         if result is not None and result.markers is not None:
             epoch = self._loaded.get(index)
             if epoch is not None:
-                txn_id = result.markers.txn_id
-                task = self._spawn(self._complete(result.markers, index, epoch))
-                self._completing[txn_id] = task
-                task.add_done_callback(lambda t: self._forget_completion(txn_id, t))
+                self._start_completion(result.markers, index, epoch)
         return result
 
-    def _forget_completion(self, txn_id: str, task: asyncio.Task[None]) -> None:
-        if self._completing.get(txn_id) is task:
+    def _start_completion(self, job: MarkerJob, index: int, epoch: int) -> None:
+        marked = asyncio.get_running_loop().create_future()
+        task = self._spawn(self._complete(job, index, epoch, marked))
+        completion = _Completion(task, marked)
+        self._completing[job.txn_id] = completion
+        task.add_done_callback(lambda _: self._forget_completion(job.txn_id, completion))
+
+    def _forget_completion(self, txn_id: str, completion: _Completion) -> None:
+        if not completion.marked.done():
+            completion.marked.set_result(None)  # given up: EndTxn waits no more
+        if self._completing.get(txn_id) is completion:
             del self._completing[txn_id]
 
     async def _append(self, write: TxnWrite, index: int) -> ErrorCode:
@@ -524,15 +518,19 @@ class TxnService:
 
     # --- markers and completion ------------------------------------------------------
 
-    async def _complete(self, job: MarkerJob, index: int, epoch: int) -> None:
-        """Write the job's markers, then its CompleteCommit or CompleteAbort record,
-        while this broker coordinates partition `index` at `epoch`."""
+    async def _complete(
+        self, job: MarkerJob, index: int, epoch: int, marked: asyncio.Future[None]
+    ) -> None:
+        """Write the job's markers (then resolve `marked`), then its CompleteCommit or
+        CompleteAbort record, while this broker coordinates partition `index` at `epoch`."""
 
         def current() -> bool:
             return not self._closed and self._loaded.get(index) == epoch
 
         if not await self._markers.write(job, epoch, current):
             return
+        if not marked.done():
+            marked.set_result(None)
         while current():
             write = self.core.markers_written(job.txn_id)
             if write is None:

@@ -244,12 +244,42 @@ def test_end_txn_answers_once_the_transaction_is_completed(tmp_path: Path) -> No
         await service.add_partitions(TX, init.producer_id, 0, ORDERS, transaction_version=0)
         ended = await service.end_txn(TX, init.producer_id, 0, True, transaction_version=0)
         assert ended.error is ErrorCode.none
-        # No turn in between: the markers and the completion record are already written,
-        # so the producer's next transaction is not told CONCURRENT_TRANSACTIONS.
-        entry = service.entry(TX)
-        assert entry is not None and entry.value.state is TxnState.COMPLETE_COMMIT
+        # No turn in between: the producer's next transaction waits for the completion
+        # record instead of being told CONCURRENT_TRANSACTIONS.
         again = await service.add_partitions(TX, init.producer_id, 0, ORDERS, transaction_version=0)
         assert again.error is ErrorCode.none
+        entry = service.entry(TX)
+        assert entry is not None and entry.value.state is TxnState.ONGOING
+
+    run(scenario())
+
+
+def test_end_txn_waits_for_the_markers_and_the_next_request_for_the_completion(
+    tmp_path: Path,
+) -> None:
+    node = txn_node(tmp_path, txn_image())
+    node.markers.hold = asyncio.Event()
+    service = node.service
+
+    async def scenario() -> None:
+        init = await service.init_producer_id(TX, 60_000, None)
+        pid = init.producer_id
+        await service.add_partitions(TX, pid, 0, ORDERS, transaction_version=0)
+        ending = asyncio.ensure_future(service.end_txn(TX, pid, 0, True, transaction_version=0))
+        await turns(10)
+        next_one = asyncio.ensure_future(
+            service.add_partitions(TX, pid, 0, ORDERS, transaction_version=0)
+        )
+        await turns(10)
+        assert not ending.done(), "answered before its markers were written"
+        assert not next_one.done(), "decided while the last transaction was completing"
+        assert node.markers.hold is not None
+        node.markers.hold.set()
+        assert (await ending).error is ErrorCode.none
+        assert (await next_one).error is ErrorCode.none
+        entry = service.entry(TX)
+        assert entry is not None and entry.value.state is TxnState.ONGOING
+        assert entry.value.partitions == frozenset(ORDERS)
 
     run(scenario())
 

@@ -27,8 +27,9 @@ from strom.metadata.records import (
 from strom.protocol.records import decode_batch, iter_batches
 from strom.server.partition import ReplicaPorts
 from strom.server.partitions import PartitionManager
-from strom.server.transactions import CreateTopics, MarkerWriter, TxnService
+from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
+from strom.server.txn_ports import CreateTopics, MarkerWriter
 from strom.txn.coordinator import MarkerJob
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
 from strom.txn.records import TxnLogValue, decode_key, decode_value
