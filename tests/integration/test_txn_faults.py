@@ -234,18 +234,19 @@ def test_the_coordinator_aborts_the_transaction_of_a_producer_killed_with_kill_9
             for p in (0, 1)
         ]
     still_open = describe(bootstrap, txn_id)
-    if (killed.state, still_open.state) == ("Ongoing", "Ongoing"):
-        # Not aborted yet when the offsets were read: its first records hold them back.
+    if killed.state == "Ongoing":
         assert killed.partitions == ((topic, 0), (topic, 1))
+    if still_open.state == "Ongoing":
+        # Not aborted yet when the offsets were read: its first records hold them back.
         assert stable == [0, 0], "a read_committed reader's end is the open transaction's start"
     # Else the timeout struck before the reads (a stalled machine); the rest still holds.
 
     got = read_values(bootstrap, topic, 2, committed=True, want=2)
     assert got == {0: [b"later-0"], 1: [b"later-1"]}
     ended = describe(bootstrap, txn_id)
-    assert ended.state == "CompleteAbort", ended
-    assert ended.producer_id == killed.producer_id
-    assert ended.producer_epoch > killed.producer_epoch, "the killed producer is fenced"
+    assert (ended.state, ended.producer_id) == ("CompleteAbort", killed.producer_id), ended
+    if killed.state == "Ongoing":
+        assert ended.producer_epoch > killed.producer_epoch, "the killed producer is fenced"
     everything = read_values(bootstrap, topic, 2, committed=False)
     assert everything == {p: [b"killed-%d" % p, b"later-%d" % p] for p in (0, 1)}
 
