@@ -4,14 +4,16 @@ A pass has three steps, split so that the expensive one can run in a worker thre
 
 1. ``assess`` and ``make_plan`` run on the log's owner. The cleanable range is the
    sealed segments from the log start up to the first uncleanable offset: the active
-   segment's base, the first segment reaching past ``max_offset`` (the high watermark)
-   and the first dirty segment newer than ``min.compaction.lag.ms``. Its dirty part
+   segment's base, the first segment reaching past ``max_offset`` (the last stable
+   offset) and the first dirty segment newer than ``min.compaction.lag.ms``. Its dirty part
    starts at the checkpoint's ``cleaned_offset``. The plan snapshots the segments
    (duplicated descriptors, sizes) and what the pass needs to decide, nothing more.
 2. ``cleaner_build.build_cleaned`` (any thread; it touches no object of the log) maps
    each key of the dirty part to its latest offset, then copies every planned segment
    into ``<base>.log.cleaned`` (plus indexes), keeping a record unless a later record of
-   its key exists in the mapped range, or it is a tombstone past its delete horizon.
+   its key exists in the mapped range, it is a tombstone past its delete horizon or it
+   belongs to an aborted transaction, and a marker unless its transaction is gone and
+   its delete horizon has passed.
    Consecutive segments are merged into one while their original sizes fit
    ``segment.bytes`` and their offsets fit the indexes' 32-bit relative offsets.
 3. The owner swaps the cleaned segments in (``cleaner_swap``), after checking that the
@@ -21,27 +23,39 @@ What survives, for a record at offset o with key k, cleaned in a pass over the m
 dirty range [dirty_start, map_end):
 
 * o >= map_end (past what was mapped): kept, untouched;
-* a later record of k in the mapped range: dropped;
+* a record of an aborted transaction: dropped (such records are never mapped, so they
+  never remove an older value of their key);
+* a later record of k in the mapped range (plain, or of a committed transaction): dropped;
 * a tombstone (null value) first cleaned by this pass (o >= dirty_start): kept;
 * an older tombstone: dropped once ``now >= first_cleaned_ms(o) + delete.retention.ms``
   (the delete horizon: ``delete.retention.ms`` after the pass that removed the older
   records of its key), kept until then;
-* a record without a key (written before the topic was compacted), a control batch
-  (a transaction marker) or a record of a transactional batch: kept.
+* a record without a key (written before the topic was compacted): kept.
 
-Transactions: the records of transactional batches are neither mapped nor removed, and
-markers stay, so compaction never changes what a read_committed or read_uncommitted
-reader sees of a transaction (Kafka instead removes aborted records, and markers once
-their transaction is empty and ``delete.retention.ms`` has passed; strom does not yet).
-The cleanable range ends below the last stable offset (``max_offset``), so no open
-transaction is touched. A cleaned segment's `.txnindex` holds the entries of the
-segments it replaces.
+Records of committed transactions are cleaned as any other. The cleanable range ends
+below the last stable offset (``max_offset``, and the first offset of any transaction
+the log has open), so every transaction with a batch in it has ended: the aborted ones
+are the `.txnindex` entries of the log's segments (``cleaner_txns``).
 
-A batch whose records all go is dropped, except that it stays as an empty batch (same
-offsets, producer id, epoch and sequences, no records) when it is the last batch of a
-producer or the last batch of a cleaned segment: the first keeps idempotent producers'
-state rebuildable from the log, the second keeps every segment ending where the next
-begins. Batches that lose no record are copied byte for byte.
+A marker (COMMIT or ABORT control batch) stays while a batch of its transaction does.
+The first pass that finds its transaction without a batch stamps a delete horizon on
+it, ``now + delete.retention.ms``, the way Kafka does (KIP-534: attribute bit 6, the
+horizon in the base timestamp); the first pass past the horizon removes it - unless it
+is its producer's last batch in the log, which carries the producer's epoch and
+coordinator epoch for a replay of the log. Since a producer-state snapshot taken
+between the transaction's first batch and its marker holds the transaction as open, a
+pass that removes a marker deletes the snapshots at or below it before its swap.
+
+A cleaned segment's `.txnindex` keeps the entries of the aborted transactions that
+still have a batch in the log (as Kafka's does, and as a replay of the cleaned log
+rebuilds it); the others have no record left to hide.
+
+A batch whose records all go is dropped, except the last batch of a producer, which
+stays as an empty batch (same offsets, producer id, epoch and sequences, no records) so
+that producers' state can be rebuilt from the log (its transaction keeps its marker),
+and the last batch of a cleaned segment, which stays as a placeholder (its offsets, no
+producer, not transactional) so that every segment ends where the next begins. Batches
+that lose no record are copied byte for byte.
 """
 
 from __future__ import annotations
@@ -134,7 +148,8 @@ def assess(
 ) -> Cleanability:
     """Clean and dirty bytes of the cleanable range and whether a pass is due: the dirty
     ratio reached ``min.cleanable.dirty.ratio``, dirty data is older than
-    ``max.compaction.lag.ms``, or a kept tombstone has passed its delete horizon."""
+    ``max.compaction.lag.ms``, or a kept tombstone or marker has passed its delete
+    horizon."""
     start = segments[0].base_offset
     dirty_from = max(checkpoint.cleaned_offset, start)
     end = _first_uncleanable(segments, config, dirty_from, now_ms, max_offset)
@@ -167,7 +182,7 @@ def assess(
         and checkpoint.tombstones_since_ms >= 0
         and now_ms >= checkpoint.tombstones_since_ms + config.delete_retention_ms
     ):
-        reason = "tombstones past delete.retention.ms"
+        reason = "tombstones or markers past delete.retention.ms"
     if reason is None:
         return result
     return Cleanability(clean, dirty, dirty_start, end, reason)
@@ -181,8 +196,6 @@ class PlannedSegment:
     base_offset: int
     next_offset: int
     size_bytes: int
-    aborted: tuple[AbortedTxn, ...] = ()
-    """Its `.txnindex` entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +209,11 @@ class CleaningPlan:
     end_offset: int
     checkpoint: CleanerCheckpoint
     producer_last_offsets: frozenset[int]
-    """Last offsets of each idempotent producer's last batch: kept even if emptied."""
+    """Last offsets of each producer's last data batch (kept even if emptied) and of its
+    last marker when that is its last word in the log (kept whole)."""
+    aborted: tuple[AbortedTxn, ...]
+    """The `.txnindex` entries of every segment (not only the planned ones) whose
+    transaction began below ``end_offset``."""
     now_ms: int
     delete_retention_ms: int
     segment_bytes: int
@@ -228,14 +245,17 @@ def make_plan(
         return None
     plan = CleaningPlan(
         directory=directory,
-        segments=tuple(
-            PlannedSegment(s.base_offset, s.next_offset, s.size_bytes, tuple(s.txn_index.entries()))
-            for s in planned
-        ),
+        segments=tuple(PlannedSegment(s.base_offset, s.next_offset, s.size_bytes) for s in planned),
         dirty_start=cleanability.dirty_start,
         end_offset=cleanability.end_offset,
         checkpoint=checkpoint,
         producer_last_offsets=producer_last_offsets,
+        aborted=tuple(
+            entry
+            for s in segments
+            for entry in s.txn_index.entries()
+            if entry.first_offset < cleanability.end_offset
+        ),
         now_ms=now_ms,
         delete_retention_ms=config.delete_retention_ms,
         segment_bytes=config.segment_bytes,
@@ -264,7 +284,7 @@ class CleanedSegment:
     """Base offsets of the old segments it replaces (its own base first)."""
     size_bytes: int
     has_txn_index: bool = False
-    """Whether it has a `.txnindex` (the replaced segments had aborted transactions)."""
+    """Whether it has a `.txnindex` (aborted transactions keep batches in it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +298,12 @@ class CleaningResult:
     bytes_before: int
     bytes_after: int
     records_removed: int
+    """Records removed: shadowed, of aborted transactions, tombstones past their horizon."""
     tombstones_removed: int
+    markers_removed: int = 0
+    stale_snapshots_to: int = -1
+    """Producer state snapshots at or below this offset are to be deleted before the swap:
+    they may hold a transaction open whose marker the pass removed (-1: none)."""
 
     @property
     def replaced(self) -> tuple[int, ...]:

@@ -2,10 +2,11 @@
 
 ``build_cleaned(plan)`` reads only the plan's duplicated descriptors and writes only
 ``<base>.log.cleaned``, ``<base>.index.cleaned``, ``<base>.timeindex.cleaned`` (and,
-when the replaced segments had aborted transactions, ``<base>.txnindex.cleaned``) files
+when aborted transactions keep batches in it, ``<base>.txnindex.cleaned``) files
 (fsynced, and the directory too): nothing the log's owner uses. The rules it applies
-are in ``cleaner``'s docstring. If it fails or is stopped it removes what it wrote; if
-the process dies meanwhile, the next open removes the ``.cleaned`` leftovers.
+are in ``cleaner``'s docstring, batch by batch in ``cleaner_batches``. If it fails or is
+stopped it removes what it wrote; if the process dies meanwhile, the next open removes
+the ``.cleaned`` leftovers.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from strom.log.cleaner import (
     PlannedSegment,
     cleaned_path,
 )
+from strom.log.cleaner_batches import BatchCleaner, records_of
+from strom.log.cleaner_txns import PassTxns
 from strom.log.index import OffsetIndex, TimeIndex
 from strom.log.offset_map import OffsetMap
-from strom.log.record_filter import RecordFields, batch_records, empty_batch, rewrite_batch
 from strom.log.segment import (
     LOG_SUFFIX,
     OFFSET_INDEX_SUFFIX,
@@ -36,7 +38,7 @@ from strom.log.segment import (
     iter_stored_batches,
 )
 from strom.log.transactions import encode_aborted
-from strom.protocol.records import BatchHeader, RecordsError
+from strom.protocol.records import BatchHeader
 
 __all__ = ["build_cleaned"]
 
@@ -71,13 +73,6 @@ def _stored_batches(
         end = pos + header.size_bytes
     if end != segment.size_bytes:
         raise CleaningAborted(f"segment {segment.base_offset}: unreadable batch at position {end}")
-
-
-def _records(data: memoryview, header: BatchHeader) -> tuple[bytes, list[RecordFields]]:
-    try:
-        return batch_records(data, header)
-    except RecordsError as exc:
-        raise CleaningAborted(f"cannot clean batch at offset {header.base_offset}: {exc}") from exc
 
 
 def _groups(plan: CleaningPlan, map_end: int) -> list[list[int]]:
@@ -151,10 +146,8 @@ class _Builder:
         "map_end",
         "offsets",
         "plan",
-        "records_removed",
         "should_stop",
-        "tombstones_removed",
-        "tombstones_since_ms",
+        "txns",
         "written",
     )
 
@@ -162,24 +155,25 @@ class _Builder:
         self.plan = plan
         self.should_stop = should_stop
         self.offsets = OffsetMap(plan.map_budget_bytes)
+        self.txns = PassTxns(plan.aborted)
         self.map_end = plan.dirty_start
         self.written: list[Path] = []
         self.bytes_before = self.bytes_after = 0
-        self.records_removed = self.tombstones_removed = 0
-        self.tombstones_since_ms = -1
 
     def run(self) -> CleaningResult:
         plan = self.plan
         try:
             self._build_map()
-            cleaned = [self._write_group(group) for group in _groups(plan, self.map_end)]
+            cleaner = BatchCleaner(plan, self.offsets, self.map_end, self.txns)
+            groups = _groups(plan, self.map_end)
+            cleaned = [self._write_group(group, cleaner) for group in groups]
             if cleaned:
                 sync_directory(plan.directory)
         except BaseException:
             for path in self.written:
                 path.unlink(missing_ok=True)
             raise
-        since = self.tombstones_since_ms
+        since = cleaner.pending_since_ms
         old = plan.checkpoint
         if self.map_end < old.cleaned_offset and old.tombstones_since_ms >= 0:
             # Part of the cleaned range was not rewritten: its tombstones are still there.
@@ -192,8 +186,10 @@ class _Builder:
             keys=len(self.offsets),
             bytes_before=self.bytes_before,
             bytes_after=self.bytes_after,
-            records_removed=self.records_removed,
-            tombstones_removed=self.tombstones_removed,
+            records_removed=cleaner.records_removed,
+            tombstones_removed=cleaner.tombstones_removed,
+            markers_removed=cleaner.markers_removed,
+            stale_snapshots_to=cleaner.stale_snapshots_to,
         )
 
     def _check_stop(self) -> None:
@@ -201,7 +197,8 @@ class _Builder:
             raise CleaningAborted("stopped")
 
     def _build_map(self) -> None:
-        """Keys of the dirty range -> latest offset, until the map's budget is used."""
+        """Keys of the dirty range -> latest offset, until the map's budget is used. Records
+        of aborted transactions are not mapped: they never shadow an older value."""
         plan = self.plan
         offsets = self.offsets
         for segment, fd in zip(plan.segments, plan.fds, strict=True):
@@ -213,12 +210,16 @@ class _Builder:
                 if offsets.full and self.map_end > plan.dirty_start:
                     return
                 self._check_stop()
-                if not (header.is_control or header.is_transactional) and header.records_count:
-                    offsets.put_records(header.base_offset, _records(data, header)[1])
+                if (
+                    header.records_count
+                    and not header.is_control
+                    and not self.txns.is_aborted(header)
+                ):
+                    offsets.put_records(header.base_offset, records_of(data, header)[1])
                 self.map_end = header.next_offset
             self.map_end = max(self.map_end, segment.next_offset)
 
-    def _write_group(self, group: list[int]) -> CleanedSegment:
+    def _write_group(self, group: list[int], cleaner: BatchCleaner) -> CleanedSegment:
         plan = self.plan
         segments = [plan.segments[i] for i in group]
         base = segments[0].base_offset
@@ -236,7 +237,7 @@ class _Builder:
                     self._check_stop()
                     is_last = last_segment and pos + header.size_bytes == segment.size_bytes
                     self.bytes_before += header.size_bytes
-                    kept = self._clean_batch(header, data, is_last)
+                    kept = cleaner.clean(header, data, is_last)
                     if kept is None:
                         continue
                     max_timestamp = _MAX_TIMESTAMP.unpack_from(kept, _MAX_TIMESTAMP_POS)[0]
@@ -265,7 +266,7 @@ class _Builder:
                 index_file.sync()
             finally:
                 index_file.close()
-        aborted = [entry for s in segments for entry in s.aborted]
+        aborted = cleaner.take_txn_entries()
         if aborted:
             txn_path = cleaned_path(plan.directory, base, TXN_INDEX_SUFFIX)
             self.written.append(txn_path)
@@ -283,51 +284,3 @@ class _Builder:
             position,
             has_txn_index=bool(aborted),
         )
-
-    def _keep_empty(self, header: BatchHeader, is_last: bool) -> bool:
-        return is_last or (
-            header.producer_id >= 0 and header.last_offset in self.plan.producer_last_offsets
-        )
-
-    def _clean_batch(
-        self, header: BatchHeader, data: memoryview, is_last: bool
-    ) -> bytes | memoryview | None:
-        """The batch as it stays in the cleaned segment, or None if it goes."""
-        if header.base_offset >= self.map_end or header.is_control or header.is_transactional:
-            return data
-        if header.records_count == 0:
-            return data if self._keep_empty(header, is_last) else None
-        plan = self.plan
-        now_ms = plan.now_ms
-        records_data, records = _records(data, header)
-        kept: list[RecordFields] = []
-        base = header.base_offset
-        map_end = self.map_end
-        latest_of = self.offsets.latest
-        for record in records:
-            offset = base + record[2]
-            key = record[4]
-            if offset >= map_end or key is None:
-                kept.append(record)
-                continue
-            latest = latest_of(key)
-            if latest is not None and offset < latest:
-                self.records_removed += 1
-                continue
-            if record[5]:
-                if offset >= plan.dirty_start:
-                    first_cleaned_ms = now_ms
-                else:
-                    first_cleaned_ms = plan.checkpoint.first_cleaned_ms(offset, now_ms)
-                    if now_ms >= first_cleaned_ms + plan.delete_retention_ms:
-                        self.records_removed += 1
-                        self.tombstones_removed += 1
-                        continue
-                if self.tombstones_since_ms < 0 or first_cleaned_ms < self.tombstones_since_ms:
-                    self.tombstones_since_ms = first_cleaned_ms
-            kept.append(record)
-        if len(kept) == len(records):
-            return data
-        if not kept:
-            return empty_batch(header) if self._keep_empty(header, is_last) else None
-        return rewrite_batch(header, records_data, kept)

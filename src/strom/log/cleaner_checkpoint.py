@@ -11,8 +11,9 @@ The file (JSON, written atomically and fsynced) holds:
   the two oldest are merged into the later one, which only makes tombstones that old
   live longer, never shorter;
 * ``tombstones_since_ms``: the earliest first-cleaning time of a tombstone still in the
-  cleaned part (-1 if none), so the cleaner knows when a pass would remove one even if
-  nothing new was written.
+  cleaned part, or the time a kept marker of a transaction without batches got its
+  delete horizon (the horizon minus ``delete.retention.ms``); -1 if none. So the
+  cleaner knows when a pass would remove one even if nothing new was written.
 
 A missing or unreadable file means nothing is cleaned: the next pass treats the whole
 log as dirty, which is correct, only slower, and keeps every tombstone for a full

@@ -22,7 +22,9 @@ from strom.log.cleaner_swap import (
 )
 from strom.log.config import LogConfig
 from strom.log.durability import DurabilityTracker
+from strom.log.files import snapshot_path
 from strom.log.segment import Segment
+from strom.log.snapshots import snapshot_offsets
 
 __all__ = ["CleanerState"]
 
@@ -123,8 +125,12 @@ class CleanerState:
         if new_bases:
             step("cleaned files written")
             self.failed = True  # from the commit until the swap is complete in memory too
+            self._delete_stale_snapshots(result.stale_snapshots_to)
             commit_swap(self.directory, result, step)
-            apply_swap(self.directory, result.replaced, new_bases, result.checkpoint, step)
+            no_txn_index = [c.base_offset for c in result.cleaned if not c.has_txn_index]
+            apply_swap(
+                self.directory, result.replaced, new_bases, result.checkpoint, step, no_txn_index
+            )
             cleaned = open_cleaned_segments(self.directory, result.cleaned, config, now_ms)
             for segment in old:
                 segment.close()
@@ -137,3 +143,13 @@ class CleanerState:
             write_cleaner_checkpoint(self.directory, result.checkpoint)
         self.checkpoint = result.checkpoint
         return True
+
+    def _delete_stale_snapshots(self, up_to: int) -> None:
+        """Before the commit (made durable with it): the producer state snapshots at or
+        below ``up_to`` may hold open a transaction whose marker the pass removed; a
+        replay from the log start (or a later snapshot) rebuilds what they held."""
+        if up_to < 0:
+            return
+        for offset in snapshot_offsets(self.directory):
+            if offset <= up_to:
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)

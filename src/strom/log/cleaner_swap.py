@@ -4,13 +4,16 @@ The commit point is one small file, ``cleaner-swap`` (the manifest), naming the 
 segments, the cleaned ones replacing them and the cleaner checkpoint to store:
 
 1. ``build_cleaned`` wrote and fsynced every ``<base>.{log,index,timeindex,txnindex}.cleaned``
-   file, then fsynced the directory. A crash now leaves only ``.cleaned`` files, which
-   the next open removes: the log is as before the pass.
+   file, then fsynced the directory. The swap deletes the producer state snapshots the
+   pass made stale (see ``cleaner``). A crash now leaves only ``.cleaned`` files, which
+   the next open removes: the log is as before the pass (less some snapshots, which a
+   replay of the log makes up for).
 2. The manifest is written to ``cleaner-swap.tmp``, fsynced, renamed into place, and
    the directory fsynced. From here on the pass is committed.
 3. Each cleaned segment's files are renamed over the final names (indexes first, the
-   log last), the old segments that no cleaned segment reuses the base of are deleted,
-   the directory is fsynced, the cleaner checkpoint written (fsynced), the directory
+   log last; an old `.txnindex` at its base is deleted when the manifest says it has
+   none), the old segments that no cleaned segment reuses the base of are deleted, the
+   directory is fsynced, the cleaner checkpoint written (fsynced), the directory
    fsynced again, the manifest removed and the directory fsynced a last time.
 
 Step 3 is idempotent: a ``.cleaned`` file still present means its rename has not
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from strom.durable_files import replace_file, sync_directory
@@ -71,6 +74,7 @@ def commit_swap(directory: Path, result: CleaningResult, step: Step = no_step) -
         "version": _VERSION,
         "old": list(result.replaced),
         "new": [c.base_offset for c in result.cleaned],
+        "no_txn_index": [c.base_offset for c in result.cleaned if not c.has_txn_index],
         "checkpoint": result.checkpoint.to_bytes().decode(),
     }
     replace_file(directory / SWAP_MANIFEST_FILE, json.dumps(manifest).encode(), sync_dir=False)
@@ -85,10 +89,17 @@ def apply_swap(
     new: Sequence[int],
     checkpoint: CleanerCheckpoint,
     step: Step = no_step,
+    no_txn_index: Collection[int] = (),
 ) -> None:
-    """Step 3 (idempotent): rename the cleaned files in, delete the replaced ones,
-    store the checkpoint and remove the manifest."""
+    """Step 3 (idempotent): rename the cleaned files in, delete the replaced ones (and
+    the `.txnindex` of a reused base whose cleaned segment has none), store the
+    checkpoint and remove the manifest."""
     for base in new:
+        if base in no_txn_index:
+            stale = segment_path(directory, base, TXN_INDEX_SUFFIX)
+            if stale.exists():
+                stale.unlink()
+                step(f"deleted {stale.name}")
         for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             cleaned = cleaned_path(directory, base, suffix)
             if cleaned.exists():
@@ -128,12 +139,13 @@ def complete_interrupted_swap(directory: Path) -> tuple[int, ...] | None:
             raise ValueError(f"unknown version {manifest['version']}")
         old = [int(base) for base in manifest["old"]]
         new = [int(base) for base in manifest["new"]]
+        no_txn_index = {int(base) for base in manifest.get("no_txn_index", ())}
         checkpoint = CleanerCheckpoint.from_bytes(manifest["checkpoint"].encode())
     except (ValueError, KeyError, TypeError, AttributeError):
         path.unlink(missing_ok=True)
         sync_directory(directory)
         return ()
-    apply_swap(directory, old, new, checkpoint)
+    apply_swap(directory, old, new, checkpoint, no_txn_index=no_txn_index)
     return tuple(new)
 
 

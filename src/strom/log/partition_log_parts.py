@@ -34,19 +34,27 @@ class LogCompaction:
     _durability: DurabilityTracker
     _producers: ProducerStateManager
     _segments: list[Segment]
+    _txns: PartitionTxns
 
     def _check_open(self) -> None:
         raise NotImplementedError
+
+    def _cleanable_limit(self, max_offset: int | None) -> int:
+        """``max_offset`` (default: the log end), and never past a transaction the log
+        has open: the cleaner must know how every transaction it touches ended."""
+        limit = self._segments[-1].next_offset if max_offset is None else max_offset
+        return min([limit, *self._txns.open_transactions().values()])
 
     @property
     def cleaner_checkpoint(self) -> CleanerCheckpoint:
         return self._cleaner.checkpoint
 
     def cleanability(self, now_ms: int, *, max_offset: int | None = None) -> Cleanability | None:
-        """How dirty the log is below ``max_offset`` (default: the log end) and whether a
-        cleaning pass is due; None unless cleanup.policy has "compact"."""
+        """How dirty the log is below ``max_offset`` (default: the log end; the last stable
+        offset is the right one) and whether a cleaning pass is due; None unless
+        cleanup.policy has "compact"."""
         self._check_open()
-        limit = self._segments[-1].next_offset if max_offset is None else max_offset
+        limit = self._cleanable_limit(max_offset)
         return self._cleaner.assess(self._segments, self._config, now_ms, limit)
 
     def cleaning_plan(
@@ -60,7 +68,7 @@ class LogCompaction:
         clean or a pass is outstanding. Hand it to ``build_cleaned`` (any thread), then
         its result to ``swap_cleaned`` - or to ``abandon_cleaning``."""
         self._check_open()
-        limit = self._segments[-1].next_offset if max_offset is None else max_offset
+        limit = self._cleanable_limit(max_offset)
         return self._cleaner.plan(
             self._segments,
             self._config,

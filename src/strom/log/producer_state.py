@@ -86,6 +86,9 @@ class ProducerEntry:
     coordinator_epoch: int = -1
     current_txn_first_offset: int | None = None
     """First offset of its transaction open on the partition (None: no transaction)."""
+    last_marker_offset: int = field(default=-1, compare=False)
+    """Offset of its last marker while that is its last batch in the log (-1: not, or
+    not known: snapshots do not hold it). Compaction keeps that marker."""
 
     @property
     def last_seq(self) -> int:
@@ -261,6 +264,7 @@ class ProducerStateManager:
             entry.epoch = header.producer_epoch
             entry.batches.clear()
         entry.last_timestamp = timestamp
+        entry.last_marker_offset = -1
         if header.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
         if header.base_sequence >= 0:
@@ -275,11 +279,16 @@ class ProducerStateManager:
             )
 
     def end_txn(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        timestamp: int,
+        offset: int = -1,
     ) -> int | None:
-        """Record a COMMIT or ABORT marker (after ``check_marker``, or unchecked when
-        copying or replaying). Returns the first offset of the transaction it ended, or
-        None when the producer had none open here."""
+        """Record a COMMIT or ABORT marker at ``offset`` (after ``check_marker``, or
+        unchecked when copying or replaying). Returns the first offset of the transaction
+        it ended, or None when the producer had none open here."""
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = ProducerEntry(producer_id, producer_epoch)
@@ -289,6 +298,7 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
+        entry.last_marker_offset = offset
         first, entry.current_txn_first_offset = entry.current_txn_first_offset, None
         return first
 
@@ -301,11 +311,18 @@ class ProducerStateManager:
         }
 
     def last_batch_offsets(self) -> frozenset[int]:
-        """Last offset of each producer's newest batch: what compaction must keep so that
-        a replay of the log rebuilds every producer."""
-        return frozenset(
+        """Last offset of each producer's newest data batch, and of its last marker when
+        that is its last batch: what compaction must keep so that a replay of the log
+        rebuilds every producer."""
+        offsets = {
             entry.batches[-1].last_offset for entry in self._producers.values() if entry.batches
+        }
+        offsets.update(
+            entry.last_marker_offset
+            for entry in self._producers.values()
+            if entry.last_marker_offset >= 0
         )
+        return frozenset(offsets)
 
     def replay(self, header: BatchHeader) -> None:
         """Rebuild from a stored batch header (its own offsets and timestamp)."""

@@ -13,12 +13,19 @@ epoch and base sequence, partition leader epoch and attributes (so its codec): i
 offset and sequence stay what the producer wrote, as a consumer and a producer-state
 replay expect. Only the record count, the records, the length, the max timestamp (the
 largest surviving record's, for CreateTime batches) and the CRC change. An empty batch
-(no records left) is written uncompressed.
+(no records left) is written uncompressed; a placeholder (``placeholder_batch``) keeps
+only the offsets.
+
+A delete horizon (Kafka's KIP-534) is stamped on a batch the way Kafka does: attribute
+bit 6 set and the base timestamp replaced by the horizon, each record's timestamp delta
+rebased so that its timestamp stays what it was (``with_delete_horizon``). The cleaner
+stamps it on the markers of transactions left without records (see ``cleaner``).
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import crc32c
 from kio.schema.errors import ErrorCode
@@ -39,13 +46,17 @@ from strom.protocol.records import (
 )
 
 __all__ = [
+    "DELETE_HORIZON_BIT",
     "NULL_KEY_MESSAGE",
     "RecordFields",
     "batch_records",
     "check_keys",
+    "delete_horizon_ms",
     "empty_batch",
+    "placeholder_batch",
     "rewrite_batch",
     "scan_records",
+    "with_delete_horizon",
 ]
 
 RecordFields = tuple[int, int, int, int, bytes | None, bool]
@@ -58,6 +69,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _CRC_START = 21
 _COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+DELETE_HORIZON_BIT = 0x40
 _MIN_RECORD_BODY = 6
 
 
@@ -189,8 +202,21 @@ def check_keys(batch: memoryview, header: BatchHeader) -> None:
             raise RecordsError(ErrorCode.invalid_record, NULL_KEY_MESSAGE)
 
 
+def _zigzag(value: int, out: bytearray) -> None:
+    n = (value << 1) ^ (value >> 63)
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
 def _pack(
-    header: BatchHeader, attributes: int, max_timestamp: int, count: int, payload: bytes
+    header: BatchHeader,
+    attributes: int,
+    max_timestamp: int,
+    count: int,
+    payload: bytes,
+    base_timestamp: int | None = None,
 ) -> bytes:
     out = bytearray(BATCH_HEADER_SIZE)
     _HEADER.pack_into(
@@ -203,7 +229,7 @@ def _pack(
         0,
         attributes,
         header.last_offset_delta,
-        header.base_timestamp,
+        header.base_timestamp if base_timestamp is None else base_timestamp,
         max_timestamp,
         header.producer_id,
         header.producer_epoch,
@@ -235,3 +261,40 @@ def empty_batch(header: BatchHeader) -> bytes:
     epoch and sequences (and so the producer's state) in the log."""
     attributes = header.attributes & ~_COMPRESSION_MASK
     return _pack(header, attributes, header.max_timestamp, 0, b"")
+
+
+def placeholder_batch(header: BatchHeader) -> bytes:
+    """An empty batch holding only ``header``'s offsets, leader epoch and timestamps: no
+    producer, not transactional, not control. What keeps a cleaned segment ending where
+    the next begins, without a producer's batch or a transaction's in the log."""
+    anonymous = replace(header, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+    attributes = header.attributes & _TIMESTAMP_TYPE_BIT
+    return _pack(anonymous, attributes, header.max_timestamp, 0, b"")
+
+
+def delete_horizon_ms(header: BatchHeader) -> int | None:
+    """The delete horizon stamped on a batch, or None if it has none."""
+    return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
+
+
+def with_delete_horizon(
+    header: BatchHeader, data: bytes, records: list[RecordFields], horizon_ms: int
+) -> bytes:
+    """``header``'s batch (records section ``data``, its ``records``) with every record
+    and the delete horizon ``horizon_ms`` stamped on it: the base timestamp becomes the
+    horizon, each record's timestamp delta is rebased so its timestamp stays."""
+    shift = header.base_timestamp - horizon_ms
+    body = bytearray()
+    record = bytearray()
+    for start, end, _, timestamp_delta, _, _ in records:
+        _, attributes_pos = _varint(data, start)
+        _, after_timestamp = _varint(data, attributes_pos + 1)
+        record.clear()
+        record.append(data[attributes_pos])
+        _zigzag(timestamp_delta + shift, record)
+        record += data[after_timestamp:end]
+        _zigzag(len(record), body)
+        body += record
+    payload = compress(Compression(header.attributes & _COMPRESSION_MASK), bytes(body))
+    attributes = header.attributes | DELETE_HORIZON_BIT
+    return _pack(header, attributes, header.max_timestamp, len(records), payload, horizon_ms)

@@ -58,7 +58,9 @@ def track_batch(
     if header.is_control:
         if marker is None:
             return None
-        producers.end_txn(producer_id, header.producer_epoch, marker.coordinator_epoch, timestamp)
+        producers.end_txn(
+            producer_id, header.producer_epoch, marker.coordinator_epoch, timestamp, base_offset
+        )
         ended = txns.on_marker(producer_id, base_offset, commit=marker.commit)
         return txns.aborted(ended) if ended is not None and ended.aborted else None
     producers.update(header, base_offset, timestamp)

@@ -118,7 +118,7 @@ def test_tombstones_stay_until_their_delete_horizon(tmp_path: Path) -> None:
     clean(log, now_ms=5_999)
     assert read_all(log)[-1] == (2, KEYS[0], None)
     state = log.cleanability(6_000)
-    assert state is not None and state.reason == "tombstones past delete.retention.ms"
+    assert state is not None and state.reason == "tombstones or markers past delete.retention.ms"
     result = clean(log, now_ms=6_000)
     assert result is not None and result.tombstones_removed == 1
     assert read_all(log) == [(1, KEYS[1], b"b")]

@@ -1,6 +1,6 @@
 """A partition log's transactions: opened by transactional batches, ended by markers,
-aborted ones in each segment's `.txnindex`, kept across snapshots, truncation, restarts
-and compaction."""
+aborted ones in each segment's `.txnindex`, kept across snapshots, truncation and
+restarts (compaction: test_log_cleaner_txns.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from pathlib import Path
 
 import crc32c
 import pytest
-from cleaner_helpers import clean, put, read_all, stored_headers
-from cleaner_helpers import open_log as open_compacted
 from kio.schema.errors import ErrorCode
 from txn_log_helpers import all_aborted, append, marker, open_log, plain_batch, txn_batch
 
@@ -199,30 +197,6 @@ def test_retention_deletes_a_segment_with_its_transaction_index(tmp_path: Path) 
     assert txn_indexes(path)
     assert log.delete_old_segments(now_ms=0)
     assert txn_indexes(path) == [] and all_aborted(log) == []
-    log.close()
-
-
-def test_compaction_keeps_transactions_and_their_index(tmp_path: Path) -> None:
-    path = tmp_path / "p"
-    log = open_compacted(path, segment_bytes=300)
-    put(log, b"a", b"plain-1")  # 0: shadowed by a later plain record: goes
-    put(log, b"b", b"plain-2")  # 1: shadowed only by aborted records: stays
-    append(log, txn_batch(7, key=b"b"), txn_batch(8, key=b"a"))  # 2, 3
-    append(log, marker(7, commit=False), marker(8, commit=True))  # 4, 5
-    put(log, b"a", b"plain-3")  # 6
-    for i in range(12):
-        put(log, b"k%d" % i, b"x")
-    aborted = all_aborted(log)
-    assert aborted == [AbortedTxn(7, 2, 4, 3)]
-    before = read_all(log)
-    assert clean(log, now_ms=0) is not None
-    after = read_all(log)
-    assert [e for e in before if e not in after] == [(0, b"a", b"plain-1")]
-    assert all_aborted(log) == aborted
-    assert [h.base_offset for h in stored_headers(log) if h.is_control] == [4, 5]
-    log.close()
-    log = open_compacted(path, segment_bytes=300)
-    assert all_aborted(log) == aborted and read_all(log) == after
     log.close()
 
 
