@@ -20,12 +20,15 @@ epoch is older than the producer's is refused with INVALID_PRODUCER_EPOCH, one w
 coordinator epoch is older with TRANSACTION_COORDINATOR_FENCED (``check_marker``).
 
 Snapshots (``<20-digit offset>.snapshot``) hold the state as of that offset:
-``b"SPS2"``, offset i64, producer count u32, then per producer: id i64, epoch i16,
+``b"SPS3"``, offset i64, producer count u32, then per producer: id i64, epoch i16,
 coordinator epoch i32, last timestamp i64, first offset of its open transaction i64
-(-1: none), batch count u8 and per batch first/last sequence i32, first/last offset
-i64, timestamp i64; a CRC32C (u32) of everything before it closes the file. Version 1
-(``b"SPS1"``, written before transactions) lacks the two transaction fields and is still
-read: no transaction open, coordinator epoch -1.
+(-1: none), offset of its last marker while that is its last batch i64 (-1: none),
+batch count u8 and per batch first/last sequence i32, first/last offset i64, timestamp
+i64; a CRC32C (u32) of everything before it closes the file. Older versions are still
+read: version 2 (``b"SPS2"``) lacks the last marker's offset (-1: compaction may then
+remove that marker once its transaction is empty), version 1 (``b"SPS1"``, written
+before transactions) also the two transaction fields (no transaction open, coordinator
+epoch -1).
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ __all__ = [
 CACHED_BATCHES = 5
 _SEQUENCE_MODULUS = 2**31
 
-_MAGIC = b"SPS2"
+_MAGIC = b"SPS3"
+_MAGIC_V2 = b"SPS2"
 _MAGIC_V1 = b"SPS1"
 _FILE_HEADER = struct.Struct(">4sqI")
-_PRODUCER = struct.Struct(">qhiqqB")
+_PRODUCER = struct.Struct(">qhiqqqB")
+_PRODUCER_V2 = struct.Struct(">qhiqqB")
 _PRODUCER_V1 = struct.Struct(">qhqB")
 _BATCH = struct.Struct(">iiqqq")
 _CRC = struct.Struct(">I")
@@ -86,9 +91,9 @@ class ProducerEntry:
     coordinator_epoch: int = -1
     current_txn_first_offset: int | None = None
     """First offset of its transaction open on the partition (None: no transaction)."""
-    last_marker_offset: int = field(default=-1, compare=False)
-    """Offset of its last marker while that is its last batch in the log (-1: not, or
-    not known: snapshots do not hold it). Compaction keeps that marker."""
+    last_marker_offset: int = -1
+    """Offset of its last marker while that is its last batch in the log (-1: not).
+    Compaction keeps that marker: it holds the producer's epochs for a replay."""
 
     @property
     def last_seq(self) -> int:
@@ -340,6 +345,7 @@ class ProducerStateManager:
                 entry.coordinator_epoch,
                 entry.last_timestamp,
                 -1 if txn_first is None else txn_first,
+                entry.last_marker_offset,
                 len(entry.batches),
             )
             for b in entry.batches:
@@ -364,17 +370,23 @@ def _parse_snapshot(data: bytes) -> tuple[Sequence[ProducerEntry], int]:
     if crc32c.crc32c(body) != crc:
         raise SnapshotError("snapshot CRC mismatch")
     magic, offset, count = _FILE_HEADER.unpack_from(body, 0)
-    if magic not in (_MAGIC, _MAGIC_V1):
+    if magic not in (_MAGIC, _MAGIC_V2, _MAGIC_V1):
         raise SnapshotError(f"unknown snapshot format {magic!r}")
     pos = _FILE_HEADER.size
     entries: list[ProducerEntry] = []
     try:
         for _ in range(count):
+            last_marker = -1
             if magic == _MAGIC:
-                producer_id, epoch, coordinator_epoch, last_timestamp, txn_first, n = (
+                producer_id, epoch, coordinator_epoch, last_timestamp, txn_first, last_marker, n = (
                     _PRODUCER.unpack_from(body, pos)
                 )
                 pos += _PRODUCER.size
+            elif magic == _MAGIC_V2:
+                producer_id, epoch, coordinator_epoch, last_timestamp, txn_first, n = (
+                    _PRODUCER_V2.unpack_from(body, pos)
+                )
+                pos += _PRODUCER_V2.size
             else:
                 producer_id, epoch, last_timestamp, n = _PRODUCER_V1.unpack_from(body, pos)
                 pos += _PRODUCER_V1.size
@@ -385,6 +397,7 @@ def _parse_snapshot(data: bytes) -> tuple[Sequence[ProducerEntry], int]:
                 last_timestamp,
                 coordinator_epoch=coordinator_epoch,
                 current_txn_first_offset=None if txn_first < 0 else txn_first,
+                last_marker_offset=last_marker,
             )
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))

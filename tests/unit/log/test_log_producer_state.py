@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+import crc32c
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -238,3 +240,23 @@ def test_snapshot_format_round_trip() -> None:
         other.load_snapshot(data[:-1] + bytes([data[-1] ^ 1]))
     with pytest.raises(SnapshotError):
         other.load_snapshot(data[:10])
+
+
+def test_snapshots_keep_a_producers_last_marker_and_read_the_older_format() -> None:
+    manager = ProducerStateManager()
+    manager.update(idempotent(1, 0, 0)[1], 0, 1_000)
+    manager.end_txn(1, 1, 3, 1_001, offset=5)  # a marker, the producer's last batch
+    manager.update(idempotent(2, 0, 0)[1], 6, 1_002)
+    manager.end_txn(2, 0, 3, 1_003, offset=11)
+    manager.update(idempotent(2, 0, 5)[1], 12, 1_004)  # data after it: not the last
+    assert manager.last_batch_offsets() == frozenset({5, 16})
+    other = ProducerStateManager()
+    other.load_snapshot(manager.to_snapshot(17))
+    assert other.get(1) == manager.get(1) and other.get(2) == manager.get(2)
+    assert other.last_batch_offsets() == manager.last_batch_offsets()
+    # version 2 has no last marker: read as none
+    body = struct.pack(">4sqI", b"SPS2", 10, 1) + struct.pack(">qhiqqB", 7, 2, 4, 99, -1, 0)
+    assert other.load_snapshot(body + struct.pack(">I", crc32c.crc32c(body))) == 10
+    entry = other.get(7)
+    assert entry is not None and (entry.epoch, entry.coordinator_epoch) == (2, 4)
+    assert entry.last_marker_offset == -1 and other.last_batch_offsets() == frozenset()
