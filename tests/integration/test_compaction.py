@@ -1,4 +1,5 @@
-"""Log compaction on a real broker: the last value of each key, tombstones, kill -9.
+"""Log compaction on a real broker: the last value of each key, tombstones, kill -9,
+transactions.
 
 Real `strom serve` processes, confluent-kafka clients. The cleaner looks for work every
 100 ms here (`log.cleaner.backoff.ms`) and topics have small segments, so cleaning
@@ -18,6 +19,8 @@ import pytest
 from broker import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from strom.protocol.records import iter_batches
 
 TOPIC = "state"
 CLIENT_LOG = {"log_level": 0}
@@ -81,12 +84,13 @@ def produce(
     assert producer.flush(30) == 0
 
 
-def read_all(broker: BrokerProcess) -> Read:
+def read_all(broker: BrokerProcess, isolation: str = "read_committed") -> Read:
     """Every (offset, key, value) from the log start to the end, as a consumer sees them."""
     consumer = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
             "group.id": "verify",
+            "isolation.level": isolation,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "check.crcs": True,
@@ -284,3 +288,72 @@ def test_kill_9_in_the_middle_of_cleaning_leaves_the_partition_whole(
         assert broker.stop() == 0  # a clean stop, most likely in the middle of a pass too
     print(f"{hits} of {rounds} kills landed in the middle of a cleaning pass")
     assert hits >= 2, f"only {hits} kill(s) landed in the middle of a cleaning pass"
+
+
+def markers_below_active(broker: BrokerProcess) -> int | None:
+    """Transaction markers (control batches with a record) in the sealed segments; None
+    when a segment went while they were counted (a swap)."""
+    base = active_base(broker)
+    count = 0
+    for path in partition_dir(broker).glob("*.log"):
+        if int(path.name[:20]) < base:
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                return None
+            count += sum(1 for _, h in iter_batches(data) if h.is_control and h.records_count)
+    return count
+
+
+def test_read_committed_after_cleaning_committed_and_aborted_transactions(
+    started: Callable[..., BrokerProcess],
+) -> None:
+    broker = started()
+    config = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "2048",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "0",
+    }
+    create_topic(broker, config)
+    keys = [b"key-%d" % k for k in range(8)]
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-compact", **CLIENT_LOG}
+    )
+    try:
+        producer.init_transactions(WAIT_S)
+        for round_ in range(12):
+            for outcome in ("commit", "abort"):
+                producer.begin_transaction()
+                for key in keys:
+                    producer.produce(TOPIC, key=key, value=b"%s-%d" % (outcome.encode(), round_))
+                if outcome == "commit":
+                    producer.commit_transaction(WAIT_S)
+                else:
+                    producer.flush(WAIT_S)
+                    producer.abort_transaction(WAIT_S)
+    finally:
+        producer.flush(WAIT_S)
+    filler = [(b"filler-%d" % i, b"x" * 100) for i in range(40)]
+    for i in range(0, len(filler), 10):  # batches smaller than segment.bytes
+        produce(broker, filler[i : i + 10], "none")
+    expected = {key: b"commit-11" for key in keys} | dict(filler)
+    assert last_values(read_all(broker)) == expected
+    reads: list[Read] = []
+
+    def cleaned() -> bool:
+        reads.append(read_all(broker, "read_uncommitted"))
+        below = [value for offset, _, value in reads[-1] if offset < active_base(broker)]
+        markers = markers_below_active(broker)
+        return (
+            not any(value is not None and value.startswith(b"abort") for value in below)
+            and compacted_below_active(broker, reads[-1])
+            and markers is not None
+            and markers <= 2  # of the 24 written: those its producer's last batch keeps
+        )
+
+    wait_for(cleaned, "aborted records and emptied transactions' markers to go")
+    committed = read_all(broker)
+    assert last_values(committed) == expected
+    # read_uncommitted now differs only by the aborted records of the active segment
+    assert committed == [e for e in reads[-1] if not (e[2] or b"").startswith(b"abort")]
