@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cleaner_helpers import clean, open_log, put
 from cleaner_txn_helpers import (
     end_marker,
@@ -17,6 +18,7 @@ from cleaner_txn_helpers import (
 )
 
 from strom.log import PartitionLog
+from strom.log.cleaner_build import build_cleaned
 from strom.log.record_filter import (
     DELETE_HORIZON_BIT,
     batch_records,
@@ -241,3 +243,57 @@ def test_a_delete_horizon_keeps_every_record_timestamp() -> None:
         section, records = batch_records(memoryview(stamped), new_header)
         _, kept = decode_batch(rewrite_batch(new_header, section, records[1:]))
         assert [r.timestamp for r in kept] == [5_007, 5_014]
+
+
+class Crash(Exception):
+    pass
+
+
+def aborted_then_committed(path: Path) -> PartitionLog:
+    """Producer 6 aborts a transaction, then commits one; plain records after: a pass
+    removes the aborted record and the `.txnindex` entry of segment 0."""
+    log = open_log(path, delete_retention_ms=0, segment_bytes=400)
+    append(log, txn_records(6, [(b"a", b"aborted")], sequence=0))
+    append(log, end_marker(6, commit=False))
+    append(log, txn_records(6, [(b"b", b"committed")], sequence=1))
+    append(log, end_marker(6, commit=True))
+    fill(log, 8)
+    log.roll(0)
+    log.flush()  # past the recovery point: a reopen trusts the segment's `.txnindex`
+    return log
+
+
+def test_a_crash_at_any_step_of_a_swap_leaves_the_index_and_readers_whole(
+    tmp_path: Path,
+) -> None:
+    dry = aborted_then_committed(tmp_path / "dry")
+    before = (read_uncommitted(dry), dry.aborted_transactions(0, 4))
+    steps: list[str] = []
+    plan = dry.cleaning_plan(0)
+    assert plan is not None and dry.swap_cleaned(build_cleaned(plan), now_ms=0, step=steps.append)
+    after = (read_uncommitted(dry), dry.aborted_transactions(0, 4))
+    assert after == (before[0][1:], []) and "deleted 00000000000000000000.txnindex" in steps
+    dry.close()
+    committed = steps.index("manifest written")
+    for k, name in enumerate(steps):
+        log = aborted_then_committed(tmp_path / f"crash-{k}")
+        plan = log.cleaning_plan(0)
+        assert plan is not None
+        result = build_cleaned(plan)
+
+        def stop(step: str, name: str = name) -> None:
+            if step == name:
+                raise Crash(step)
+
+        with pytest.raises(Crash):
+            log.swap_cleaned(result, now_ms=0, step=stop)
+        log.close(clean=False)
+        log = open_log(tmp_path / f"crash-{k}", delete_retention_ms=0, segment_bytes=400)
+        assert (read_uncommitted(log), log.aborted_transactions(0, 4)) == (
+            after if k >= committed else before
+        ), name
+        assert read_committed(log) == after[0], name
+        clean(log, now_ms=0)
+        clean(log, now_ms=0)  # past the horizon: the aborted transaction's marker goes
+        assert 1 not in markers(log) and read_committed(log) == after[0], name
+        log.close()
