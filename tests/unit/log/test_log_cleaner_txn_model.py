@@ -1,7 +1,9 @@
-"""Compaction of random interleavings of plain records, committed, aborted and open
-transactions (of the same keys), rolls, passes and restarts - clean, crashed, crashed
-with every snapshot, `.txnindex` and the recovery point lost, or with the newest snapshot
-lost - against a plain model of what was written.
+"""Compaction of random interleavings of plain and idempotent records, committed,
+aborted and open transactions (of the same keys and producers), rolls, passes and
+restarts - clean, crashed, crashed with every snapshot, `.txnindex` and the recovery
+point lost, or with the newest snapshot lost - against a plain model of what was
+written; each example ends its transactions and runs two passes, the second past the
+delete horizon.
 
 After every step: read_uncommitted misses only records of aborted transactions,
 records shadowed by a later plain or committed record of their key, and tombstones, all
@@ -40,7 +42,7 @@ KEYS = (b"k0", b"k1", b"k2")
 _records = st.lists(st.tuples(st.integers(0, 2), st.booleans()), min_size=1, max_size=2)
 _ops = st.lists(
     st.one_of(
-        st.tuples(st.just("put"), _records),
+        st.tuples(st.just("put"), st.integers(-1, 2), _records),
         st.tuples(st.just("txn"), st.integers(0, 2), _records),
         st.tuples(st.just("txn"), st.integers(0, 2), _records),
         st.tuples(st.just("end"), st.integers(0, 2), st.booleans()),
@@ -114,9 +116,18 @@ def values(op: tuple[object, ...], first: int) -> list[tuple[bytes, bytes | None
 
 
 def apply(log: PartitionLog, model: Model, op: tuple[object, ...]) -> None:
-    if op[0] == "put":
+    if op[0] == "put":  # plain, or of an idempotent producer not in a transaction
+        pid = -1 if op[1] == -1 else PRODUCERS[op[1]]  # type: ignore[call-overload]
+        if pid in model.open_txn:
+            return
         records = values(op, model.end)
-        log.append([keyed_batch(records)], now_ms=0, leader_epoch=0)
+        sequence = model.sequence.get(pid, 0) if pid >= 0 else -1
+        batch = keyed_batch(
+            records, producer_id=pid, producer_epoch=0 if pid >= 0 else -1, base_sequence=sequence
+        )
+        log.append([batch], now_ms=0, leader_epoch=0)
+        if pid >= 0:
+            model.sequence[pid] = sequence + len(records)
         for key, value in records:
             model.records[model.end] = (key, value, None)
             model.end += 1
@@ -258,9 +269,22 @@ class Run:
 
 @settings(max_examples=30, deadline=None)
 @example(  # a producer's stray marker, its last batch, outlives a restart and two passes
-    ops=[*[("put", [(0, False)])] * 7, ("end", 0, False), ("reopen", "clean")],
+    ops=[*[("put", -1, [(0, False)])] * 7, ("end", 0, False), ("reopen", "clean")],
     segment_bytes=250,
     delete_retention_ms=0,
+)
+@example(  # a snapshot holding open the transaction whose marker a pass removes
+    ops=[
+        ("txn", 0, [(0, False)]),
+        ("clean", True, 0),  # the roll's snapshot: producer 10's transaction is open
+        ("end", 0, False),
+        ("put", 0, [(1, False)]),  # producer 10 goes on without a transaction
+        ("clean", True, 0),
+        ("clean", False, 2_500),  # the aborted transaction's marker goes
+        ("reopen", "newest"),  # and the state comes from an older snapshot
+    ],
+    segment_bytes=900,
+    delete_retention_ms=1_000,
 )
 @given(
     ops=_ops,

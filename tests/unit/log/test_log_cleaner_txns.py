@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cleaner_helpers import clean, open_log, put
+from cleaner_helpers import clean, keyed_batch, open_log, put
 from cleaner_txn_helpers import (
     end_marker,
     read_committed,
@@ -198,8 +198,8 @@ def test_removing_a_marker_drops_the_snapshots_holding_its_transaction_open(
     append(log, txn_records(3, [(b"a", b"aborted")], sequence=0))  # 0
     held_open = log.roll(0)  # its snapshot holds producer 3's transaction open
     abort = append(log, end_marker(3, commit=False))
-    append(log, txn_records(3, [(b"b", b"kept")], sequence=1))
-    append(log, end_marker(3, commit=True))
+    # then a plain (idempotent) batch: no later marker of producer 3 ends anything
+    append(log, keyed_batch([(b"b", b"kept")], producer_id=3, producer_epoch=0, base_sequence=1))
     fill(log, 2)
     log.roll(0)
     assert (path / f"{held_open:020d}.snapshot").exists()
