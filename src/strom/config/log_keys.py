@@ -158,7 +158,7 @@ LOG_KEYS: tuple[ConfigKey, ...] = (
         "log.cleaner.delete.retention.ms",
         LONG,
         "86400000",
-        "Time a tombstone is kept after the cleaning pass that first kept it.",
+        "Time a tombstone or an emptied transaction's marker is kept once a pass found it.",
         AtLeast(0),
     ),
     ConfigKey(

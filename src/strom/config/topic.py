@@ -64,7 +64,7 @@ _KEYS = (
         "delete.retention.ms",
         LONG,
         "log.cleaner.delete.retention.ms",
-        "Time tombstones are kept in a compacted topic.",
+        "Time tombstones and emptied transactions' markers are kept in a compacted topic.",
         AtLeast(0),
     ),
     TopicConfigKey(

@@ -129,7 +129,8 @@ class LogCleaner:
             return False
         log.info(
             "[node %d] %s: cleaned offsets %d..%d: %d segment(s) into %d, %d -> %d bytes, "
-            "%d record(s) removed (%d tombstone(s)), %d key(s) mapped, in %.0f ms",
+            "%d record(s) removed (%d tombstone(s)), %d marker(s) removed, %d key(s) mapped, "
+            "in %.0f ms",
             self._node_id,
             label,
             plan.segments[0].base_offset,
@@ -140,6 +141,7 @@ class LogCleaner:
             result.bytes_after,
             result.records_removed,
             result.tombstones_removed,
+            result.markers_removed,
             result.keys,
             (time.perf_counter() - started) * 1000,
         )
