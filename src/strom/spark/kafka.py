@@ -1,8 +1,13 @@
 """The connector's I/O, through confluent-kafka: offsets on the driver, reads and writes in tasks.
 
 The driver asks an AdminClient which partitions a subscription covers and where their
-logs start and end. Each read task opens its own Consumer, assigned exactly one range with
-no consumer group and no commits, and turns what it consumes into Arrow batches. Each
+logs start and end: at the high watermark, or with kafka.isolation.level read_committed at
+the last stable offset (ListOffsets at that isolation level, as Spark's Kafka source asks
+through its consumer's setting). Each read task opens its own Consumer at the same
+isolation level, assigned exactly one range with no consumer group and no commits, and
+turns what it consumes into Arrow batches. Offsets a consumer is never given (transaction
+markers; aborted records with read_committed) are skipped, not lost: a range is done once
+the consumer is past its end, by a record at or after it or by reaching the log's end there. Each
 write task opens its own idempotent Producer and returns only once the broker has
 acknowledged every record it sent.
 """
@@ -17,13 +22,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from strom.spark.arrow import BatchBuilder, WritePlan, outgoing_records
 from strom.spark.errors import BrokerError, DataLossError, OptionError, WriteError
-from strom.spark.offsets import AvailableOffsets, DataLoss, OffsetRange, TopicPartition, clamp_range
+from strom.spark.offsets import (
+    AvailableOffsets,
+    DataLoss,
+    OffsetRange,
+    TopicPartition,
+    clamp_range,
+)
+from strom.spark.offsets import IsolationLevel as ReadIsolation
 from strom.spark.options import ReadOptions, Subscription
 
 log = logging.getLogger(__name__)
@@ -107,10 +119,15 @@ class OffsetLookup:
     def states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, AvailableOffsets]:
+        """Log start and end per partition; with read_committed the end is the last stable
+        offset, and the high watermark is asked for too."""
         wanted = list(partitions)
         earliest = self.offsets(wanted, _earliest_spec())
         latest = self.offsets(wanted, _latest_spec())
-        return {tp: AvailableOffsets(earliest[tp], latest[tp]) for tp in wanted}
+        if self._options.isolation_level is ReadIsolation.READ_UNCOMMITTED:
+            return {tp: AvailableOffsets(earliest[tp], latest[tp]) for tp in wanted}
+        log_end = self.offsets(wanted, _latest_spec(), IsolationLevel.READ_UNCOMMITTED)
+        return {tp: AvailableOffsets(earliest[tp], latest[tp], log_end[tp]) for tp in wanted}
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self.offsets(list(partitions), _earliest_spec())
@@ -123,13 +140,21 @@ class OffsetLookup:
             result.update(self.offsets(same, OffsetSpec.for_timestamp(timestamp_ms)))
         return result
 
-    def offsets(self, partitions: list[TopicPartition], spec: Any) -> dict[TopicPartition, int]:
+    def offsets(
+        self, partitions: list[TopicPartition], spec: Any, isolation: Any = None
+    ) -> dict[TopicPartition, int]:
+        """ListOffsets for `spec`, at the query's isolation level unless `isolation` is given
+        (read_committed bounds "latest" and timestamp lookups by the last stable offset)."""
         if not partitions:
             return {}
+        if isolation is None:
+            isolation = _client_isolation(self._options.isolation_level)
 
         def ask() -> dict[TopicPartition, int]:
             request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in partitions}
-            futures = self._client.list_offsets(request, request_timeout=_timeout())
+            futures = self._client.list_offsets(
+                request, isolation_level=isolation, request_timeout=_timeout()
+            )
             return {
                 TopicPartition(ktp.topic, ktp.partition): int(future.result().offset)
                 for ktp, future in futures.items()
@@ -169,6 +194,7 @@ def read_range(rng: OffsetRange, options: ReadOptions) -> Iterator[pa.RecordBatc
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
+            "isolation.level": options.isolation_level.value,
             "logger": _quiet_logger(),
         }
     )
@@ -199,7 +225,9 @@ def read_range(rng: OffsetRange, options: ReadOptions) -> Iterator[pa.RecordBatc
                     if error is not None:
                         eof = error.code() == KafkaError._PARTITION_EOF
                         if eof and cast(int, message.offset()) >= until:
-                            position = until  # the rest of the range was compacted away
+                            # The rest of the range gives no record: compacted away,
+                            # transaction markers, aborted records (read_committed).
+                            position = until
                             break
                         rng = _after_error(consumer, error, position, rng, options)
                         position, until = rng.start, rng.until
@@ -226,7 +254,9 @@ def _records_below(messages: list[Any], until: int) -> bool:
 
 
 def _readable(consumer: Consumer, rng: OffsetRange, options: ReadOptions) -> OffsetRange:
-    """The part of `rng` the log still holds; what is gone is reported as data loss."""
+    """The part of `rng` the log still holds; what is gone is reported as data loss. The
+    consumer's watermarks are at its isolation level: the end is the last stable offset
+    with read_committed, which the range was planned not to pass."""
     tp = rng.topic_partition
     low, high = consumer.get_watermark_offsets(
         KafkaTopicPartition(tp.topic, tp.partition), timeout=_timeout(), cached=False
@@ -390,6 +420,12 @@ def _quiet_logger() -> logging.Logger:
             lambda record: not (isinstance(record.args, tuple) and record.args[:1] == ("CONFWARN",))
         )
     return logger
+
+
+def _client_isolation(level: ReadIsolation) -> Any:
+    if level is ReadIsolation.READ_COMMITTED:
+        return IsolationLevel.READ_COMMITTED
+    return IsolationLevel.READ_UNCOMMITTED
 
 
 def _earliest_spec() -> Any:

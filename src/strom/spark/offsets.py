@@ -45,6 +45,21 @@ class Side(Enum):
     END = "end"
 
 
+class IsolationLevel(Enum):
+    """Which records a read sees (`kafka.isolation.level`, named as Kafka's consumers name it).
+
+    READ_UNCOMMITTED: every record, those of aborted and of still open transactions too,
+    up to the high watermark. READ_COMMITTED: non-transactional records and those of
+    committed transactions, up to the last stable offset (LSO: the first offset of the
+    oldest transaction still open, or the high watermark when none is). Either way some
+    offsets are never read: transaction markers, and with READ_COMMITTED aborted records,
+    so a range may end on offsets that give no record.
+    """
+
+    READ_UNCOMMITTED = "read_uncommitted"
+    READ_COMMITTED = "read_committed"
+
+
 class TimestampStrategy(Enum):
     """What a starting timestamp with no record at or after it resolves to."""
 
@@ -78,10 +93,18 @@ OffsetRequest = Boundary | SpecificOffsets | GlobalTimestamp | PartitionTimestam
 
 @dataclass(frozen=True, slots=True)
 class AvailableOffsets:
-    """What the broker says about one partition: its log start offset and high watermark."""
+    """What the broker says about one partition: its log start offset, and where a read
+    ends: the high watermark, or the last stable offset for READ_COMMITTED. Then
+    `high_watermark` is the log's end, past which an offset means the log was rewound;
+    None when it is `latest`."""
 
     earliest: int
     latest: int
+    high_watermark: int | None = None
+
+    @property
+    def log_end(self) -> int:
+        return self.latest if self.high_watermark is None else self.high_watermark
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,13 +327,23 @@ def check_within(
     option: str,
     offsets: Mapping[TopicPartition, int],
     states: Mapping[TopicPartition, AvailableOffsets],
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> None:
-    """An offset past a partition's end is a mistake in the option, not data loss."""
+    """An offset past a partition's end is a mistake in the option, not data loss. With
+    READ_COMMITTED the end is the last stable offset: a read waits for nothing."""
     for tp in sorted(offsets):
-        if tp in states and offsets[tp] > states[tp].latest:
+        if tp not in states or offsets[tp] <= states[tp].latest:
+            continue
+        if isolation is IsolationLevel.READ_COMMITTED:
             raise OptionError(
-                option, f"{tp} ends at {states[tp].latest}; it has no offset {offsets[tp]}"
+                option,
+                f"{tp} can be read up to its last stable offset {states[tp].latest} with "
+                f"kafka.isolation.level read_committed (a transaction is open there), not "
+                f"to {offsets[tp]}",
             )
+        raise OptionError(
+            option, f"{tp} ends at {states[tp].latest}; it has no offset {offsets[tp]}"
+        )
 
 
 def plan_batch(
@@ -320,10 +353,12 @@ def plan_batch(
     *,
     start_option: str,
     end_option: str,
+    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> tuple[list[OffsetRange], list[DataLoss]]:
-    """The ranges of a batch query; a start before the log start is data loss."""
-    check_within(start_option, start, states)
-    check_within(end_option, end, states)
+    """The ranges of a batch query; a start before the log start is data loss. `states`
+    hold the end `isolation` reads to (the last stable offset for READ_COMMITTED)."""
+    check_within(start_option, start, states, isolation)
+    check_within(end_option, end, states, isolation)
     ranges: list[OffsetRange] = []
     losses: list[DataLoss] = []
     for tp in sorted(states):
@@ -351,7 +386,9 @@ def next_end(
     """The end offsets of the next micro-batch.
 
     A partition missing from `start` is new and starts at 0. A partition in `start` that
-    the broker no longer has is reported and left out. With `target` (Trigger.AvailableNow)
+    the broker no longer has is reported and left out. One whose start is past `latest`
+    but not past the log's end (read_committed, checkpointed by a read_uncommitted run)
+    waits for the last stable offset to pass it. With `target` (Trigger.AvailableNow)
     no partition goes past its target and partitions outside it wait. With `max_records`
     the records are shared out by `share_limit`, counted from where reading can resume
     (the log start when retention got there first).
@@ -371,7 +408,7 @@ def next_end(
             continue
         first = start.get(tp, 0)
         cap = state.latest if target is None else min(state.latest, target[tp])
-        if first > state.latest or first < state.earliest:
+        if first > state.log_end or first < state.earliest:
             first = min(state.earliest, cap)  # rewound or deleted: reported when planned
         resume[tp], caps[tp] = first, max(first, cap)
     backlog = {tp: caps[tp] - resume[tp] for tp in resume}

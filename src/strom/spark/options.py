@@ -20,6 +20,7 @@ from strom.spark.errors import OptionError
 from strom.spark.exactly_once import MAX_PREFIX_CHARS
 from strom.spark.offsets import (
     Boundary,
+    IsolationLevel,
     OffsetRequest,
     Side,
     SpecificOffsets,
@@ -31,6 +32,7 @@ from strom.spark.offsets import (
 )
 
 BOOTSTRAP = ("kafka.bootstrap.servers", "bootstrap.servers")
+ISOLATION_LEVEL = "kafka.isolation.level"  # a client setting the reader plans by
 STARTING = ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp")
 ENDING = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 SUBSCRIPTION = ("subscribe", "subscribePattern", "assign")
@@ -144,6 +146,9 @@ class ReadOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     fetch_retries: int = DEFAULT_FETCH_RETRIES
     fetch_retry_interval_ms: int = DEFAULT_FETCH_RETRY_INTERVAL_MS
+    # kafka.isolation.level: read_uncommitted by default, as in Spark's Kafka source
+    # (librdkafka's own default is read_committed); not in client_config.
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     client_config: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -194,8 +199,20 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fetch_retry_interval_ms=_count(
             given, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_RETRY_INTERVAL_MS
         ),
-        client_config=_client_config(given),
+        isolation_level=_isolation_level(given),
+        client_config={
+            key: value
+            for key, value in _client_config(given).items()
+            if key != ISOLATION_LEVEL.removeprefix("kafka.")
+        },
     )
+
+
+def _isolation_level(given: Mapping[str, str]) -> IsolationLevel:
+    """kafka.isolation.level, case-insensitive as the Java client takes it."""
+    if ISOLATION_LEVEL not in given:
+        return IsolationLevel.READ_UNCOMMITTED
+    return _choice(ISOLATION_LEVEL, given[ISOLATION_LEVEL], IsolationLevel)
 
 
 def parse_write_options(options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:

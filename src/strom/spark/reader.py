@@ -1,7 +1,9 @@
 """Batch and streaming readers of the `strom` data source.
 
 Planning happens on the driver: which partitions, which offsets, how ranges are cut into
-Spark tasks (one task per range). Each task then reads its range with `read_range`.
+Spark tasks (one task per range). Each task then reads its range with `read_range`. With
+kafka.isolation.level read_committed, "latest" is each partition's last stable offset, so
+no range reaches into a transaction still open.
 
 The streaming reader keeps nothing that matters between calls except the
 Trigger.AvailableNow target: every offset it hands Spark is in Spark's checkpoint, so a
@@ -106,6 +108,7 @@ class StromBatchReader(DataSourceReader):
             states,
             start_option=self.options.starting_option,
             end_option=self.options.ending_option,
+            isolation=self.options.isolation_level,
         )
         report(losses, self.options.fail_on_data_loss)
         pieces = split_ranges(
@@ -145,7 +148,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lookup = self._client()
         states = current_states(lookup, self.options, at_start=True)
         start = resolve_side(lookup, self.options, Side.START, states)
-        check_within(self.options.starting_option, start, states)
+        check_within(self.options.starting_option, start, states, self.options.isolation_level)
         log.info("strom: stream starts at %s", offsets_to_json(start))
         return offsets_to_json(start)
 

@@ -14,6 +14,7 @@ from strom.spark.offsets import (
     Boundary,
     DataLoss,
     GlobalTimestamp,
+    IsolationLevel,
     LossKind,
     OffsetRange,
     PartitionTimestamps,
@@ -165,7 +166,55 @@ def test_plan_batch_refuses_impossible_ranges() -> None:
         plan_batch({A0: 5}, {A0: 3}, bounds, start_option="s", end_option="e")
 
 
+def test_read_committed_plans_up_to_the_last_stable_offset() -> None:
+    # a-0: a transaction open from offset 6 to the end (10); a-1: none open (LSO = end).
+    bounds = {A0: AvailableOffsets(0, 6, 10), A1: AvailableOffsets(0, 4, 4)}
+    assert bounds[A0].log_end == 10 and bounds[A1].log_end == 4
+    end = resolve(Boundary.LATEST, "e", Side.END, bounds, {})
+    ranges, losses = plan_batch(
+        {A0: 0, A1: 0},
+        end,
+        bounds,
+        start_option="s",
+        end_option="e",
+        isolation=IsolationLevel.READ_COMMITTED,
+    )
+    assert ranges == [OffsetRange(A0, 0, 6), OffsetRange(A1, 0, 4)]
+    assert losses == []
+    with pytest.raises(
+        OptionError, match=r"a-0 can be read up to its last stable offset 6 with kafka\.isolation"
+    ):
+        plan_batch(
+            {A0: 0, A1: 0},
+            {A0: 8, A1: 4},
+            bounds,
+            start_option="s",
+            end_option="e",
+            isolation=IsolationLevel.READ_COMMITTED,
+        )
+
+
 # ---- streaming ---------------------------------------------------------------------------
+
+
+def test_read_committed_micro_batches_stop_at_the_last_stable_offset() -> None:
+    bounds = {A0: AvailableOffsets(0, 6, 10)}
+    end, _ = next_end({A0: 2}, bounds, max_records=None)
+    assert end == {A0: 6}
+    end, _ = next_end({A0: 6}, bounds, max_records=None, target={A0: 6})
+    assert end == {A0: 6}  # AvailableNow's target is the LSO: reached, the query stops
+
+
+def test_a_start_between_the_last_stable_offset_and_the_end_waits() -> None:
+    # Checkpointed at 8 by a read_uncommitted run, now read_committed with the LSO at 6:
+    # not a rewound log (that would re-read from the start); nothing to read until the
+    # transaction ends.
+    bounds = {A0: AvailableOffsets(0, 6, 10)}
+    end, losses = next_end({A0: 8}, bounds, max_records=100)
+    assert (end, losses) == ({A0: 8}, [])
+    assert plan_micro_batch({A0: 8}, end, {A0: 0}) == ([], [])
+    end, _ = next_end({A0: 12}, bounds, max_records=None)
+    assert end == {A0: 6}  # past the log's end: rewound, reported when planned
 
 
 def test_next_end_reads_everything_without_a_limit() -> None:

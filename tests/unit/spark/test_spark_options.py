@@ -8,6 +8,7 @@ from strom.spark.errors import OptionError
 from strom.spark.offsets import (
     Boundary,
     GlobalTimestamp,
+    IsolationLevel,
     PartitionTimestamps,
     SpecificOffsets,
     TimestampStrategy,
@@ -49,6 +50,33 @@ def test_defaults_follow_spark() -> None:
     assert stream.poll_timeout_ms == 120_000
     assert stream.subscription.kind is SubscriptionKind.SUBSCRIBE
     assert stream.subscription.topics == ("events",)
+    # Spark's (the Java client's) default, not librdkafka's read_committed.
+    assert stream.isolation_level is IsolationLevel.READ_UNCOMMITTED
+
+
+@pytest.mark.parametrize(
+    ("value", "level"),
+    [
+        ("read_committed", IsolationLevel.READ_COMMITTED),
+        ("READ_COMMITTED", IsolationLevel.READ_COMMITTED),
+        ("read_uncommitted", IsolationLevel.READ_UNCOMMITTED),
+    ],
+)
+def test_isolation_level_is_the_readers_own(value: str, level: IsolationLevel) -> None:
+    for streaming in (True, False):
+        options = parse_read_options(
+            lowered(BASE | {"kafka.isolation.level": value, "kafka.client.id": "c"}),
+            streaming=streaming,
+        )
+        assert options.isolation_level is level
+        assert options.client_config == {"client.id": "c"}  # the reader sets it itself
+
+
+def test_isolation_level_must_be_a_level() -> None:
+    assert read_error(**{"kafka.isolation.level": "committed"}) == (
+        "strom: option 'kafka.isolation.level': expected one of read_uncommitted, "
+        "read_committed, got 'committed'"
+    )
 
 
 def test_every_option_is_parsed() -> None:
