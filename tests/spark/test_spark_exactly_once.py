@@ -1,11 +1,14 @@
 """The exactly-once sink (exactlyOnce=true) on a real Spark and a real broker: a batch write
-run again after a failure, and a stream whose task fails once, whose process is killed
-with SIGKILL, and whose last micro-batch is replayed. Every input row must be seen exactly
-once by a read_committed consumer.
+run again after a failure, a stream whose task fails once, whose process is killed
+with SIGKILL, and whose last micro-batch is replayed, and a stream whose driver is killed
+half way through committing a micro-batch. Every input row must be seen exactly once by a
+read_committed consumer.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -164,3 +167,52 @@ def test_stream_with_a_failed_task_a_kill_and_a_replay_writes_each_row_once(
     assert last_batch(checkpoint) == replayed
     assert Counter(read_values(bootstrap, sink, 2, committed=True)) == expected
     assert len(read_values(bootstrap, sink, 2, committed=False)) == len(written)
+
+
+def test_stream_whose_driver_dies_half_way_through_a_commit_writes_each_row_once(
+    spark: Any, bootstrap: str, tmp_path: Path
+) -> None:
+    records = 200  # two micro-batches of 100, each written by two tasks of 50
+    source = create_topic(bootstrap, unique_topic("eos-commit-in"), 2)
+    sink = create_topic(bootstrap, unique_topic("eos-commit-out"), 2)
+    produce(bootstrap, source, ((i % 2, None, b"event-%04d" % i) for i in range(records)))
+    checkpoint, log, died = tmp_path / "checkpoint", tmp_path / "job.log", tmp_path / "died"
+
+    # In its own process: the driver's commit of micro-batch 1 commits the first task's
+    # transaction, then the whole job is killed with SIGKILL, the second left open.
+    job = start_job(
+        bootstrap,
+        source,
+        sink,
+        checkpoint,
+        log,
+        "--exactly-once",
+        "--die-in-commit",
+        "1",
+        str(died),
+    )
+    try:
+        job.wait(300)  # a bound for a hang only: the job dies on its own
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the job did not die:\n{log.read_text()[-3000:]}") from None
+    finally:
+        kill_group(job)
+    assert job.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+    assert died.exists(), f"the job died elsewhere:\n{log.read_text()[-3000:]}"
+    assert died.read_text().endswith("-p0")  # the first task's transaction committed
+    assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
+
+    query = start_query(
+        spark, bootstrap, source, sink, str(checkpoint), available_now=True, exactly_once=True
+    )
+    try:
+        assert query.awaitTermination(180), "the restarted query did not finish"
+    finally:
+        query.stop()
+    assert last_batch(checkpoint) == 1  # micro-batch 1 ran again, and nothing after it
+    expected = Counter(b"EVENT-%04d" % i for i in range(records))
+    assert Counter(read_values(bootstrap, sink, 2, committed=True)) == expected
+    # In the log: micro-batch 0 (100), micro-batch 1 (100, of which the second task's 50
+    # were aborted when its replay took its id over) and that replay (50). The first task's
+    # replay found its transaction committed and wrote nothing.
+    assert len(read_values(bootstrap, sink, 2, committed=False)) == records + records // 4
