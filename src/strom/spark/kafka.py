@@ -208,7 +208,9 @@ def read_range(rng: OffsetRange, options: ReadOptions) -> Iterator[pa.RecordBatc
         position, until = rng.start, rng.until
         stalled_since = time.monotonic()
         while position < until:
-            messages = consumer.consume(CONSUME_BATCH, POLL_S)
+            # No more than the range still holds: librdkafka's consume() waits for as
+            # many as asked (or POLL_S), and a range's last records would wait out POLL_S.
+            messages = consumer.consume(min(CONSUME_BATCH, until - position), POLL_S)
             if messages:
                 stalled_since = time.monotonic()
             elif time.monotonic() - stalled_since > options.poll_timeout_ms / 1000:
