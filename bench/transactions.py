@@ -3,11 +3,13 @@ read_committed against read_uncommitted consume, on the same broker in the same 
 
     .venv/bin/python bench/transactions.py [--records 200000] [--rounds 3]
         [--partitions 1,10] [--txn-records 100,1000,10000] [--commits 300]
-        [--bootstrap HOST:PORT] [--json FILE]
+        [--bootstrap HOST:PORT] [--durability fsync|os] [--json FILE]
 
 Without `--bootstrap`, one `strom serve` child process (strom.testing.StromCluster with
-processes=True and in_memory=False: data on disk, fsync before acknowledging, the
-default); with it, any Kafka-compatible broker (fresh topics are created there,
+processes=True and in_memory=False: data on disk; `--durability fsync`, the default,
+fsyncs before acknowledging, as strom does by default; `--durability os` leaves flushing
+to the operating system, `log.flush.interval.messages` at Kafka's default, the setting a
+Kafka broker runs with); with it, any Kafka-compatible broker (fresh topics are created there,
 replication factor 1). Per partition count, a fresh topic per figure, confluent-kafka
 with acks=all, linger.ms=5 and 100-byte values.
 Each round runs, in alternating order (A B A B):
@@ -44,6 +46,8 @@ from strom.testing import StromCluster
 VALUE_BYTES = 100
 TIMEOUT_S = 60.0
 STALL_LIMIT_S = 30.0
+NO_FSYNC = 9_223_372_036_854_775_807
+"""Kafka's default `log.flush.interval.messages`: the operating system flushes."""
 
 
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -213,13 +217,15 @@ def main() -> int:
     )
     parser.add_argument("--bootstrap", help="a running Kafka-compatible broker to measure")
     parser.add_argument("--commits", type=int, default=300)
+    parser.add_argument("--durability", choices=["fsync", "os"], default="fsync")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     if args.bootstrap:
         results = run(args.bootstrap, args)
     else:
-        with StromCluster(processes=True, in_memory=False) as cluster:
+        config = {} if args.durability == "fsync" else {"log.flush.interval.messages": NO_FSYNC}
+        with StromCluster(processes=True, in_memory=False, config=config) as cluster:
             results = run(cluster.bootstrap_servers, args)
     print("records/s except the commit latencies (ms); ratio to idempotent produce or ru consume")
     if args.json:
