@@ -7,9 +7,7 @@ past it."""
 from __future__ import annotations
 
 import gc
-import re
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 
@@ -17,32 +15,27 @@ import pytest
 from broker import free_port
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic, wait_until
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from test_group_cli import strom, table
 
 from strom.testing import StromCluster
 
 LONG_TIMEOUT_MS = 600_000  # the coordinator will not abort it within the test
 
 
-def strom(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
+def abort(bootstrap: str, topic: str, start: int) -> subprocess.CompletedProcess[str]:
+    """`strom txn abort` of the transaction starting at `start` on partition 0."""
+    return strom(
+        "txn",
+        "abort",
+        "--topic",
+        topic,
+        "--partition",
+        "0",
+        "--start-offset",
+        str(start),
+        "-b",
+        bootstrap,
     )
-
-
-def table(output: str, first_header: str) -> list[dict[str, str]]:
-    """The rows of the table whose header line starts with `first_header`."""
-    lines = output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
-    headers = re.split(r" {2,}", lines[start].strip())
-    rows = []
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            break
-        rows.append(dict(zip(headers, re.split(r" {2,}", line.strip()), strict=True)))
-    return rows
 
 
 def fields(output: str) -> dict[str, str]:
@@ -217,34 +210,12 @@ def test_abort_of_a_hanging_transaction_lets_read_committed_consumers_past_it(
     finally:
         consumer.close()
 
-    wrong = strom(
-        "txn",
-        "abort",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(start + 1),
-        "-b",
-        bootstrap,
-    )
+    wrong = abort(bootstrap, topic, start + 1)
     assert wrong.returncode == 1
     assert f"no open transaction starts at offset {start + 1}" in wrong.stderr
     assert f"open transactions start at {start}" in wrong.stderr
 
-    aborted = strom(
-        "txn",
-        "abort",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(start),
-        "-b",
-        bootstrap,
-    )
+    aborted = abort(bootstrap, topic, start)
     assert aborted.returncode == 0, aborted.stderr
     assert f"starting at offset {start} on {topic}-0" in aborted.stdout
 
@@ -253,18 +224,7 @@ def test_abort_of_a_hanging_transaction_lets_read_committed_consumers_past_it(
         "txn", "describe-producers", "--topic", topic, "--partition", "0", "-b", bootstrap
     )
     assert all(r["TXN START OFFSET"] == "-" for r in table(shown.stdout, "PRODUCER ID"))
-    again = strom(
-        "txn",
-        "abort",
-        "--topic",
-        topic,
-        "--partition",
-        "0",
-        "--start-offset",
-        str(start),
-        "-b",
-        bootstrap,
-    )
+    again = abort(bootstrap, topic, start)
     assert again.returncode == 1 and "no transaction is open there" in again.stderr
 
 
@@ -357,9 +317,17 @@ def test_on_three_nodes_each_coordinator_and_leader_is_asked(
     for partition, start in starts.items():
         produce(plain, topic, partition, [b"after"])
         aborted = strom(
-            "txn", "abort", "--topic", topic, "--partition", str(partition),
-            "--start-offset", str(start), "-b", bootstrap,
-        )  # fmt: skip
+            "txn",
+            "abort",
+            "--topic",
+            topic,
+            "--partition",
+            str(partition),
+            "--start-offset",
+            str(start),
+            "-b",
+            bootstrap,
+        )
         assert aborted.returncode == 0, aborted.stderr
         assert f"(leader: broker {leaders[partition]})" in aborted.stdout
     for partition in starts:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cleaner_helpers import Batch, Entry
+
 from strom.log import PartitionLog
 from strom.log.transactions import AbortedTxn
 from strom.protocol.batch_header import parse_batch_header
@@ -19,10 +21,6 @@ from strom.protocol.records import (
     iter_batches,
     validate_batches,
 )
-
-Batch = tuple[memoryview, BatchHeader]
-Entry = tuple[int, bytes | None, bytes | None]
-"""(offset, key, value) of one record."""
 
 
 def txn_records(
