@@ -314,12 +314,27 @@ class TxnService:
     ) -> TxnResult:
         """InitProducerId with a transactional id; `expected` is the (producer id,
         epoch) of a producer recovering from an error (v3+)."""
-        return await self._decide(
+        result = await self._decide(
             txn_id,
             lambda allocate: self.core.init_producer_id(
                 txn_id, timeout_ms, expected, now_ms(), allocate
             ),
         )
+        if result.error is ErrorCode.none:
+            log.info(
+                "[node %d] initialised transactional id %r: producer id %d, epoch %d",
+                self._node_id,
+                txn_id,
+                result.producer_id,
+                result.producer_epoch,
+            )
+        elif result.error is ErrorCode.concurrent_transactions:
+            log.info(
+                "[node %d] InitProducerId for %r: its open transaction is aborted first",
+                self._node_id,
+                txn_id,
+            )
+        return result
 
     async def add_partitions(
         self,
@@ -377,6 +392,14 @@ class TxnService:
         completing = self._completing.get(txn_id)
         if result.error is ErrorCode.none and completing is not None:
             await asyncio.wait({completing.marked}, timeout=END_TXN_COMPLETION_WAIT_S)
+        if result.error in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+            log.info(
+                "[node %d] EndTxn (%s) for %r refused: epoch %d is fenced",
+                self._node_id,
+                "commit" if commit else "abort",
+                txn_id,
+                epoch,
+            )
         return result
 
     def entry(self, txn_id: str) -> TxnEntry | None:
