@@ -3,9 +3,11 @@ while idempotent acks=all producers write and consumers read; the history must s
 lost acknowledged write, no lost read, no duplicate, no backwards read, no reordered
 write and no write acknowledged below min.insync.replicas (tests/fault/checker.py).
 
-Each runs on both metadata stores: the built-in Raft quorum and ZooKeeper.
+Each runs on both metadata stores, the built-in Raft quorum and ZooKeeper, except the two
+longest: test_kill_every on Raft and test_chase_leader on ZooKeeper (STROM_FAULT_ALL_STORES=1
+runs them on both). The others still kill nodes on each store.
 
-.venv/bin/pytest tests/fault                                        # all eight, ~7 min
+.venv/bin/pytest tests/fault/test_faults.py                         # all six, ~5 min
 .venv/bin/pytest tests/fault -k raft                                # one store
 STROM_FAULT_SEED=5 STROM_FAULT_SECONDS=120 .venv/bin/pytest tests/fault -k kill_every
 STROM_FAULT_REPLAY=tests/fault/failures/<file>.json .venv/bin/pytest tests/fault -k <name>
@@ -13,6 +15,7 @@ STROM_FAULT_REPLAY=tests/fault/failures/<file>.json .venv/bin/pytest tests/fault
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import pytest
 
 from .history import Acked, History, NodeChange, NodeChanged, Note, Sent
 from .runner import (
+    STORES,
     RunOutcome,
     Scenario,
     failure_message,
@@ -81,12 +85,22 @@ def run(
     pytest.fail(f"{text}\n\n{failure_message(scenario, paths)}", pytrace=False)
 
 
+def stores(usual: str) -> pytest.MarkDecorator:
+    """Run a long test on `usual` only, or on every store with STROM_FAULT_ALL_STORES=1 (or
+    when STROM_FAULT_REPLAY replays a run on another store), to keep the suite short."""
+    replayed = replay_from_env()
+    everywhere = os.environ.get("STROM_FAULT_ALL_STORES") == "1" or replayed is not None
+    return pytest.mark.parametrize("store", STORES if everywhere else (usual,))
+
+
+@stores("raft")
 def test_kill_every(tmp_path: Path, store: str) -> None:
     """A random node killed with kill -9 and restarted about every 10 s."""
     schedule = kill_every(seconds_from_env(), seed_from_env(1))
     run(scenario("test_kill_every", schedule, store), tmp_path)
 
 
+@stores("zookeeper")
 def test_chase_leader(tmp_path: Path, store: str) -> None:
     """The leader of partition 0 killed five times in a row, each once the last is back."""
     schedule = chase_leader(times=5, partition=0, seed=seed_from_env(2))
