@@ -7,6 +7,7 @@ read_committed consumer.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -22,6 +23,9 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from spark_helpers import create_topic, produce, unique_topic
 from spark_job import start_query
 from test_spark_recovery import kill_group, start_job
+
+from strom.spark.exactly_once import default_prefix, of_write
+from strom.spark.txn_coordinator import open_transactions
 
 RECORDS = 400
 
@@ -56,6 +60,11 @@ def read_values(bootstrap: str, topic: str, partitions: int, *, committed: bool)
         return values
     finally:
         consumer.close()
+
+
+def open_transactions_of(bootstrap: str, prefix: str) -> list[str]:
+    """The ids of the write with `prefix` whose transactions are still open."""
+    return sorted(i for i in open_transactions(bootstrap) if of_write(prefix, i))
 
 
 def write_batch(df: Any, bootstrap: str, topic: str, prefix: str) -> None:
@@ -104,8 +113,8 @@ def test_batch_write_run_again_after_a_failure_writes_each_row_once(
     finally:
         for key, value in before.items():
             spark.conf.set(key, value)
-    # The driver aborted the two other tasks' transactions, and fenced the failed one
-    # (which, seeing its input end early, may have taken it for the end of its rows).
+    # The driver aborted the two other tasks' transactions, and took over the failed one's
+    # id (which, seeing its input end early, may have taken it for the end of its rows).
     assert read_values(bootstrap, sink, 2, committed=True) == []
     assert len(read_values(bootstrap, sink, 2, committed=False)) > 200
 
@@ -154,6 +163,9 @@ def test_stream_with_a_failed_task_a_kill_and_a_replay_writes_each_row_once(
             query.stop()
 
     run_to_the_end()
+    # The failed attempt's worker, the killed run's tasks: nothing of theirs is left open.
+    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    assert open_transactions_of(bootstrap, default_prefix(query_id)) == []
     assert Counter(read_values(bootstrap, sink, 2, committed=True)) == expected
     written = read_values(bootstrap, sink, 2, committed=False)
     print(f"{len(written)} records in the log for {RECORDS} rows (aborted ones included)")
@@ -199,7 +211,7 @@ def test_stream_whose_driver_dies_half_way_through_a_commit_writes_each_row_once
         kill_group(job)
     assert job.returncode == -signal.SIGKILL, log.read_text()[-3000:]
     assert died.exists(), f"the job died elsewhere:\n{log.read_text()[-3000:]}"
-    assert died.read_text().endswith("-p0")  # the first task's transaction committed
+    assert died.read_text().endswith("-p0-a0")  # the first task's transaction committed
     assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
 
     query = start_query(

@@ -1,13 +1,17 @@
 """The pure decisions of the exactly-once sink: which transactional id a task uses, where it
 records that its part of a batch is written, and whether a task is a replay to skip.
 
-Each write task writes its rows in one Kafka transaction whose transactional id depends
-only on the write's prefix and the task's Spark partition id, never on the attempt: a
-retried or replayed task starts with InitProducerId on the same id, which fences its
-predecessor and aborts whatever transaction the predecessor left open. Inside the same
-transaction the task commits an offset for a consumer group of its own (the "slot"):
-offset batch id + 1. A task first reads that offset (read_committed); if it already covers
-its batch, the records of this (batch, partition) are committed, and it writes nothing.
+Each write task writes its rows in one Kafka transaction whose transactional id depends on
+the write's prefix, the task's Spark partition id and the task's attempt number. The
+attempt is part of it because Spark does not stop a failed attempt's Python worker
+before it starts the next attempt: a late attempt 0 that took an id shared by all
+attempts would fence attempt 1 after attempt 1 wrote everything, and the driver's commit
+would fail. With one id per attempt no attempt can fence another; the driver aborts the
+transactions of the attempts it does not commit (every open transaction of the write's
+prefix, `of_write`). Inside its transaction the task commits an offset for a consumer
+group of its task position (the "slot", shared by every attempt): offset batch id + 1. A
+task first reads that offset (read_committed); if it already covers its batch, the
+records of this (batch, partition) are committed, and it writes nothing.
 
 Spark replays a streaming micro-batch with the same batch id and the same input offsets,
 so a replayed task gets the same rows as the one it replaces when the plan is
@@ -16,6 +20,7 @@ deterministic; see docs/spark.md for what that takes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # The topic partition the slot's offset is committed on. Every Kafka broker has it, a
@@ -32,6 +37,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 # transactional.id and group.id are strings of at most 249 characters in practice (Kafka
 # refuses none, but topic-style limits keep them printable in every tool).
 MAX_PREFIX_CHARS = 200
+_TASK_SUFFIX = re.compile(r"[0-9]+(-a[0-9]+)?", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,19 +69,31 @@ def default_prefix(query_id: str) -> str:
     return f"strom-spark-{query_id}"
 
 
-def task_slot(prefix: str, partition_id: int, batch_id: int) -> TaskSlot:
-    """The slot of Spark partition `partition_id` of a write with `prefix`, at `batch_id`.
+def task_slot(prefix: str, partition_id: int, batch_id: int, attempt: int) -> TaskSlot:
+    """The slot of attempt `attempt` of Spark partition `partition_id` of a write with
+    `prefix`, at `batch_id`.
 
-    The ids do not depend on the batch id: one transactional id per task position keeps
-    __transaction_state small, and micro-batches of one query never run side by side.
-    They do not depend on the attempt number either; that is what fences a zombie.
+    The ids do not depend on the batch id: micro-batches of one query never run side by
+    side, and a few ids per task position keep __transaction_state small (Spark numbers
+    a task's attempts from 0 in every stage, up to spark.task.maxFailures). The group
+    does not depend on the attempt: whichever attempt committed, a replay must see it.
     """
     if partition_id < 0:
         raise ValueError(f"partition id {partition_id} is negative")
     if batch_id < 0:
         raise ValueError(f"batch id {batch_id} is negative")
-    name = f"{prefix}-p{partition_id}"
-    return TaskSlot(transactional_id=name, group_id=name, batch_id=batch_id)
+    if attempt < 0:
+        raise ValueError(f"attempt {attempt} is negative")
+    group = f"{prefix}-p{partition_id}"
+    return TaskSlot(transactional_id=f"{group}-a{attempt}", group_id=group, batch_id=batch_id)
+
+
+def of_write(prefix: str, transactional_id: str) -> bool:
+    """True if `transactional_id` is one that a task of the write with `prefix` uses:
+    `<prefix>-p<n>-a<m>`, or `<prefix>-p<n>` (the ids before attempts were part of it,
+    which a query restarted from an older checkpoint may have left open)."""
+    rest = transactional_id.removeprefix(f"{prefix}-p")
+    return rest != transactional_id and _TASK_SUFFIX.fullmatch(rest) is not None
 
 
 def batch_id_of(text: str | None) -> int | None:

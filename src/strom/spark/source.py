@@ -39,6 +39,7 @@ from strom.spark.exactly_once import (
     TaskSlot,
     batch_id_of,
     default_prefix,
+    of_write,
     task_slot,
 )
 from strom.spark.kafka import RecordWriter, check_client_config
@@ -49,7 +50,7 @@ from strom.spark.options import (
     parse_write_options,
 )
 from strom.spark.reader import StromBatchReader, StromStreamReader
-from strom.spark.txn_coordinator import PendingTransaction, end_transaction
+from strom.spark.txn_coordinator import PendingTransaction, end_transaction, open_transactions
 from strom.spark.txn_writer import fence, write_in_transaction
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,9 @@ def _task_slot(options: WriteOptions, streaming: bool) -> tuple[str, TaskSlot]:
     if not streaming:
         prefix = options.transactional_id_prefix
         assert prefix is not None  # parse_write_options checks it
-        return prefix, task_slot(prefix, context.partitionId(), BATCH_WRITE_ID)
+        return prefix, task_slot(
+            prefix, context.partitionId(), BATCH_WRITE_ID, context.attemptNumber()
+        )
     batch_id = batch_id_of(context.getLocalProperty(BATCH_ID_PROPERTY))
     query_id = context.getLocalProperty(QUERY_ID_PROPERTY)
     if batch_id is None or not query_id:
@@ -163,7 +166,7 @@ def _task_slot(options: WriteOptions, streaming: bool) -> tuple[str, TaskSlot]:
             f"or query ({QUERY_ID_PROPERTY}); exactlyOnce needs both"
         )
     prefix = options.transactional_id_prefix or default_prefix(query_id)
-    return prefix, task_slot(prefix, context.partitionId(), batch_id)
+    return prefix, task_slot(prefix, context.partitionId(), batch_id, context.attemptNumber())
 
 
 def _totals(messages: list[WriterCommitMessage | None]) -> tuple[int, dict[str, int]]:
@@ -182,9 +185,11 @@ def _skipped(messages: list[WriterCommitMessage | None]) -> int:
 def _end_transactions(
     options: WriteOptions, messages: list[WriterCommitMessage | None], *, commit: bool
 ) -> None:
-    """Commit (or abort) the transactions the tasks left open. A commit refused (a task
-    fenced since, a transaction the broker timed out) raises: Spark fails the batch, and
-    its replay writes again what did not commit."""
+    """Commit (or abort) the transactions the tasks left open, then abort every other
+    transaction of the write's prefix still open: attempts whose messages Spark dropped
+    (failed, speculative or killed ones, whose Python workers may still be running), and
+    tasks of a run that died. A commit refused (a transaction the broker timed out)
+    raises: Spark fails the batch, and its replay writes again what did not commit."""
     for message in messages:
         if isinstance(message, WriteCommit) and message.pending is not None:
             if commit:
@@ -194,21 +199,29 @@ def _end_transactions(
                 end_transaction(options.bootstrap_servers, message.pending, commit=False)
             except StromSparkError as exc:  # fenced or gone: it ends without us
                 log.warning("%s", exc)
-    if commit:
-        return
-    # Spark lists the messages by partition id, None for a task that failed. Such a task
-    # may have left a transaction open: take its id over, which aborts it.
     prefixes = {m.prefix for m in messages if isinstance(m, WriteCommit) and m.prefix}
     prefix = options.transactional_id_prefix or next(iter(prefixes), None)
     if prefix is None:
         log.warning(
-            "strom: no task of the failed write finished; its open transactions "
+            "strom: no task of the write finished; transactions its tasks left open "
             "end when the broker times them out or the write runs again"
         )
         return
-    for partition_id, message in enumerate(messages):
-        if message is None:
-            fence(options, task_slot(prefix, partition_id, 0).transactional_id)
+    _abort_the_others(options, prefix)
+
+
+def _abort_the_others(options: WriteOptions, prefix: str) -> None:
+    """Take over the id of every transaction of `prefix` still open, which aborts it, so
+    that read_committed consumers do not wait for the broker's timeout. Best effort: one
+    that cannot be aborted now ends at that timeout, or when the next write takes it."""
+    try:
+        open_ids = open_transactions(options.bootstrap_servers)
+    except StromSparkError as exc:
+        log.warning("%s", exc)
+        return
+    for transactional_id in sorted(i for i in open_ids if of_write(prefix, i)):
+        log.info("strom: aborting %s, a transaction no task of the write kept", transactional_id)
+        fence(options, transactional_id)
 
 
 class StromBatchWriter(DataSourceArrowWriter):

@@ -24,9 +24,11 @@ from strom.spark.errors import BrokerError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+METADATA, METADATA_VERSION = 3, 12
 FIND_COORDINATOR, FIND_COORDINATOR_VERSION = 10, 3
 END_TXN, END_TXN_VERSION = 26, 3
 DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION = 65, 0
+LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION = 66, 0
 TRANSACTION_KEY_TYPE = 1
 # Answers that mean "ask again in a moment", possibly at another coordinator.
 RETRIABLE = {
@@ -95,6 +97,47 @@ def end_transaction(bootstrap_servers: str, pending: PendingTransaction, *, comm
     _at_coordinator(bootstrap_servers, pending.transactional_id, what, ask)
 
 
+def open_transactions(bootstrap_servers: str) -> set[str]:
+    """The transactional ids with a transaction open (Ongoing) at any coordinator of the
+    cluster: ListTransactions to every broker the cluster's metadata names."""
+
+    async def run() -> set[str]:
+        connection = await _any_server(bootstrap_servers)
+        try:
+            metadata = await connection.request(
+                METADATA,
+                METADATA_VERSION,
+                {
+                    "topics": (),
+                    "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False,
+                },
+            )
+        finally:
+            connection.close()
+        found: set[str] = set()
+        for broker in metadata.brokers:
+            node = await KafkaConnection.connect(broker.host, broker.port, client_id="strom-spark")
+            try:
+                response = await node.request(
+                    LIST_TRANSACTIONS,
+                    LIST_TRANSACTIONS_VERSION,
+                    {"state_filters": ("Ongoing",), "producer_id_filters": ()},
+                )
+            finally:
+                node.close()
+            code = _code(response.error_code)
+            if code:
+                raise ClientError(f"ListTransactions at broker {broker.node_id}: error {code}")
+            found.update(state.transactional_id for state in response.transaction_states)
+        return found
+
+    try:
+        return asyncio.run(run())
+    except (ClientError, OSError) as exc:
+        raise BrokerError(f"strom: could not list the open transactions: {exc}") from None
+
+
 def _code(error_code: Any) -> int:
     return int(getattr(error_code, "value", error_code))
 
@@ -140,24 +183,28 @@ def _at_coordinator(
 
 async def _coordinator(bootstrap_servers: str, transactional_id: str) -> KafkaConnection:
     """A connection to the coordinator of `transactional_id`, found through any server."""
+    connection = await _any_server(bootstrap_servers)
+    try:
+        response = await connection.request(
+            FIND_COORDINATOR,
+            FIND_COORDINATOR_VERSION,
+            {"key": transactional_id, "key_type": TRANSACTION_KEY_TYPE},
+        )
+    finally:
+        connection.close()
+    code = _code(response.error_code)
+    if code:
+        raise ClientError(f"FindCoordinator: {RETRIABLE.get(code, f'error {code}')}")
+    return await KafkaConnection.connect(response.host, response.port, client_id="strom-spark")
+
+
+async def _any_server(bootstrap_servers: str) -> KafkaConnection:
+    """A connection to the first of `bootstrap_servers` that takes one."""
     last: Exception | None = None
     for server in bootstrap_servers.split(","):
         host, _, port = server.strip().rpartition(":")
         try:
-            connection = await KafkaConnection.connect(host, int(port), client_id="strom-spark")
+            return await KafkaConnection.connect(host, int(port), client_id="strom-spark")
         except (ClientError, OSError, ValueError) as exc:
             last = exc
-            continue
-        try:
-            response = await connection.request(
-                FIND_COORDINATOR,
-                FIND_COORDINATOR_VERSION,
-                {"key": transactional_id, "key_type": TRANSACTION_KEY_TYPE},
-            )
-        finally:
-            connection.close()
-        code = _code(response.error_code)
-        if code:
-            raise ClientError(f"FindCoordinator: {RETRIABLE.get(code, f'error {code}')}")
-        return await KafkaConnection.connect(response.host, response.port, client_id="strom-spark")
     raise ClientError(f"no server of {bootstrap_servers} answered: {last}")

@@ -2,7 +2,8 @@
 the driver to commit, with a marker offset that lets a replay of the same task see it is
 done (strom.spark.exactly_once).
 
-    init_transactions (fences the predecessor, aborting its open transaction)
+    no rows at all -> write nothing, and take no transactional id (see below)
+    -> init_transactions (the attempt's own id)
     -> read the slot's committed offset (read_committed)
     -> covers this batch: write nothing
     -> else begin_transaction -> produce every row -> flush (all acknowledged)
@@ -15,13 +16,18 @@ from a failure upstream of it (Spark closes the stream to the worker either way,
 worker sees a clean end), so a task that committed itself could commit part of its rows
 and then be retried. Spark hands the driver the messages of tasks that succeeded only.
 
-The epoch is asked for before the offsets are sent: if a newer attempt fenced this one in
-between, sending the offsets fails, so the epoch returned is always this task's own.
-librdkafka leaves the transaction open when the producer is destroyed.
+Every attempt of a task has an id of its own (strom.spark.exactly_once), so no attempt
+fences another; the driver aborts what the attempts it does not commit left open. The
+first rows are awaited before the id is taken: the Python worker of a failed attempt
+may start only after Spark has closed its input, and such a worker sees no rows and
+leaves no transaction. The epoch is asked for before the offsets are sent, so that the
+epoch returned is the one the transaction has; librdkafka leaves the transaction open
+when the producer is destroyed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -47,9 +53,13 @@ INIT_TIMEOUT_S = 60.0
 
 def write_in_transaction(
     options: WriteOptions, plan: WritePlan, slot: TaskSlot, batches: Iterator[pa.RecordBatch]
-) -> tuple[WriteSummary, PendingTransaction] | None:
+) -> tuple[WriteSummary, PendingTransaction | None] | None:
     """Write the task's rows in a transaction left open; None if a committed transaction
-    of this slot already wrote them."""
+    of this slot already wrote them, and no transaction if the task has no rows."""
+    rows = _with_rows(batches)
+    if rows is None:
+        return WriteSummary(), None
+    batches = rows
     writer = RecordWriter(options.bootstrap_servers, options.client_config, slot.transactional_id)
     producer = writer.producer
     marker = Consumer(
@@ -101,6 +111,14 @@ def write_in_transaction(
         return summary, pending
     finally:
         marker.close()
+
+
+def _with_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
+    """`batches` from the first one with rows on; None if none has any."""
+    for batch in batches:
+        if batch.num_rows:
+            return itertools.chain((batch,), batches)
+    return None
 
 
 def _committed_offset(marker: Consumer, slot: TaskSlot) -> int | None:

@@ -1,5 +1,6 @@
 """The driver's half of the exactly-once sink: which transactions commit() and abort() end,
-and which task ids abort() takes over. The broker calls are replaced by recorders."""
+and which open transactions both take over afterwards. The broker calls are replaced by
+recorders, and the cluster's open transactions by OPEN."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from strom.spark.options import WriteOptions
 from strom.spark.txn_coordinator import PendingTransaction
 
 OPTIONS = WriteOptions("h:1", "out", {}, exactly_once=True, transactional_id_prefix=None)
+# Open at the brokers when the driver looks: two attempts of write q that no message names,
+# a task of write q from before attempts were in the ids, and other writes' transactions.
+OPEN = {"q-p1-a0", "q-p3-a2", "q-p5", "q-p1-p0-a0", "qq-p0-a0", "job-p0-a1", "app-txn"}
 
 
 @pytest.fixture
@@ -28,6 +32,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
     monkeypatch.setattr(source, "end_transaction", end)
     monkeypatch.setattr(source, "fence", lambda _o, tid: recorded.append(("fence", tid)))
+    monkeypatch.setattr(source, "open_transactions", lambda _bootstrap: set(OPEN))
     return recorded
 
 
@@ -36,27 +41,34 @@ def written(transactional_id: str) -> source.WriteCommit:
     return source.WriteCommit(10, {"out": 10}, pending=pending, prefix="q")
 
 
-def test_commit_ends_every_open_transaction_and_skips_the_written(calls: list[Any]) -> None:
-    messages: list[Any] = [written("q-p0"), source.WriteCommit(skipped=True, prefix="q")]
-    messages.append(written("q-p2"))
+def test_commit_ends_every_open_transaction_then_aborts_the_others(calls: list[Any]) -> None:
+    messages: list[Any] = [written("q-p0-a0"), source.WriteCommit(skipped=True, prefix="q")]
+    messages.append(written("q-p2-a1"))
     source._end_transactions(OPTIONS, messages, commit=True)
-    assert calls == [("commit", "q-p0"), ("commit", "q-p2")]
+    assert calls == [
+        ("commit", "q-p0-a0"),
+        ("commit", "q-p2-a1"),
+        ("fence", "q-p1-a0"),  # a failed attempt's worker, still writing after its retry
+        ("fence", "q-p3-a2"),
+        ("fence", "q-p5"),
+    ]
 
 
 def test_a_refused_commit_fails_the_batch(calls: list[Any]) -> None:
     with pytest.raises(BrokerError, match="PRODUCER_FENCED"):
-        source._end_transactions(OPTIONS, [written("q-fenced"), written("q-p1")], commit=True)
+        source._end_transactions(OPTIONS, [written("q-fenced"), written("q-p1-a0")], commit=True)
     assert calls == [("commit", "q-fenced")]
 
 
-def test_abort_ends_the_finished_and_takes_over_the_failed(calls: list[Any]) -> None:
-    messages: list[Any] = [written("q-fenced"), None, written("q-p2"), None]
+def test_abort_ends_the_finished_and_takes_over_the_rest(calls: list[Any]) -> None:
+    messages: list[Any] = [written("q-fenced"), None, written("q-p2-a0"), None]
     source._end_transactions(OPTIONS, messages, commit=False)
     assert calls == [
         ("abort", "q-fenced"),  # refused: logged, the others still ended
-        ("abort", "q-p2"),
-        ("fence", "q-p1"),
-        ("fence", "q-p3"),
+        ("abort", "q-p2-a0"),
+        ("fence", "q-p1-a0"),
+        ("fence", "q-p3-a2"),
+        ("fence", "q-p5"),
     ]
 
 
@@ -65,4 +77,15 @@ def test_abort_with_no_finished_task_of_a_stream_knows_no_prefix(calls: list[Any
     assert calls == []
     batch = WriteOptions("h:1", "out", {}, exactly_once=True, transactional_id_prefix="job")
     source._end_transactions(batch, [None, None], commit=False)
-    assert calls == [("fence", "job-p0"), ("fence", "job-p1")]
+    assert calls == [("fence", "job-p0-a1")]
+
+
+def test_the_others_stay_open_when_the_brokers_cannot_list_them(
+    calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(_bootstrap: str) -> set[str]:
+        raise BrokerError("strom: could not list the open transactions: refused")
+
+    monkeypatch.setattr(source, "open_transactions", unreachable)
+    source._end_transactions(OPTIONS, [written("q-p0-a0")], commit=True)
+    assert calls == [("commit", "q-p0-a0")]  # committed all the same; the rest time out
