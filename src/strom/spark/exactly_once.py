@@ -6,12 +6,13 @@ the write's prefix, the task's Spark partition id and the task's attempt number.
 attempt is part of it because Spark does not stop a failed attempt's Python worker
 before it starts the next attempt: a late attempt 0 that took an id shared by all
 attempts would fence attempt 1 after attempt 1 wrote everything, and the driver's commit
-would fail. With one id per attempt no attempt can fence another; the driver aborts the
-transactions of the attempts it does not commit (every open transaction of the write's
-prefix, `of_write`). Inside its transaction the task commits an offset for a consumer
-group of its task position (the "slot", shared by every attempt): offset batch id + 1. A
-task first reads that offset (read_committed); if it already covers its batch, the
-records of this (batch, partition) are committed, and it writes nothing.
+would fail. With one id per attempt no attempt can fence a newer one. A retry aborts the
+transactions of the attempts before it; the driver aborts those of the attempts it does
+not commit (every open transaction of the write's prefix, `of_write`). Inside its
+transaction the task commits an offset for a consumer group of its task position (the
+"slot", shared by every attempt): offset batch id + 1. A task first reads that offset
+(read_committed); if it already covers its batch, the records of this (batch, partition)
+are committed, and it writes nothing.
 
 Spark replays a streaming micro-batch with the same batch id and the same input offsets,
 so a replayed task gets the same rows as the one it replaces when the plan is
@@ -47,6 +48,10 @@ class TaskSlot:
     transactional_id: str
     group_id: str
     batch_id: int
+    earlier_ids: tuple[str, ...] = ()
+    """The ids of the task's earlier attempts, which it aborts before it reads its marker:
+    a failed attempt's worker may have left its marker offset pending in a transaction,
+    and the read (read_committed) waits for that transaction to end."""
 
     @property
     def marker_offset(self) -> int:
@@ -85,7 +90,12 @@ def task_slot(prefix: str, partition_id: int, batch_id: int, attempt: int) -> Ta
     if attempt < 0:
         raise ValueError(f"attempt {attempt} is negative")
     group = f"{prefix}-p{partition_id}"
-    return TaskSlot(transactional_id=f"{group}-a{attempt}", group_id=group, batch_id=batch_id)
+    return TaskSlot(
+        transactional_id=f"{group}-a{attempt}",
+        group_id=group,
+        batch_id=batch_id,
+        earlier_ids=tuple(f"{group}-a{earlier}" for earlier in range(attempt)),
+    )
 
 
 def of_write(prefix: str, transactional_id: str) -> bool:

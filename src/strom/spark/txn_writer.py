@@ -3,6 +3,7 @@ the driver to commit, with a marker offset that lets a replay of the same task s
 done (strom.spark.exactly_once).
 
     no rows at all -> write nothing, and take no transactional id (see below)
+    -> abort what the task's earlier attempts left open (take their ids over)
     -> init_transactions (the attempt's own id)
     -> read the slot's committed offset (read_committed)
     -> covers this batch: write nothing
@@ -72,6 +73,8 @@ def write_in_transaction(
         }
     )
     try:
+        for earlier in slot.earlier_ids:  # their pending marker would hold up the read
+            fence(options, earlier)
         _call(
             "initialise the transactions of",
             slot,

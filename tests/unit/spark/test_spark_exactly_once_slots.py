@@ -16,7 +16,7 @@ from strom.spark.exactly_once import (
 
 def test_each_attempt_has_its_own_transactional_id_and_every_attempt_one_group() -> None:
     slot = task_slot("strom-spark-q1", 3, 7, 0)
-    assert slot == TaskSlot("strom-spark-q1-p3-a0", "strom-spark-q1-p3", 7)
+    assert slot == TaskSlot("strom-spark-q1-p3-a0", "strom-spark-q1-p3", 7, earlier_ids=())
     # Another batch of the same task position reuses the ids: a few ids per position.
     assert task_slot("strom-spark-q1", 3, 8, 0).transactional_id == slot.transactional_id
     # A retry takes another id (so a late worker of attempt 0 cannot fence it) and
@@ -24,6 +24,9 @@ def test_each_attempt_has_its_own_transactional_id_and_every_attempt_one_group()
     retry = task_slot("strom-spark-q1", 3, 7, 1)
     assert retry.transactional_id == "strom-spark-q1-p3-a1"
     assert retry.group_id == slot.group_id
+    # A retry aborts what the attempts before it left open, never what later ones did.
+    assert retry.earlier_ids == ("strom-spark-q1-p3-a0",)
+    assert task_slot("q", 0, 7, 3).earlier_ids == ("q-p0-a0", "q-p0-a1", "q-p0-a2")
     # Other positions, attempts and prefixes never share an id.
     ids = {
         task_slot(prefix, p, 0, a).transactional_id
