@@ -320,20 +320,12 @@ class TxnService:
                 txn_id, timeout_ms, expected, now_ms(), allocate
             ),
         )
-        if result.error is ErrorCode.none:
-            log.info(
-                "[node %d] initialised transactional id %r: producer id %d, epoch %d",
-                self._node_id,
-                txn_id,
-                result.producer_id,
-                result.producer_epoch,
-            )
-        elif result.error is ErrorCode.concurrent_transactions:
-            log.info(
-                "[node %d] InitProducerId for %r: its open transaction is aborted first",
-                self._node_id,
-                txn_id,
-            )
+        said = {
+            ErrorCode.none: f"producer id {result.producer_id}, epoch {result.producer_epoch}",
+            ErrorCode.concurrent_transactions: "its open transaction is aborted first",
+        }.get(result.error)
+        if said is not None:
+            log.info("[node %d] InitProducerId for %r: %s", self._node_id, txn_id, said)
         return result
 
     async def add_partitions(
@@ -393,12 +385,9 @@ class TxnService:
         if result.error is ErrorCode.none and completing is not None:
             await asyncio.wait({completing.marked}, timeout=END_TXN_COMPLETION_WAIT_S)
         if result.error in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+            end = "commit" if commit else "abort"
             log.info(
-                "[node %d] EndTxn (%s) for %r refused: epoch %d is fenced",
-                self._node_id,
-                "commit" if commit else "abort",
-                txn_id,
-                epoch,
+                "[node %d] EndTxn %s for %r: epoch %d is fenced", self._node_id, end, txn_id, epoch
             )
         return result
 
