@@ -1,0 +1,264 @@
+"""One node's Prometheus metrics: what the request path and the flusher observe as they go
+(histograms), and what is read off the node when Prometheus scrapes (a NodeStats
+snapshot, taken on the event loop and rendered with everything else in a worker thread:
+the text of a node with many partitions takes milliseconds to write).
+
+Each node has a registry of its own (several nodes may run in one process, as in
+strom.testing). Names follow Prometheus' conventions (seconds, bytes, `_total`); the
+Kafka metric each matches is in its help text and in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from strom.metrics.snapshot import NodeStats
+from strom.metrics.traffic import Tally, TopicTraffic
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: noise
+
+# From 100 µs (an in-memory answer) to 30 s (a long poll or a slow fsync).
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+_PHASES = (
+    ("strom_request_queue_seconds", "From reading a request to starting it (RequestQueueTimeMs)"),
+    (
+        "strom_request_handle_seconds",
+        "Handling a request, waits for fsync and replicas included (LocalTimeMs + RemoteTimeMs)",
+    ),
+    (
+        "strom_response_queue_seconds",
+        "From a response being ready to its turn on the connection (ResponseQueueTimeMs)",
+    ),
+    ("strom_response_send_seconds", "Writing a response to the socket (ResponseSendTimeMs)"),
+    ("strom_request_seconds", "A request from read to sent; _count counts them (TotalTimeMs)"),
+)
+
+
+def api_label(name: str) -> str:
+    """Kafka's request name for an API key's name: PRODUCE -> Produce,
+    INIT_PRODUCER_ID -> InitProducerId."""
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+class NodeMetrics:
+    """The registry of one node, and the calls its hot paths make."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.traffic = TopicTraffic()
+        self._phases = [
+            Histogram(name, doc, ["api"], registry=self.registry, buckets=LATENCY_BUCKETS)
+            for name, doc in _PHASES
+        ]
+        self._by_api: dict[str, list[Any]] = {}
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._fsync = Histogram(
+            "strom_fsync_seconds",
+            "One group-commit round of fsyncs (LogFlushRateAndTimeMs)",
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS,
+        )
+
+    def observe_request(
+        self,
+        api_name: str,
+        read_at: float,
+        started_at: float,
+        handled_at: float,
+        dequeued_at: float,
+        sent_at: float,
+    ) -> None:
+        """One request's phases, from perf_counter() readings along its way."""
+        children = self._by_api.get(api_name)
+        if children is None:
+            label = api_label(api_name)
+            children = self._by_api[api_name] = [h.labels(label) for h in self._phases]
+        queue, handle, response_queue, send, total = children
+        queue.observe(started_at - read_at)
+        handle.observe(handled_at - started_at)
+        response_queue.observe(dequeued_at - handled_at)
+        send.observe(sent_at - dequeued_at)
+        total.observe(sent_at - read_at)
+
+    def isr_changed(self, shrank: bool, grew: bool) -> None:
+        """The ISR of a partition led here lost members, gained members, or both."""
+        self.isr_shrinks += shrank
+        self.isr_expands += grew
+
+    def observe_fsync(self, seconds: float) -> None:
+        self._fsync.observe(seconds)
+
+    def render(self, stats: NodeStats) -> bytes:
+        """The text exposition of everything, for /metrics; safe in a worker thread."""
+        return generate_latest(self.registry) + generate_latest(_Scrape(self, stats))
+
+
+class _Scrape(Collector):
+    """What one scrape reads besides the histograms: per-topic traffic, partition state,
+    connections, the controller's view."""
+
+    def __init__(self, metrics: NodeMetrics, stats: NodeStats) -> None:
+        self._metrics = metrics
+        self._stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        metrics = self._metrics
+        yield from _traffic_families(metrics.traffic)
+        stats = self._stats
+        yield from _partition_families(stats)
+        yield from _node_families(stats)
+        yield CounterMetricFamily(
+            "strom_isr_shrinks",
+            "ISR changes of partitions led here that removed replicas (IsrShrinksPerSec)",
+            metrics.isr_shrinks,
+        )
+        yield CounterMetricFamily(
+            "strom_isr_expands",
+            "ISR changes of partitions led here that added replicas (IsrExpandsPerSec)",
+            metrics.isr_expands,
+        )
+
+
+def _traffic_families(traffic: TopicTraffic) -> Iterator[Any]:
+    def pair(tally: Tally, name: str, what: str, kafka: str) -> Iterator[Any]:
+        size = CounterMetricFamily(f"{name}_bytes", f"Bytes {what} ({kafka})", labels=["topic"])
+        records = CounterMetricFamily(f"{name}_records", f"Records {what}", labels=["topic"])
+        for topic, total_bytes, total_records in tally.items():
+            size.add_metric([topic], total_bytes)
+            records.add_metric([topic], total_records)
+        yield size
+        yield records
+
+    yield from pair(traffic.produced, "strom_topic_in", "appended by producers", "BytesInPerSec")
+    yield from pair(
+        traffic.consumed,
+        "strom_topic_out",
+        "sent to consumers; records as offsets passed",
+        "BytesOutPerSec",
+    )
+    yield from pair(
+        traffic.replicated_out,
+        "strom_replication_out",
+        "sent to followers",
+        "ReplicationBytesOutPerSec",
+    )
+    yield from pair(
+        traffic.replicated_in,
+        "strom_replication_in",
+        "copied from leaders",
+        "ReplicationBytesInPerSec",
+    )
+
+
+_PARTITION_GAUGES = (
+    ("log_start_offset", "First offset kept (Log LogStartOffset)"),
+    ("log_end_offset", "Offset the next record gets (Log LogEndOffset)"),
+    ("high_watermark", "Offset below which every in-sync replica has the records"),
+    ("last_stable_offset", "Offset below which read_committed consumers read"),
+    ("size_bytes", "Bytes of the partition's segments (Log Size)"),
+    ("segments", "Segments of the partition's log (Log NumLogSegments)"),
+    ("replicas", "Replicas assigned (Partition ReplicasCount)"),
+    ("in_sync_replicas", "Replicas in the ISR (Partition InSyncReplicasCount)"),
+)
+
+
+def _partition_families(stats: NodeStats) -> Iterator[Any]:
+    labels = ["topic", "partition"]
+    gauges = [
+        (
+            field,
+            GaugeMetricFamily(f"strom_partition_{field}", doc, labels=labels),
+        )
+        for field, doc in _PARTITION_GAUGES
+    ]
+    leader = GaugeMetricFamily(
+        "strom_partition_leader", "1 if this node leads the partition", labels=labels
+    )
+    under = GaugeMetricFamily(
+        "strom_partition_under_replicated",
+        "1 if led here with fewer in-sync replicas than replicas (Partition UnderReplicated)",
+        labels=labels,
+    )
+    for p in stats.partitions:
+        key = [p.topic, str(p.partition)]
+        for field, family in gauges:
+            family.add_metric(key, getattr(p, field))
+        leader.add_metric(key, 1 if p.leader else 0)
+        under.add_metric(key, 1 if p.under_replicated else 0)
+    for _, family in gauges:
+        yield family
+    yield leader
+    yield under
+
+
+def _node_families(stats: NodeStats) -> Iterator[Any]:
+    parts = stats.partitions
+
+    def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, value=value)
+
+    yield gauge("strom_partitions", "Replicas on this node (PartitionCount)", len(parts))
+    yield gauge(
+        "strom_leader_partitions", "Partitions led here (LeaderCount)", sum(p.leader for p in parts)
+    )
+    yield gauge(
+        "strom_under_replicated_partitions",
+        "Partitions led here with a replica out of sync (UnderReplicatedPartitions)",
+        sum(p.under_replicated for p in parts),
+    )
+    yield gauge(
+        "strom_under_min_isr_partitions",
+        "Partitions led here whose ISR is below min.insync.replicas (UnderMinIsrPartitionCount)",
+        sum(p.under_min_isr for p in parts),
+    )
+    yield gauge(
+        "strom_at_min_isr_partitions",
+        "Partitions led here whose ISR is at min.insync.replicas (AtMinIsrPartitionCount)",
+        sum(p.at_min_isr for p in parts),
+    )
+    connections = GaugeMetricFamily(
+        "strom_connections", "Open connections (connection-count)", labels=["listener"]
+    )
+    for listener, count in sorted(stats.connections.items()):
+        connections.add_metric([listener], count)
+    yield connections
+    yield gauge(
+        "strom_active_controller",
+        "1 on the active controller (ActiveControllerCount)",
+        1 if stats.active_controller else 0,
+    )
+    yield gauge(
+        "strom_metadata_applied_offset",
+        "Offset of the last metadata record applied here (last-applied-record-offset)",
+        stats.metadata_offset,
+    )
+    cluster = stats.cluster
+    if cluster is None:
+        return
+    yield gauge("strom_cluster_topics", "Topics (GlobalTopicCount)", cluster.topics)
+    yield gauge("strom_cluster_partitions", "Partitions (GlobalPartitionCount)", cluster.partitions)
+    yield gauge(
+        "strom_offline_partitions",
+        "Partitions without a leader (OfflinePartitionsCount)",
+        cluster.offline_partitions,
+    )
+    yield gauge(
+        "strom_active_brokers",
+        "Registered, unfenced brokers (ActiveBrokerCount)",
+        cluster.active_brokers,
+    )
+    yield gauge(
+        "strom_fenced_brokers",
+        "Registered, fenced brokers (FencedBrokerCount)",
+        cluster.fenced_brokers,
+    )
