@@ -14,6 +14,7 @@ out raises with the tail of every node's log in the message.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -63,10 +64,12 @@ class TestCluster:
         zookeeper: str | None = None,
         hosts: Sequence[str] | None = None,
         command_prefixes: Mapping[int, Sequence[str]] | None = None,
+        node_settings: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         """`hosts` (one per node) and `command_prefixes` (node id -> what to run its
         command under) put each node somewhere else than 127.0.0.1, e.g. in a network
-        namespace of its own (tests/fault/network.py)."""
+        namespace of its own (tests/fault/network.py). `node_settings` (node id ->
+        KEY=VALUE) are keys of one node only, written after the others."""
         ports = free_ports(2 * nodes)
         self.zookeeper = zookeeper
         """zookeeper.connect of the nodes; None: the built-in Raft quorum."""
@@ -79,6 +82,10 @@ class TestCluster:
             zookeeper=zookeeper,
             hosts=hosts,
         )
+        for node_id, extra in (node_settings or {}).items():
+            plan = self.plans[node_id - 1]
+            properties = (*plan.properties, *parse_settings(extra))
+            self.plans[node_id - 1] = dataclasses.replace(plan, properties=properties)
         self.local = LocalCluster(
             self.plans,
             ready_timeout_s=ready_timeout_s,
@@ -203,6 +210,7 @@ def running_cluster(
     zookeeper: str | None = None,
     hosts: Sequence[str] | None = None,
     command_prefixes: Mapping[int, Sequence[str]] | None = None,
+    node_settings: Mapping[int, Sequence[str]] | None = None,
 ) -> Iterator[TestCluster]:
     """A started cluster; every process is killed at the end, also on failure."""
     cluster = TestCluster(
@@ -213,6 +221,7 @@ def running_cluster(
         zookeeper=zookeeper,
         hosts=hosts,
         command_prefixes=command_prefixes,
+        node_settings=node_settings,
     )
     try:
         try:

@@ -86,6 +86,14 @@ def serve(
     node_id: Annotated[
         int | None, typer.Option("--node-id", min=0, metavar="N", help="This node's id.")
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics, /health and /ready over HTTP (metrics.listener).",
+        ),
+    ] = None,
     log_level: Annotated[
         LogLevel, typer.Option("--log-level", help="Logging threshold.")
     ] = LogLevel.INFO,
@@ -100,7 +108,7 @@ def serve(
                 file_text=file_text,
                 overrides=list(settings or []),
                 shortcuts=shortcut_overrides(
-                    str(data_dir) if data_dir is not None else None, listen, node_id
+                    str(data_dir) if data_dir is not None else None, listen, node_id, metrics
                 ),
             )
         except ConfigError as exc:

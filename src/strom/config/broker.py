@@ -52,6 +52,8 @@ class BrokerConfig:
     process_roles: frozenset[ProcessRole]
     cluster_name: str
     broker_rack: str | None
+    metrics_listener: tuple[str, int] | None
+    """HOST:PORT of the HTTP endpoint for /metrics, /health and /ready; None: none."""
     listeners: tuple[Listener, ...]
     client_listeners: tuple[Listener, ...]
     controller_listeners: tuple[Listener, ...]
@@ -194,10 +196,17 @@ def load_config(
 
 
 def shortcut_overrides(
-    data_dir: str | None = None, listen: str | None = None, node_id: int | None = None
+    data_dir: str | None = None,
+    listen: str | None = None,
+    node_id: int | None = None,
+    metrics: str | None = None,
 ) -> dict[str, str]:
-    """The keys the CLI's `--data-dir DIR`, `--listen HOST:PORT` and `--node-id N` stand for."""
+    """The keys the CLI's `--data-dir DIR`, `--listen HOST:PORT`, `--node-id N` and
+    `--metrics HOST:PORT` stand for."""
     result: dict[str, str] = {}
+    if metrics is not None:
+        host, port = parse_host_port(metrics, key="--metrics", allow_empty_host=True)
+        result["metrics.listener"] = format_host_port(host, port)
     if data_dir is not None:
         if not data_dir.strip() or "," in data_dir:
             raise invalid_value("--data-dir", data_dir, "expected one directory")
@@ -214,6 +223,13 @@ def shortcut_overrides(
             raise invalid_value("--node-id", str(node_id), "must be from 0 to 2147483647")
         result["node.id"] = str(node_id)
     return result
+
+
+def _metrics_listener(v: TypedValues) -> tuple[str, int] | None:
+    text = v.optional_string("metrics.listener")
+    if not text:
+        return None
+    return parse_host_port(text, key="metrics.listener", allow_empty_host=True)
 
 
 def build_config(
@@ -296,6 +312,7 @@ def build_config(
         process_roles=roles,
         cluster_name=v.string("cluster.name"),
         broker_rack=v.optional_string("broker.rack") or None,
+        metrics_listener=_metrics_listener(v),
         listeners=listeners.listeners,
         client_listeners=listeners.client,
         controller_listeners=listeners.controller,

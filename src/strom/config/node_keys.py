@@ -50,6 +50,12 @@ NODE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "broker.rack", STRING, None, "Rack of this broker, for rack-aware replica placement."
     ),
+    ConfigKey(
+        "metrics.listener",
+        STRING,
+        None,
+        "strom: HOST:PORT serving /metrics (Prometheus), /health and /ready over HTTP; unset: off.",
+    ),
     # --- listeners
     ConfigKey(
         "listeners",

@@ -35,9 +35,11 @@ async def _serve(config: BrokerConfig) -> int:
     bound = ", ".join(f"{listener.host}:{port}" for listener, port in broker.bound)
     roles = "+".join(sorted(role.value for role in config.process_roles))
     where = "controller" if not broker.is_broker else "{}:{}".format(*broker.advertised_listener)
+    endpoint = broker.observability.endpoint
+    metrics = "" if endpoint is None else f"; metrics on port {endpoint.port}"
     print(
         f"strom ready on {where} (listening on {bound}; node {config.node_id} as {roles}, "
-        f"cluster {broker.cluster_id}, data in {config.log_dir}) "
+        f"cluster {broker.cluster_id}, data in {config.log_dir}{metrics}) "
         f"after {1000 * (time.monotonic() - started):.0f} ms",
         flush=True,
     )

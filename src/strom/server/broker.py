@@ -15,6 +15,7 @@ metadata/stores' `build_store` and reached only through its interface and capabi
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import uuid
@@ -49,6 +50,7 @@ from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
+from strom.server.observability import Observability
 from strom.server.partition import Partition, ReplicaPorts
 from strom.server.partitions import METADATA_LOG_DIR, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
@@ -76,6 +78,8 @@ class Broker:
         self.static_config = config
         self._dynamic: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self.node_id = config.node_id
+        self.observability = Observability(self)
+        """Metrics, /health and /ready (server/observability.py)."""
         self.rng = random.Random()
         self.local_cluster_id: str | None = None
         self.metadata = MetadataState(config.node_id)
@@ -93,12 +97,15 @@ class Broker:
         )
         """How the lifecycle, the ISR manager and the producer id blocks ask the active
         controller (server/controller_link.py)."""
-        self.flusher = Flusher(on_flushed=Partition.on_flushed)
+        self.flusher = Flusher(
+            on_flushed=Partition.on_flushed, on_round=self.observability.metrics.observe_fsync
+        )
         self.fetchers = ReplicaFetchers(
             FetcherPorts(
                 node_id=self.node_id,
                 config=lambda: self.config,
                 image=lambda: self.metadata.image,
+                replicated_in=self.observability.metrics.traffic.replicated_in,
             )
         )
         self.isr = IsrManager(
@@ -116,6 +123,7 @@ class Broker:
                 propose_isr=self.isr.propose,
                 on_role=self.fetchers.on_role,
                 durability=self.flusher,
+                isr_changed=self.observability.metrics.isr_changed,
             ),
         )
         self.groups = wiring.group_service(self)
@@ -131,6 +139,8 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._client_servers: list[asyncio.Server] = []
         self._connections: set[Connection] = set()
+        self.connection_counts: dict[str, int] = {}
+        """Open connections per listener name."""
         self._connection_tasks: set[asyncio.Task[None]] = set()
         # Each background loop is part of what the node promises (fsyncs, heartbeats,
         # the metadata it serves): one that ends by surprise stops the node, loudly.
@@ -167,6 +177,15 @@ class Broker:
     async def start(self) -> None:
         config = self.config
         await self._bind()
+        try:
+            await self.observability.start()
+        except OSError as exc:
+            for server in self._servers:
+                server.close()
+            raise ListenError(
+                f"cannot serve metrics on metrics.listener {config.metrics_listener}: "
+                f"{exc.strerror or exc}"
+            ) from None
         self.local_cluster_id = layout.check_meta_properties(config.log_dir, self.node_id)
         if config.metadata_log_dir != config.log_dir:
             other = layout.check_meta_properties(config.metadata_log_dir, self.node_id)
@@ -305,7 +324,10 @@ class Broker:
             is_client = listener in listeners
             try:
                 server = await asyncio.start_server(
-                    self._on_client_connection if is_client else self._on_controller_connection,
+                    functools.partial(
+                        self._on_client_connection if is_client else self._on_controller_connection,
+                        listener.name,
+                    ),
                     listener.host,
                     listener.port,
                     reuse_address=True,
@@ -372,6 +394,7 @@ class Broker:
         for partition in self.partitions:
             partition.log.flush()
         self.partitions.close()
+        await self.observability.stop()
 
     # A crash, for strom.testing: abort() -> (the caller cancels the node's tasks) ->
     # abandon_files(). Nothing a clean stop() promises happens: no controlled shutdown,
@@ -409,14 +432,15 @@ class Broker:
     # --- connections ------------------------------------------------------------------
 
     async def _on_client_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         if self._client_serves_controller:
             # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
             # listeners: it serves the controller's APIs and strom's private ones there.
-            await self._serve_nodes(reader, writer, self._dispatch_with_controller)
+            await self._serve_nodes(listener, reader, writer, self._dispatch_with_controller)
             return
         await self._serve(
+            listener,
             Connection(
                 reader,
                 writer,
@@ -424,22 +448,25 @@ class Broker:
                 max_request_bytes=self.config.socket_request_max_bytes,
                 idle_timeout_s=self.config.connections_max_idle_ms / 1000,
                 node_id=self.node_id,
-            )
+                observe=self.observability.metrics.observe_request,
+            ),
         )
 
     async def _on_controller_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        await self._serve_nodes(reader, writer, self.dispatch_controller)
+        await self._serve_nodes(listener, reader, writer, self.dispatch_controller)
 
     async def _serve_nodes(
         self,
+        listener: str,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         dispatch: Callable[[Request], Awaitable[Any | None]],
     ) -> None:
         """A connection that other nodes use too: strom's private APIs and larger frames."""
         await self._serve(
+            listener,
             Connection(
                 reader,
                 writer,
@@ -449,17 +476,21 @@ class Broker:
                 node_id=self.node_id,
                 private=PrivateSession(self._private).handle,
                 apis=frozenset(SERVED_APIS),
-            )
+                observe=self.observability.metrics.observe_request,
+            ),
         )
 
-    async def _serve(self, connection: Connection) -> None:
+    async def _serve(self, listener: str, connection: Connection) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(connection)
         self._connection_tasks.add(task)
+        counts = self.connection_counts
+        counts[listener] = counts.get(listener, 0) + 1
         try:
             await connection.serve()
         finally:
+            counts[listener] -= 1
             self._connections.discard(connection)
             self._connection_tasks.discard(task)
 

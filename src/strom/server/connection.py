@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, cast
 
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Any | None]]
 # (api_key, api_version, payload) -> response payload, or None for one-way APIs
 PrivateHandler = Callable[[int, int, bytes], Awaitable[bytes | None]]
+# (API key name, read, started, handled, dequeued, sent): perf_counter() readings
+RequestObserver = Callable[[str, float, float, float, float, float], None]
 
 # Requests read ahead of their answers. Kafka handles one request per connection at a
 # time; strom overlaps a few so fsync waits pipeline, and bounds what a client that
@@ -58,6 +61,21 @@ def api_versions_body(api_version: int, error: ErrorCode = ErrorCode.none) -> An
     return build_response(ApiKey.API_VERSIONS, api_version, response)
 
 
+class _Timing:
+    """When one request was read, started and handled (for the metrics)."""
+
+    __slots__ = ("api_name", "handled_at", "read_at", "started_at")
+
+    def __init__(self, api_name: str, read_at: float) -> None:
+        self.api_name = api_name
+        self.read_at = read_at
+        self.started_at = read_at
+        self.handled_at = read_at
+
+
+_Answer = tuple["asyncio.Task[bytes | None]", _Timing | None]
+
+
 class Connection:
     """Reading -> (draining: no new requests, in-flight ones answered) -> closed."""
 
@@ -72,9 +90,12 @@ class Connection:
         node_id: int,
         private: PrivateHandler | None = None,
         apis: Collection[ApiKey] = frozenset(SUPPORTED_APIS),
+        observe: RequestObserver | None = None,
     ) -> None:
         """`private` serves strom's own node-to-node APIs (server/private.py); a
-        connection without it (a client listener) closes on any of them."""
+        connection without it (a client listener) closes on any of them. `observe`
+        hears the timings of every Kafka API request answered."""
+        self._observe = observe
         self._reader = reader
         self._private = private
         self._apis = apis
@@ -83,9 +104,7 @@ class Connection:
         self._max_request_bytes = max_request_bytes
         self._idle_timeout_s = idle_timeout_s
         self._node_id = node_id
-        self._responses: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(
-            _MAX_IN_FLIGHT
-        )
+        self._responses: asyncio.Queue[_Answer | None] = asyncio.Queue(_MAX_IN_FLIGHT)
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.host = f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
@@ -148,22 +167,25 @@ class Connection:
             frame = await asyncio.wait_for(
                 self._reader.readexactly(size), timeout=self._idle_timeout_s
             )
-            task = self._start(frame)
-            if task is None:
+            answer = self._start(frame, time.perf_counter())
+            if answer is None:
                 return
-            await self._responses.put(task)
+            await self._responses.put(answer)
 
-    def _start(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
-        """The task answering `frame`, or None to close the connection."""
+    def _start(self, frame: bytes, read_at: float) -> _Answer | None:
+        """The task answering `frame` (and its timing, for the metrics), or None to close
+        the connection."""
         if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) >= FIRST_PRIVATE_KEY:
-            return self._start_private(frame)
+            task = self._start_private(frame)
+            return None if task is None else (task, None)
         try:
             request = decode_request(frame, client_host=self.host)
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 # Answer in v0, which every client can read, listing what we support.
                 body = api_versions_body(0, ErrorCode.unsupported_version)
-                return asyncio.create_task(_ready(encode_response(exc.correlation_id, body)))
+                frame_out = encode_response(exc.correlation_id, body)
+                return asyncio.create_task(_ready(frame_out)), None
             log.warning("[node %d] closing connection from %s: %s", self._node_id, self.peer, exc)
             return None
         except RequestError as exc:
@@ -186,7 +208,8 @@ class Connection:
             self.peer,
             request.client_id,
         )
-        return asyncio.create_task(self._answer(request))
+        timing = None if self._observe is None else _Timing(request.api_key.name, read_at)
+        return asyncio.create_task(self._answer(request, timing)), timing
 
     def _start_private(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
         api_key, api_version, correlation_id = _PRIVATE_HEADER.unpack_from(frame, 0)
@@ -219,18 +242,22 @@ class Connection:
             return None
         return _SIZE.pack(len(answer) + 4) + _SIZE.pack(correlation_id) + answer
 
-    async def _answer(self, request: Request) -> bytes | None:
+    async def _answer(self, request: Request, timing: _Timing | None) -> bytes | None:
+        if timing is not None:
+            timing.started_at = time.perf_counter()
         body = await self._dispatch(request)
-        if body is None:
-            return None
-        return encode_response(request.correlation_id, body)
+        frame = None if body is None else encode_response(request.correlation_id, body)
+        if timing is not None:
+            timing.handled_at = time.perf_counter()
+        return frame
 
     async def _send_responses(self) -> None:
         broken = False
         while True:
-            task = await self._responses.get()
-            if task is None:
+            answer = await self._responses.get()
+            if answer is None:
                 return
+            task, timing = answer
             try:
                 frame = await task
             except Exception:
@@ -243,7 +270,9 @@ class Connection:
                 self._draining = True
                 self._writer.close()
                 continue
+            dequeued_at = time.perf_counter()
             if frame is None or broken:
+                self._observed(timing, dequeued_at, dequeued_at)
                 continue
             self._writer.write(frame)
             try:
@@ -258,6 +287,18 @@ class Connection:
                 )
                 self._writer.transport.abort()
                 broken = True
+            self._observed(timing, dequeued_at, time.perf_counter())
+
+    def _observed(self, timing: _Timing | None, dequeued_at: float, sent_at: float) -> None:
+        if timing is not None and self._observe is not None:
+            self._observe(
+                timing.api_name,
+                timing.read_at,
+                timing.started_at,
+                timing.handled_at,
+                dequeued_at,
+                sent_at,
+            )
 
 
 async def _ready(frame: bytes) -> bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from strom.durable_files import sync_fd
@@ -41,7 +42,13 @@ class PartitionGone(Exception):
 class Flusher:
     """Idle -> (request -> flushing round -> idle)* -> stopped."""
 
-    def __init__(self, on_flushed: Callable[[Partition], None]) -> None:
+    def __init__(
+        self,
+        on_flushed: Callable[[Partition], None],
+        on_round: Callable[[float], None] = lambda _seconds: None,
+    ) -> None:
+        """`on_round` hears how long each round's fsyncs took (metrics)."""
+        self._on_round = on_round
         self._dirty: set[Partition] = set()
         self._waiters: list[tuple[Partition, int, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
@@ -73,7 +80,9 @@ class Flusher:
             fds = [fd for _, plan in plans for fd in plan.fds]
             try:
                 if fds:
+                    started = time.perf_counter()
                     await loop.run_in_executor(None, _fsync_all, fds)
+                    self._on_round(time.perf_counter() - started)
             except OSError:
                 log.exception("fsync failed; the broker cannot promise durability and stops")
                 raise

@@ -74,6 +74,8 @@ class ReplicaPorts:
     """Its leader (or leader epoch) changed: follow the new one, or stop following."""
     durability: Durability = field(default_factory=_NoDurability)
     """Where appended records go to be fsynced."""
+    isr_changed: Callable[[bool, bool], None] = lambda _shrank, _grew: None
+    """The ISR of a partition led here lost members, gained members, or both (metrics)."""
 
 
 def _no_isr_change(_partition: Partition, _change: ProposeIsr) -> None:
@@ -362,11 +364,13 @@ class Partition:
     def apply(self, assignment: Assignment, now_ms: int) -> None:
         """The metadata's view of the partition."""
         log_end = self.log.log_end_offset
+        before = self._isr_led()
         self.carry_out(
             self.replica.apply(
                 assignment, log_end=log_end, durable_end=self.durable_end, now_ms=now_ms
             )
         )
+        self._count_isr_change(before)
 
     def set_ineligible(self, brokers: frozenset[int], now_ms: int) -> None:
         self.carry_out(self.replica.set_ineligible(brokers, now_ms=now_ms))
@@ -403,11 +407,25 @@ class Partition:
         self.carry_out(self.replica.tick(now_ms=now_ms))
 
     def isr_answered(self, isr: tuple[int, ...], partition_epoch: int, now_ms: int) -> None:
+        before = self._isr_led()
         self.carry_out(
             self.replica.isr_answered(
                 isr, partition_epoch, durable_end=self.durable_end, now_ms=now_ms
             )
         )
+        self._count_isr_change(before)
+
+    def _isr_led(self) -> frozenset[int] | None:
+        return frozenset(self.isr) if self.is_leader else None
+
+    def _count_isr_change(self, before: frozenset[int] | None) -> None:
+        """Tell the metrics if the ISR of a partition led here before and now changed,
+        whether the leader asked (AlterPartition) or the controller did (a fenced broker)."""
+        if before is None or not self.is_leader:
+            return
+        after = frozenset(self.isr)
+        if after != before:
+            self.ports.isr_changed(bool(before - after), bool(after - before))
 
     def isr_refused(self, error: ErrorCode, now_ms: int) -> None:
         self.replica.isr_refused(error, now_ms=now_ms)

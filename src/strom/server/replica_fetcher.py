@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 from strom.client import ClientError, KafkaConnection
 from strom.config import BrokerConfig
 from strom.metadata.image import MetadataImage
+from strom.metrics.traffic import Tally
 from strom.protocol.apis import ApiKey
 from strom.protocol.records import RecordsError, replica_batches
 from strom.server.clock import now_ms
@@ -62,6 +63,8 @@ class FetcherPorts:
     """The broker's config now (the replica.fetch.* sizes, waits and backoff)."""
     image: Callable[[], MetadataImage]
     """The committed metadata image: where each leader listens."""
+    replicated_in: Tally = field(default_factory=Tally)
+    """Where the bytes and records copied from leaders are counted (metrics)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -412,4 +415,10 @@ class _LeaderFetcher:
                 f"a batch starts at {batches[0][1].base_offset}, inside this log's end"
             )
         partition.append_copy(batches, now_ms())
+        last = batches[-1][1]
+        self._ports.replicated_in.add(
+            partition.topic,
+            sum(len(view) for view, _ in batches),
+            last.base_offset + last.last_offset_delta + 1 - batches[0][1].base_offset,
+        )
         return True

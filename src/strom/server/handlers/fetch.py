@@ -26,6 +26,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.log.results import OffsetOutOfRange
+from strom.metrics.traffic import TopicTraffic
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.responses.fetch import (
@@ -54,7 +55,15 @@ _READ_COMMITTED = 1
 
 
 class _Wanted:
-    __slots__ = ("entry", "fetch_offset", "max_bytes", "partition", "read_committed", "replica")
+    __slots__ = (
+        "entry",
+        "fetch_offset",
+        "max_bytes",
+        "partition",
+        "read_committed",
+        "replica",
+        "served_to",
+    )
 
     def __init__(
         self,
@@ -71,6 +80,8 @@ class _Wanted:
         self.max_bytes = max_bytes
         self.replica = replica
         self.read_committed = read_committed and not replica
+        self.served_to = fetch_offset
+        """The offset after what the answer carries (metrics)."""
 
 
 def replica_id_of(body: Any, version: int) -> int:
@@ -184,6 +195,7 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
         if total >= min_bytes or errors or remaining <= 0 or context.stopping():
             break
         await _wait_for_data(wanted, remaining)
+    _count(context.traffic, wanted)
     response: FetchResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -191,6 +203,17 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
         "responses": responses,
     }
     return build_response(ApiKey.FETCH, version, response)
+
+
+def _count(traffic: TopicTraffic, wanted: list[_Wanted]) -> None:
+    """What the answer sends, per topic: to consumers, or to followers."""
+    for item in wanted:
+        partition = item.partition
+        if partition is None or item.served_to <= item.fetch_offset:
+            continue
+        tally = traffic.replicated_out if item.replica else traffic.consumed
+        size = len(item.entry["records"] or b"")
+        tally.add(partition.topic, size, item.served_to - item.fetch_offset)
 
 
 def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
@@ -214,6 +237,7 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
         entry["log_start_offset"] = partition.log.log_start_offset
         entry["aborted_transactions"] = [] if item.read_committed else None
         entry["records"] = b""
+        item.served_to = item.fetch_offset
         if item.fetch_offset == visible:
             continue
         budget = min(item.max_bytes, max_bytes - total)
@@ -234,6 +258,7 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
             continue
         if result.size_bytes:
             entry["records"] = result.read_bytes()
+            item.served_to = result.next_offset
             total += result.size_bytes
             if item.read_committed:
                 entry["aborted_transactions"] = _aborted(

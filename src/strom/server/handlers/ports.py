@@ -11,7 +11,7 @@ stopping) are read through a port at each request, never copied into the context
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Protocol, TypeVar
 
@@ -29,6 +29,7 @@ from strom.metadata.isr import AlterPartitionResult, IsrChange
 from strom.metadata.reassignments import OngoingReassignment, PartitionTarget, ReassignmentResult
 from strom.metadata.records import MetadataRecord
 from strom.metadata.stores.base import PeerStream, QuorumDescription, StoreCapabilities
+from strom.metrics.traffic import Tally, TopicTraffic
 from strom.protocol.codec import Request
 from strom.raft.messages import Entry, Snapshot
 from strom.server.controller import NotController
@@ -149,6 +150,8 @@ class ProduceContext:
     """InitProducerId with a transactional id."""
     verifier: TxnVerification
     """Transactional produces: is the partition in the producer's transaction?"""
+    produced: Tally = field(default_factory=Tally)
+    """Bytes and records appended, per topic (metrics)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,8 @@ class FetchContext:
     partitions: PartitionManager
     stopping: Callable[[], bool]
     """The broker is shutting down: long polls answer at once."""
+    traffic: TopicTraffic = field(default_factory=TopicTraffic)
+    """Bytes and records sent to consumers and followers, per topic (metrics)."""
 
 
 # --- groups and offsets ---

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.group.placement import OFFSETS_TOPIC
 from strom.metadata.image import MetadataImage
+from strom.metrics.traffic import Tally
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
 from strom.protocol.records import BatchHeader, RecordsError, validate_batches
@@ -128,7 +129,7 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
     verified = [w for w in writes if w.transactional and _needs_verification(w)]
     for write in writes:
         if write not in verified and write.entry["error_code"] == ErrorCode.none:
-            _append(write, acks, timeout_s, waits)
+            _append(write, acks, timeout_s, waits, context.produced)
     if verified:
         await _verify(context, body.transactional_id, verified, request.api_version)
         image = context.metadata.image
@@ -262,7 +263,7 @@ def _append_verified(
         code = error or ErrorCode.not_leader_or_follower
         _refuse(write.entry, write.topic, code, "the leader changed during the verification")
         return
-    _append(write, acks, timeout_s, waits)
+    _append(write, acks, timeout_s, waits, context.produced)
 
 
 def _append(
@@ -270,6 +271,7 @@ def _append(
     acks: int,
     timeout_s: float,
     waits: list[tuple[PartitionProduceResponse, Awaitable[None]]],
+    produced: Tally,
 ) -> None:
     entry = write.entry
     try:
@@ -277,6 +279,11 @@ def _append(
     except RecordsError as exc:
         _refuse(entry, write.topic, exc.error_code, str(exc))
         return
+    produced.add(
+        write.topic,
+        sum(len(view) for view, _ in write.batches),
+        result.last_offset + 1 - result.base_offset,
+    )
     entry["base_offset"] = result.base_offset
     entry["log_append_time"] = result.log_append_time_ms
     entry["log_start_offset"] = result.log_start_offset
