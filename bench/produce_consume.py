@@ -124,13 +124,14 @@ def admin(bootstrap: str, extra: dict[str, Any] | None = None) -> AdminClient:
     return AdminClient(config | (extra or {}))
 
 
-def start_strom(durability: str) -> Broker:
-    """Start a broker and wait until a TCP connect and a metadata request both succeed."""
+def start_strom(durability: str, extra: list[str] | None = None) -> Broker:
+    """Start a broker and wait until a TCP connect and a metadata request both succeed;
+    `extra` are more KEY=VALUE settings."""
     data_dir = Path(tempfile.mkdtemp(prefix=f"strom-bench-{durability}-"))
     port = free_port()
     command = [sys.executable, "-m", "strom", "serve", "--listen", f"127.0.0.1:{port}"]
     command += ["--data-dir", str(data_dir / "data"), "--log-level", "warning"]
-    for setting in DURABILITY_SETTINGS[durability]:
+    for setting in [*DURABILITY_SETTINGS[durability], *(extra or [])]:
         command += ["--set", setting]
     started = time.perf_counter()
     with (data_dir / "broker.log").open("wb") as log_file:
