@@ -29,6 +29,18 @@ RECORDS = 500
 DOCS = Path(__file__).parents[2] / "docs"
 
 
+def lag(group: str, topic: str) -> str:
+    """A group's lag on a topic (its partitions' high watermarks minus its committed
+    offsets), with the query docs/metrics.md gives."""
+    where = f'{{topic="{topic}"}}'
+    return (
+        f"sum(max by (topic, partition) (strom_partition_high_watermark{where}"
+        f" * strom_partition_leader{where})"
+        " - on (topic, partition) group_right max by (group, topic, partition)"
+        f' (strom_group_committed_offset{{group="{group}", topic="{topic}"}}))'
+    )
+
+
 @pytest.fixture
 def metered(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
     """A broker with its metrics endpoint on a free port, and that endpoint's URL."""
@@ -59,11 +71,22 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def produce_and_consume(bootstrap: str, topic: str, count: int) -> None:
+def produce_and_consume(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    produce(bootstrap, topic, count, partitions)
+    consume(bootstrap, topic, count)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    """`count` records, spread evenly over the topic's `partitions` (so that every
+    partition has records, and a group reading them commits an offset for each)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(count):
-        producer.produce(topic, b"v" * 90 + b"%010d" % i)
+        producer.produce(topic, b"v" * 90 + b"%010d" % i, partition=i % partitions)
     assert producer.flush(30) == 0
+
+
+def consume(bootstrap: str, topic: str, count: int) -> None:
+    """`count` more records of `topic` as the group "metrics", committed when it closes."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "metrics", "auto.offset.reset": "earliest"}
     )
@@ -103,6 +126,14 @@ def test_a_broker_counts_what_real_clients_move(metered: tuple[BrokerProcess, st
     assert got[("strom_offline_partitions", ())] == 0
     assert got[("strom_active_brokers", ())] == 1
     assert got[("strom_under_replicated_partitions", ())] == 0
+    group = (("group", "metrics"), ("partition", "0"), ("topic", "metered"))
+    assert got[("strom_group_committed_offset", group)] == RECORDS  # committed on close
+    assert got[("strom_group_members", (("group", "metrics"),))] == 0
+    assert got[("strom_groups", (("state", "Empty"),))] == 1
+    assert got[("strom_metadata_term", ())] >= 1
+    assert got[("strom_metadata_leader", ())] == 1
+    assert got[("strom_metadata_voter_lag", (("voter", "1"),))] == 0
+    assert got[("strom_metadata_high_watermark", ())] >= 1
 
     # An open connection is counted on its listener.
     with socket.create_connection(("127.0.0.1", broker.port)):
@@ -182,14 +213,25 @@ def test_prometheus_sees_traffic_and_an_under_replicated_partition_come_and_go(
             prometheus.wait_for('count(up{job="strom"} == 1)', "==", 3)
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             admin.create_topics([NewTopic("watched", 3, 3)])["watched"].result(30)
-            produce_and_consume(cluster.bootstrap, "watched", RECORDS)
+            produce_and_consume(cluster.bootstrap, "watched", RECORDS, 3)
+
+            # The group's lag: what was written since its last commit, then nothing.
+            behind = lag("metrics", "watched")
+            prometheus.wait_for(behind, "==", 0)
+            produce(cluster.bootstrap, "watched", RECORDS, 3)
+            prometheus.wait_for(behind, "==", RECORDS)
+            consume(cluster.bootstrap, "watched", RECORDS)
+            prometheus.wait_for(behind, "==", 0)
 
             # Every record is counted once where it was appended, and copied twice.
-            prometheus.wait_for('sum(strom_topic_in_records_total{topic="watched"})', "==", RECORDS)
+            total = 2 * RECORDS
+            prometheus.wait_for('sum(strom_topic_in_records_total{topic="watched"})', "==", total)
             prometheus.wait_for(
-                'sum(strom_replication_in_records_total{topic="watched"})', "==", 2 * RECORDS
+                'sum(strom_replication_in_records_total{topic="watched"})', "==", 2 * total
             )
             prometheus.wait_for("sum(strom_active_controller)", "==", 1)
+            prometheus.wait_for('count(count_values("leader", strom_metadata_leader))', "==", 1)
+            prometheus.wait_for("max(strom_metadata_voter_lag)", "<=", 5)
             prometheus.wait_for("sum(strom_under_replicated_partitions)", "==", 0)
 
             # Node 3 killed: the partitions it was a replica of shrink their ISRs.

@@ -116,6 +116,7 @@ class _Scrape(Collector):
         yield from _traffic_families(metrics.traffic)
         stats = self._stats
         yield from _partition_families(stats)
+        yield from _group_families(stats)
         yield from _node_families(stats)
         yield CounterMetricFamily(
             "strom_isr_shrinks",
@@ -201,6 +202,70 @@ def _partition_families(stats: NodeStats) -> Iterator[Any]:
     yield under
 
 
+def _store_families(stats: NodeStats) -> Iterator[Any]:
+    store = stats.store
+    if store is None:
+        return
+    yield GaugeMetricFamily(
+        "strom_metadata_term",
+        "The metadata quorum's Raft term, or the controller epoch on ZooKeeper (current-epoch)",
+        value=store.term,
+    )
+    yield GaugeMetricFamily(
+        "strom_metadata_leader",
+        "The active controller's node id, -1 if none is known (current-leader)",
+        value=store.leader,
+    )
+    if not store.voter_ends:
+        return
+    yield GaugeMetricFamily(
+        "strom_metadata_high_watermark",
+        "The Raft quorum's committed offset, on its leader (high-watermark)",
+        value=store.high_watermark,
+    )
+    lag = GaugeMetricFamily(
+        "strom_metadata_voter_lag",
+        "Entries a voter's log is behind the leader's, on the leader (follower lag)",
+        labels=["voter"],
+    )
+    leader_end = max(end for _, end in store.voter_ends)
+    for voter, end in store.voter_ends:
+        lag.add_metric([str(voter)], leader_end - end if end >= 0 else leader_end)
+    yield lag
+
+
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+def _group_families(stats: NodeStats) -> Iterator[Any]:
+    """The groups coordinated here: committed offsets (lag is the partition's high
+    watermark minus these, docs/metrics.md), members, and how many are in each state."""
+    committed = GaugeMetricFamily(
+        "strom_group_committed_offset",
+        "A group's committed offset of a partition, on its coordinator",
+        labels=["group", "topic", "partition"],
+    )
+    members = GaugeMetricFamily(
+        "strom_group_members", "Members of a group, on its coordinator", labels=["group"]
+    )
+    states = dict.fromkeys(GROUP_STATES, 0)
+    for group in stats.groups:
+        states[group.state] = states.get(group.state, 0) + 1
+        members.add_metric([group.group_id], group.members)
+        for topic, partition, offset in group.offsets:
+            committed.add_metric([group.group_id, topic, str(partition)], offset)
+    yield committed
+    yield members
+    by_state = GaugeMetricFamily(
+        "strom_groups",
+        "Groups coordinated here, by state (NumGroups, NumGroupsStable, ...)",
+        labels=["state"],
+    )
+    for state, count in states.items():
+        by_state.add_metric([state], count)
+    yield by_state
+
+
 def _node_families(stats: NodeStats) -> Iterator[Any]:
     parts = stats.partitions
 
@@ -242,6 +307,7 @@ def _node_families(stats: NodeStats) -> Iterator[Any]:
         "Offset of the last metadata record applied here (last-applied-record-offset)",
         stats.metadata_offset,
     )
+    yield from _store_families(stats)
     cluster = stats.cluster
     if cluster is None:
         return

@@ -38,6 +38,18 @@ class PartitionStats:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One consumer group this node coordinates."""
+
+    group_id: str
+    state: str
+    """Kafka's state name: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead."""
+    members: int
+    offsets: tuple[tuple[str, int, int], ...]
+    """(topic, partition, committed offset) for each partition with a committed offset."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterStats:
     """The committed metadata as the active controller sees it."""
 
@@ -52,6 +64,7 @@ class ClusterStats:
 @dataclass(frozen=True, slots=True)
 class NodeStats:
     partitions: list[PartitionStats] = field(default_factory=list)
+    groups: list[GroupStats] = field(default_factory=list)
     connections: dict[str, int] = field(default_factory=dict)
     """Open connections per listener name."""
     active_controller: bool = False
@@ -59,3 +72,19 @@ class NodeStats:
     """Set on the active controller only, as Kafka reports its controller metrics."""
     metadata_offset: int = -1
     """The offset of the last metadata record this node applied."""
+    store: StoreStats | None = None
+    """A controller's view of the metadata store; None on a broker-only node."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """The metadata store as a controller sees it."""
+
+    term: int
+    """The Raft term, or the controller epoch on ZooKeeper."""
+    leader: int
+    """The active controller's node id; -1 when none is known."""
+    high_watermark: int = -1
+    """The Raft quorum's commit offset, on its leader only; -1 elsewhere."""
+    voter_ends: tuple[tuple[int, int], ...] = ()
+    """(voter, log end offset) as the Raft leader sees each voter; empty elsewhere."""

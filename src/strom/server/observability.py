@@ -12,9 +12,16 @@ from typing import TYPE_CHECKING
 from strom.metrics.health import NodeState, readiness
 from strom.metrics.http import MetricsEndpoint
 from strom.metrics.node import NodeMetrics
-from strom.metrics.snapshot import ClusterStats, NodeStats, PartitionStats
+from strom.metrics.snapshot import (
+    ClusterStats,
+    GroupStats,
+    NodeStats,
+    PartitionStats,
+    StoreStats,
+)
 
 if TYPE_CHECKING:
+    from strom.group.state import Group
     from strom.server.broker import Broker
     from strom.server.partition import Partition
 
@@ -83,10 +90,12 @@ class Observability:
         active = controller is not None and controller.active
         return NodeStats(
             partitions=[_partition_stats(p) for p in broker.partitions] if broker.serving else [],
+            groups=[_group_stats(group) for group in broker.groups.core.groups.values()],
             connections=dict(broker.connection_counts),
             active_controller=active,
             cluster=_cluster_stats(broker) if active else None,
             metadata_offset=broker.metadata.image.offset,
+            store=_store_stats(broker),
         )
 
 
@@ -105,6 +114,31 @@ def _partition_stats(partition: Partition) -> PartitionStats:
         replicas=len(partition.replicas),
         in_sync_replicas=len(partition.isr),
         min_insync_replicas=partition.min_insync_replicas,
+    )
+
+
+def _store_stats(broker: Broker) -> StoreStats | None:
+    store = broker.store
+    if store is None:
+        return None
+    leader = store.leader_id
+    quorum = store.describe_quorum()
+    if quorum is None:
+        return StoreStats(store.term, -1 if leader is None else leader)
+    return StoreStats(
+        store.term,
+        -1 if leader is None else leader,
+        quorum.high_watermark,
+        tuple((voter.node_id, voter.log_end_offset) for voter in quorum.voters),
+    )
+
+
+def _group_stats(group: Group) -> GroupStats:
+    return GroupStats(
+        group_id=group.group_id,
+        state=group.state.value,
+        members=len(group.members),
+        offsets=tuple((tp.topic, tp.partition, v.offset) for tp, v in group.offsets.items()),
     )
 
 

@@ -9,7 +9,13 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from strom.metrics.node import NodeMetrics, api_label
-from strom.metrics.snapshot import ClusterStats, NodeStats, PartitionStats
+from strom.metrics.snapshot import (
+    ClusterStats,
+    GroupStats,
+    NodeStats,
+    PartitionStats,
+    StoreStats,
+)
 
 
 def samples(
@@ -81,6 +87,40 @@ def test_partition_state_and_the_counts_derived_from_it() -> None:
     assert ("strom_offline_partitions", ()) not in got  # the active controller's only
 
 
+def test_groups_coordinated_here_with_their_offsets_members_and_states() -> None:
+    stats = NodeStats(
+        groups=[
+            GroupStats("billing", "Stable", 2, (("orders", 0, 40), ("orders", 1, 7))),
+            GroupStats("audit", "Empty", 0, (("orders", 0, 12),)),
+            GroupStats("new", "Empty", 0, ()),
+        ]
+    )
+    got = samples(NodeMetrics(1), stats)
+    offset = "strom_group_committed_offset"
+    assert got[(offset, (("group", "billing"), ("partition", "1"), ("topic", "orders")))] == 7
+    assert got[(offset, (("group", "audit"), ("partition", "0"), ("topic", "orders")))] == 12
+    assert len([key for key in got if key[0] == offset]) == 3
+    assert got[("strom_group_members", (("group", "billing"),))] == 2
+    assert got[("strom_groups", (("state", "Empty"),))] == 2
+    assert got[("strom_groups", (("state", "Stable"),))] == 1
+    assert got[("strom_groups", (("state", "PreparingRebalance"),))] == 0
+
+
+def test_the_metadata_store_as_a_controller_sees_it() -> None:
+    follower = samples(NodeMetrics(2), NodeStats(store=StoreStats(term=7, leader=1)))
+    assert follower[("strom_metadata_term", ())] == 7
+    assert follower[("strom_metadata_leader", ())] == 1
+    assert not any(name == "strom_metadata_voter_lag" for name, _ in follower)
+    leader = samples(
+        NodeMetrics(1),
+        NodeStats(store=StoreStats(7, 1, 118, ((1, 120), (2, 120), (3, 95), (4, -1)))),
+    )
+    assert leader[("strom_metadata_high_watermark", ())] == 118
+    lag = "strom_metadata_voter_lag"
+    assert [leader[(lag, (("voter", str(v)),))] for v in (1, 2, 3, 4)] == [0, 0, 25, 120]
+    assert ("strom_metadata_term", ()) not in samples(NodeMetrics(3), NodeStats())
+
+
 def test_the_active_controller_reports_the_cluster() -> None:
     stats = NodeStats(active_controller=True, cluster=ClusterStats(4, 12, 2, 3, 1))
     got = samples(NodeMetrics(1), stats)
@@ -133,6 +173,7 @@ def test_the_grafana_dashboard_asks_only_for_metrics_strom_serves() -> None:
     stats = NodeStats(
         partitions=[partition("t", 0, leader=True, isr=3)],
         connections={"PLAINTEXT": 1},
+        groups=[GroupStats("g", "Stable", 1, (("t", 0, 1),))],
         active_controller=True,
         cluster=ClusterStats(1, 1, 0, 1, 0),
     )
