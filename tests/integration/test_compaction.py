@@ -19,6 +19,9 @@ import pytest
 from broker import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from kafka.errors import InvalidRecordError
+from kafka.errors import KafkaError as KafkaPythonError
 
 from strom.protocol.records import iter_batches
 
@@ -224,6 +227,18 @@ def test_tombstoned_keys_vanish_after_delete_retention(
     producer.produce(TOPIC, value=b"no key", on_delivery=lambda err, _msg: errors.append(err))
     assert producer.flush(10) == 0
     assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+    # KIP-467: the answer names the bad record in its batch, and why; kafka-python fails
+    # that record with the broker's message and the good one of the same batch apart.
+    sender = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=100)
+    try:
+        good, bad = sender.send(TOPIC, key=b"k", value=b"ok"), sender.send(TOPIC, value=b"x")
+        sender.flush(10)
+    finally:
+        sender.close(5)
+    with pytest.raises(InvalidRecordError, match=f"without key in topic partition {TOPIC}-0"):
+        bad.get(0)
+    with pytest.raises(KafkaPythonError, match="part of a batch which had one more more invalid"):
+        good.get(0)
 
 
 def test_kill_9_in_the_middle_of_cleaning_leaves_the_partition_whole(

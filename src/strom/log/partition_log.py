@@ -247,8 +247,7 @@ class PartitionLog(LogCompaction, LogTransactions):
         headers = [header for _, header in batches]
         log_append = self._config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
         if assign_offsets and self._config.compact:
-            for view, header in batches:
-                check_keys(view, header)  # INVALID_RECORD for a record without a key
+            check_keys(batches, self.directory.name)  # INVALID_RECORD: a record without a key
         markers: dict[int, EndTxnMarker] = {}
         for i, (view, header) in enumerate(batches):
             if header.is_control and header.producer_id >= 0:

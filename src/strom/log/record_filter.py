@@ -25,6 +25,7 @@ stamps it on the markers of transactions left without records (see ``cleaner``).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import replace
 
 import crc32c
@@ -41,6 +42,7 @@ from strom.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    RecordErrors,
     RecordsError,
     TimestampType,
 )
@@ -191,15 +193,23 @@ def batch_records(
     return data, scan_records(data, header.records_count)
 
 
-def check_keys(batch: memoryview, header: BatchHeader) -> None:
-    """Refuse a batch holding a record without a key (INVALID_RECORD), as a compacted
-    topic must. The batch was validated already; its CRC is not checked again."""
-    if header.is_control:
-        return
-    _, records = batch_records(batch, header, verify_crc=False)
-    for record in records:
-        if record[4] is None:
-            raise RecordsError(ErrorCode.invalid_record, NULL_KEY_MESSAGE)
+def check_keys(batches: Sequence[tuple[memoryview, BatchHeader]], where: str) -> None:
+    """Refuse batches holding a record without a key, as a compacted topic must:
+    RecordErrors (INVALID_RECORD) naming each such record by its index (counted over
+    the batches, as Kafka's one batch per partition counts it) with Kafka's message
+    (`where` is the topic partition). The batches were validated already; their CRCs are
+    not checked again."""
+    errors: list[tuple[int, str]] = []
+    index = 0
+    for batch, header in batches:
+        if not header.is_control:
+            _, records = batch_records(batch, header, verify_crc=False)
+            for i, record in enumerate(records):
+                if record[4] is None:
+                    errors.append((index + i, f"{NULL_KEY_MESSAGE} in topic partition {where}"))
+        index += header.records_count
+    if errors:
+        raise RecordErrors(ErrorCode.invalid_record, errors)
 
 
 def _zigzag(value: int, out: bytearray) -> None:

@@ -81,6 +81,20 @@ class RecordsError(ValueError):
         self.error_code = error_code
 
 
+class RecordErrors(RecordsError):
+    """Records refused one by one (KIP-467): the whole append is refused, and the client
+    is told each bad record's index in its batch and why (Produce's `record_errors`)."""
+
+    def __init__(self, error_code: ErrorCode, errors: list[tuple[int, str]]) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        super().__init__(
+            error_code,
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+        )
+        self.errors = errors
+
+
 def corrupt(message: str) -> RecordsError:
     return RecordsError(ErrorCode.corrupt_message, message)
 

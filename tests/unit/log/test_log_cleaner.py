@@ -18,7 +18,13 @@ from kio.schema.errors import ErrorCode
 
 from strom.log.cleaner_build import build_cleaned
 from strom.log.record_filter import NULL_KEY_MESSAGE
-from strom.protocol.records import Compression, RecordsError, decode_batch, iter_batches
+from strom.protocol.records import (
+    Compression,
+    RecordErrors,
+    RecordsError,
+    decode_batch,
+    iter_batches,
+)
 
 KEYS = [f"key-{i}".encode() for i in range(10)]
 
@@ -222,7 +228,11 @@ def test_null_keys_are_refused_by_compacted_topics(tmp_path: Path) -> None:
         with pytest.raises(RecordsError) as caught:
             log.append([good, bad], now_ms=0, leader_epoch=0)
         assert caught.value.error_code == ErrorCode.invalid_record
-        assert str(caught.value) == NULL_KEY_MESSAGE
+        assert isinstance(caught.value, RecordErrors)  # KIP-467: each record named
+        # The index counts the records of both batches: the good one's, then "c", then
+        # the record without a key; the message names the partition, as Kafka's.
+        assert caught.value.errors == [(2, f"{NULL_KEY_MESSAGE} in topic partition p")]
+        assert "due to 1 record errors in total" in str(caught.value)
     assert read_all(log) == [(0, KEYS[0], b"a")]  # nothing of the refused appends
     log.close()
     plain = open_log(tmp_path / "q", cleanup_policy="delete")

@@ -30,7 +30,7 @@ from strom.metadata.image import MetadataImage
 from strom.metrics.traffic import Tally
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
-from strom.protocol.records import BatchHeader, RecordsError, validate_batches
+from strom.protocol.records import BatchHeader, RecordErrors, RecordsError, validate_batches
 from strom.protocol.responses.produce import (
     InitProducerIdResponse,
     PartitionProduceResponse,
@@ -278,6 +278,11 @@ def _append(
         result = write.partition.append(write.batches, now_ms=now_ms(), acks=acks)
     except RecordsError as exc:
         _refuse(entry, write.topic, exc.error_code, str(exc))
+        if isinstance(exc, RecordErrors):  # KIP-467: which records, and why
+            entry["record_errors"] = [
+                {"batch_index": index, "batch_index_error_message": message}
+                for index, message in exc.errors
+            ]
         return
     produced.add(
         write.topic,
