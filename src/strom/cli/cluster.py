@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -358,3 +358,130 @@ def status(
         if found.quorum_error is not None:
             echo_error(f"cannot show the controller quorum: {found.quorum_error}")
             raise typer.Exit(1)
+
+
+# --- strom cluster log-dirs ------------------------------------------------------------
+
+DESCRIBE_LOG_DIRS = 35
+METADATA = 3
+LOG_DIR_HEADERS = ("BROKER", "LOG DIR", "TOPIC", "PARTITION", "SIZE", "OFFSET LAG")
+
+
+def format_bytes(size: int) -> str:
+    """1234567 -> "1.2 MB" (decimal units, as `du -h --si`); -1 (unknown) -> "-"."""
+    if size < 0:
+        return "-"
+    if size < 1000:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("kB", "MB", "GB", "TB"):
+        value /= 1000
+        if value < 1000 or unit == "TB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def log_dir_rows(broker_id: int, response: Any) -> tuple[list[tuple[str, ...]], list[str]]:
+    """(a row per partition, a line per log directory) of one broker's DescribeLogDirs."""
+    rows: list[tuple[str, ...]] = []
+    lines: list[str] = []
+    for result in response.results:
+        directory = str(result.log_dir)
+        if is_error(result.error_code):
+            lines.append(f"broker {broker_id}: {directory}: {error_name(result.error_code)}")
+            continue
+        total = int(getattr(result, "total_bytes", -1))
+        usable = int(getattr(result, "usable_bytes", -1))
+        used = sum(int(p.partition_size) for t in result.topics for p in t.partitions)
+        lines.append(
+            f"broker {broker_id}: {directory}: {format_bytes(used)} in partitions, "
+            f"{format_bytes(usable)} free of {format_bytes(total)}"
+        )
+        for topic in sorted(result.topics, key=lambda t: str(t.name)):
+            for p in sorted(topic.partitions, key=lambda p: int(p.partition_index)):
+                rows.append(
+                    (
+                        str(broker_id),
+                        directory,
+                        str(topic.name),
+                        str(int(p.partition_index)),
+                        format_bytes(int(p.partition_size)),
+                        str(int(p.offset_lag)),
+                    )
+                )
+    return rows, lines
+
+
+async def fetch_log_dirs(
+    session: WireSession, topics: Sequence[str]
+) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Every broker's log directories (those of `topics` only, if any are given)."""
+    version, cluster = await session.call(
+        DESCRIBE_CLUSTER,
+        "DescribeCluster",
+        {
+            "include_cluster_authorized_operations": False,
+            "endpoint_type": _BROKERS_ENDPOINT,
+            "include_fenced_brokers": True,
+        },
+        max_version=2,
+    )
+    if is_error(cluster.error_code):
+        raise CommandError(_message("DescribeCluster", cluster.error_code, cluster.error_message))
+    wanted = None
+    if topics:
+        _, metadata = await session.call(
+            METADATA,
+            "Metadata",
+            {
+                "topics": [{"name": topic, "topic_id": None} for topic in topics],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+            min_version=1,
+            max_version=12,
+        )
+        wanted = [
+            {"topic": str(t.name), "partitions": [int(p.partition_index) for p in t.partitions]}
+            for t in metadata.topics
+            if not is_error(t.error_code)
+        ]
+        missing = sorted(set(topics) - {w["topic"] for w in wanted})
+        if missing:
+            raise CommandError(f"no such topic: {', '.join(missing)}")
+    rows: list[tuple[str, ...]] = []
+    lines: list[str] = []
+    for broker in brokers_from(cluster, fenced_known=version >= 2):
+        node = WireSession(broker.address, session.timeout_s)
+        try:
+            _, answer = await node.call(
+                DESCRIBE_LOG_DIRS, "DescribeLogDirs", {"topics": wanted}, max_version=4
+            )
+        except CommandError as exc:
+            lines.append(f"broker {broker.node_id}: {exc.message}")
+            continue
+        finally:
+            await node.close()
+        broker_rows, broker_lines = log_dir_rows(broker.node_id, answer)
+        rows += broker_rows
+        lines += broker_lines
+    return rows, lines
+
+
+@cluster_app.command("log-dirs")
+def log_dirs(
+    topics: Annotated[
+        list[str] | None,
+        typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic (repeatable)."),
+    ] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Show where each broker keeps each partition and its size on disk, with each log
+    directory's free space (DescribeLogDirs, as kafka-log-dirs.sh)."""
+    with reporting_errors():
+        rows, lines = run_session(bootstrap, timeout, lambda s: fetch_log_dirs(s, topics or []))
+        print_table(LOG_DIR_HEADERS, rows)
+        for line in lines:
+            typer.echo(line)

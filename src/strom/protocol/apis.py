@@ -39,6 +39,7 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -96,6 +97,8 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
+    # Kafka 4.0 serves 1-4 (v0 went with KIP-896; v4 adds the volume's total and usable bytes).
+    ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: VersionRange(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: VersionRange(0, 0),

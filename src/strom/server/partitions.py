@@ -305,6 +305,11 @@ class PartitionManager:
     # --- high watermark checkpoint ------------------------------------------------------------
 
     @property
+    def log_dir(self) -> Path:
+        """The directory holding every partition's log (log.dirs)."""
+        return self._log_dir
+
+    @property
     def checkpoint_path(self) -> Path:
         return self._log_dir / HW_CHECKPOINT_FILE
 

@@ -337,3 +337,52 @@ def test_status_refuses_a_bad_bootstrap_before_connecting(bootstrap: str, messag
     result = runner.invoke(app, ["cluster", "status", "-b", bootstrap])
     assert result.exit_code == 2
     assert result.stderr.startswith(message)
+
+
+def test_sizes_in_decimal_units() -> None:
+    from strom.cli.cluster import format_bytes
+
+    assert [format_bytes(n) for n in (-1, 0, 999, 1000, 1_234_567, 80_044_482_560)] == [
+        "-",
+        "0 B",
+        "999 B",
+        "1.0 kB",
+        "1.2 MB",
+        "80.0 GB",
+    ]
+    assert format_bytes(5 * 10**15) == "5000.0 TB"
+
+
+def test_log_dir_rows_from_a_describe_log_dirs_answer() -> None:
+    from types import SimpleNamespace as N
+
+    from strom.cli.cluster import log_dir_rows
+
+    def part(index: int, size: int, lag: int = 0) -> N:
+        return N(partition_index=index, partition_size=size, offset_lag=lag)
+
+    answer = N(
+        results=[
+            N(
+                error_code=0,
+                log_dir="/data",
+                total_bytes=10_000_000,
+                usable_bytes=2_500_000,
+                topics=[
+                    N(name="b", partitions=[part(1, 500, 3), part(0, 1500)]),
+                    N(name="a", partitions=[part(0, 0)]),
+                ],
+            ),
+            N(error_code=ErrorCode.kafka_storage_error, log_dir="/broken", topics=[]),
+        ]
+    )
+    rows, lines = log_dir_rows(2, answer)
+    assert rows == [
+        ("2", "/data", "a", "0", "0 B", "0"),
+        ("2", "/data", "b", "0", "1.5 kB", "0"),
+        ("2", "/data", "b", "1", "500 B", "3"),
+    ]
+    assert lines == [
+        "broker 2: /data: 2.0 kB in partitions, 2.5 MB free of 10.0 MB",
+        "broker 2: /broken: KAFKA_STORAGE_ERROR",
+    ]

@@ -9,6 +9,37 @@ from typing import TypedDict
 
 from kio.schema.errors import ErrorCode
 
+# --- DescribeLogDirs -------------------------------------------------------------------
+
+
+class DescribeLogDirsPartition(TypedDict):
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
+
+
+class DescribeLogDirsTopic(TypedDict):
+    name: str
+    partitions: list[DescribeLogDirsPartition]
+
+
+class DescribeLogDirsResult(TypedDict):
+    error_code: ErrorCode
+    log_dir: str
+    topics: list[DescribeLogDirsTopic]
+    total_bytes: int
+    """v4+: the size of the volume the directory is on; -1 when unknown."""
+    usable_bytes: int
+
+
+class DescribeLogDirsResponse(TypedDict):
+    throttle_time: int
+    error_code: ErrorCode
+    """v3+."""
+    results: list[DescribeLogDirsResult]
+
+
 # --- CreateTopics, DeleteTopics, CreatePartitions -------------------------------------
 
 

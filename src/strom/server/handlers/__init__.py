@@ -22,6 +22,7 @@ from strom.server.handlers import (
     elections,
     fetch,
     groups,
+    log_dirs,
     offsets,
     produce,
     quorum,
@@ -73,6 +74,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.INIT_PRODUCER_ID: partial(produce.handle_init_producer_id, contexts.produce),
         ApiKey.FETCH: partial(fetch.handle_fetch, contexts.fetch),
         ApiKey.LIST_OFFSETS: partial(fetch.handle_list_offsets, contexts.fetch),
+        ApiKey.DESCRIBE_LOG_DIRS: partial(log_dirs.handle_describe_log_dirs, contexts.fetch),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             fetch.handle_offset_for_leader_epoch, contexts.fetch
         ),
