@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from broker import free_port
+from confluent_kafka import Producer
 
 from strom.testing import StromCluster
 
@@ -75,6 +76,32 @@ def test_consume_stops_after_timeout_without_records(strom_broker: StromCluster)
     assert strom("topic", "create", "quiet", *b).returncode == 0
     result = strom("consume", "quiet", "--from-beginning", "--timeout-ms", "1500", *b)
     assert result.returncode == 0 and result.stdout == ""
+
+
+def test_consume_from_a_time_and_only_matching_records(strom_broker: StromCluster) -> None:
+    b = ["-b", strom_broker.bootstrap_servers]
+    assert strom("topic", "create", "timed", "--partitions", "2", *b).returncode == 0
+    producer = Producer({"bootstrap.servers": strom_broker.bootstrap_servers})
+    for i, fruit in enumerate(["apple", "banana", "apricot", "cherry"]):  # at 1 s, 2 s, ...
+        producer.produce("timed", fruit.encode(), f"user{i % 2}", i % 2, timestamp=(i + 1) * 1000)
+    assert producer.flush(10) == 0
+
+    def read(*options: str) -> list[str]:
+        done = strom("consume", "timed", "--timeout-ms", "1500", *options, *b)
+        assert done.returncode == 0, done.stderr
+        return sorted(done.stdout.splitlines())
+
+    assert read("--from-timestamp", "2000") == ["apricot", "banana", "cherry"]
+    assert read("--from-timestamp", "1970-01-01T00:00:03Z") == ["apricot", "cherry"]
+    assert read("--from-timestamp", "1970-01-01T01:00:03+01:00") == ["apricot", "cherry"]
+    assert read("--from-timestamp", "5000") == []  # none that late: from the end
+    assert read("--from-beginning", "--grep", "^ap") == ["apple", "apricot"]
+    assert read("--from-beginning", "--grep", "user1", "--print-key") == [
+        "user1\tbanana",
+        "user1\tcherry",
+    ]
+    wrong = strom("consume", "timed", "--from-timestamp", "tomorrow", *b)
+    assert wrong.returncode == 2 and "milliseconds since the epoch or an ISO 8601" in wrong.stderr
 
 
 def test_unreachable_broker_fails_fast_with_exit_code_3() -> None:

@@ -7,10 +7,12 @@ it never disturbs a consumer group and starts exactly where it is told.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import typer
@@ -32,7 +34,7 @@ from strom.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, Message
+    from confluent_kafka import Consumer, Message, TopicPartition
 
 # Upper bound on one poll, so Ctrl-C and --timeout-ms are noticed promptly.
 POLL_INTERVAL_S = 0.5
@@ -89,17 +91,69 @@ class StartPosition:
     reset: str  # auto.offset.reset: where to go when `offset` is out of range
 
 
-def start_position(from_beginning: bool, from_end: bool, offset: int | None) -> StartPosition:
+def start_position(
+    from_beginning: bool, from_end: bool, offset: int | None, timestamp: int | None = None
+) -> StartPosition:
+    """Where to start; with a timestamp, the offsets come later (offsets_for_times) and
+    this is where partitions without a record that late start: their end."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
 
-    chosen = sum((from_beginning, from_end, offset is not None))
+    chosen = sum((from_beginning, from_end, offset is not None, timestamp is not None))
     if chosen > 1:
-        raise usage_error("choose one of --from-beginning, --from-end and --offset")
+        raise usage_error(
+            "choose one of --from-beginning, --from-end, --offset and --from-timestamp"
+        )
     if from_beginning:
         return StartPosition(OFFSET_BEGINNING, "earliest")
     if offset is not None:
         return StartPosition(offset, "earliest")
     return StartPosition(OFFSET_END, "latest")
+
+
+def parse_timestamp(text: str) -> int:
+    """--from-timestamp: milliseconds since the epoch, or an ISO 8601 date and time
+    (2026-11-28T09:30:00Z, or with a UTC offset; without one it is UTC)."""
+    stripped = text.strip()
+    if stripped.isdigit():
+        return int(stripped)
+    try:
+        moment = datetime.fromisoformat(stripped.replace("Z", "+00:00"))
+    except ValueError:
+        raise usage_error(
+            f"--from-timestamp {text!r}: expected milliseconds since the epoch or an "
+            "ISO 8601 time such as 2026-11-28T09:30:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    """--grep: a record is printed if the pattern is found in its key or its value (read
+    as UTF-8, undecodable bytes replaced); no pattern lets every record through."""
+
+    pattern: re.Pattern[str] | None
+
+    @staticmethod
+    def create(text: str | None) -> RecordFilter:
+        if text is None:
+            return RecordFilter(None)
+        try:
+            return RecordFilter(re.compile(text))
+        except re.error as exc:
+            raise usage_error(f"--grep {text!r} is not a regular expression: {exc}") from None
+
+    def matches(self, key: bytes | str | None, value: bytes | str | None) -> bool:
+        if self.pattern is None:
+            return True
+        for field in (key, value):
+            if field is None:
+                continue
+            text = field if isinstance(field, str) else field.decode("utf-8", errors="replace")
+            if self.pattern.search(text):
+                return True
+        return False
 
 
 class _Idle:
@@ -149,17 +203,22 @@ def _read(
     count: int | None,
     idle: _Idle,
     progress: _Progress,
+    wanted_records: RecordFilter,
 ) -> None:
-    """Write records until --count is reached or the idle timeout passes."""
+    """Write records (those `wanted_records` lets through) until --count is reached or
+    the idle timeout passes; records filtered out count as arrivals for the timeout."""
     warned: set[str] = set()
     while count is None or progress.written < count:
         wait_s = idle.poll_s()
         if wait_s <= 0:
             return
         wanted = BATCH_RECORDS if count is None else min(BATCH_RECORDS, count - progress.written)
-        before = progress.written
+        before, arrived = progress.written, False
         for message in consumer.consume(wanted, wait_s):
             if not _check(message, topic, warned):
+                continue
+            arrived = True
+            if not wanted_records.matches(message.key(), message.value()):
                 continue
             out.write(
                 fmt.render(
@@ -173,7 +232,25 @@ def _read(
             progress.written += 1
         if progress.written > before:
             out.flush()
+        if arrived:
             idle.record_arrived()
+
+
+def _at_time(
+    consumer: Consumer, topic: str, partitions: list[int], timestamp: int, timeout_s: float
+) -> list[TopicPartition]:
+    """Each partition at its first record at or after `timestamp` (ListOffsets by time);
+    a partition with none starts at its end, waiting for the next record."""
+    from confluent_kafka import OFFSET_END, KafkaException
+    from confluent_kafka import TopicPartition as Position
+
+    asked = [Position(topic, p, timestamp) for p in partitions]
+    try:
+        found = consumer.offsets_for_times(asked, timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        raise CommandError(kafka_error_message(error.name(), error.str())) from None
+    return [Position(topic, f.partition, f.offset if f.offset >= 0 else OFFSET_END) for f in found]
 
 
 def _silence_stdout() -> None:
@@ -193,6 +270,23 @@ def consume(
     offset: Annotated[
         int | None,
         typer.Option("--offset", min=0, help="Start at this offset (in every partition read)."),
+    ] = None,
+    from_timestamp: Annotated[
+        str | None,
+        typer.Option(
+            "--from-timestamp",
+            metavar="TIME",
+            help="Start at the first record at or after TIME: ms since the epoch or ISO 8601.",
+        ),
+    ] = None,
+    grep: Annotated[
+        str | None,
+        typer.Option(
+            "--grep",
+            "-g",
+            metavar="REGEX",
+            help="Print only records whose key or value matches (Python regex).",
+        ),
     ] = None,
     partition: Annotated[
         int | None, typer.Option("--partition", "-p", min=0, help="Read only this partition.")
@@ -231,7 +325,9 @@ def consume(
     from confluent_kafka import Consumer, TopicPartition
 
     with reporting_errors():
-        start = start_position(from_beginning, from_end, offset)
+        timestamp = None if from_timestamp is None else parse_timestamp(from_timestamp)
+        start = start_position(from_beginning, from_end, offset, timestamp)
+        wanted_records = RecordFilter.create(grep)
         fmt = RecordFormat(
             print_key=print_key,
             print_headers=print_headers,
@@ -258,9 +354,12 @@ def consume(
                     f"topic {topic!r} has no partition {partition} (it has {len(partitions)})"
                 )
             chosen = sorted(partitions) if partition is None else [partition]
-            consumer.assign([TopicPartition(topic, p, start.offset) for p in chosen])
+            assignment = [TopicPartition(topic, p, start.offset) for p in chosen]
+            if timestamp is not None:
+                assignment = _at_time(consumer, topic, chosen, timestamp, connection.timeout_s)
+            consumer.assign(assignment)
             idle = _Idle(timeout_ms)
-            _read(consumer, topic, sys.stdout.buffer, fmt, count, idle, progress)
+            _read(consumer, topic, sys.stdout.buffer, fmt, count, idle, progress, wanted_records)
         except BrokenPipeError:
             _silence_stdout()  # the reader went away, as `| head` does: not an error
         except KeyboardInterrupt:

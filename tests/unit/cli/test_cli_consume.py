@@ -6,7 +6,13 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
 
 from strom.cli.common import CommandError, ExitCode
-from strom.cli.consume import RecordFormat, StartPosition, start_position
+from strom.cli.consume import (
+    RecordFilter,
+    RecordFormat,
+    StartPosition,
+    parse_timestamp,
+    start_position,
+)
 
 
 def test_value_only_by_default() -> None:
@@ -50,3 +56,30 @@ def test_conflicting_start_options_are_a_usage_error(
     with pytest.raises(CommandError) as caught:
         start_position(beginning, end, offset)
     assert caught.value.exit_code == ExitCode.USAGE
+
+
+def test_a_timestamp_is_milliseconds_or_iso_8601() -> None:
+    assert parse_timestamp("1795834630482") == 1795834630482
+    assert parse_timestamp("1970-01-01T00:00:02Z") == 2000
+    assert parse_timestamp("1970-01-01T00:00:02.5") == 2500  # no offset: UTC
+    assert parse_timestamp("1970-01-01T01:00:02+01:00") == 2000
+    for bad in ("yesterday", "", "-5", "2026-13-01T00:00:00Z"):
+        with pytest.raises(CommandError, match="--from-timestamp") as caught:
+            parse_timestamp(bad)
+        assert caught.value.exit_code == ExitCode.USAGE
+
+
+def test_a_timestamp_is_one_more_way_to_choose_where_to_start() -> None:
+    assert start_position(False, False, None, 2000) == StartPosition(OFFSET_END, "latest")
+    with pytest.raises(CommandError, match="--from-timestamp"):
+        start_position(True, False, None, 2000)
+
+
+def test_grep_matches_the_key_or_the_value() -> None:
+    wanted = RecordFilter.create("^ap|user-7")
+    assert wanted.matches(b"k", b"apple") and wanted.matches(b"user-7", b"kiwi")
+    assert not wanted.matches(b"k", b"grape") and not wanted.matches(None, None)
+    assert wanted.matches(None, b"apricot \\xff")  # undecodable bytes do not stop a match
+    assert RecordFilter.create(None).matches(None, None)
+    with pytest.raises(CommandError, match="not a regular expression"):
+        RecordFilter.create("(")
