@@ -351,3 +351,32 @@ def test_delete_topic_while_producing(
         f"produce after the delete: {errors}\n{caplog.text[-3000:]}"
     )
     assert "background task flusher failed" not in caplog.text
+
+
+def test_describe_topic_partitions_pages_with_kafka_python(strom_broker: StromCluster) -> None:
+    """DescribeTopicPartitions (KIP-966), which Kafka 4.0's kafka-topics.sh --describe uses,
+    through kafka-python's admin client: the partitions a page at a time, then the rest."""
+    client = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
+    created = client.create_topics([NewTopic("paged-a", 3, 1), NewTopic("paged-b", 4, 1)])
+    for future in created.values():
+        future.result(30)
+    admin = kafka.KafkaAdminClient(bootstrap_servers=strom_broker.bootstrap_servers)
+    try:
+        first = admin.describe_topic_partitions(["paged-b", "paged-a"], 5)
+        rest = admin.describe_topic_partitions(["paged-a", "paged-b"], 5, first["next_cursor"])
+        missing = admin.describe_topic_partitions(["paged-none"])
+    finally:
+        admin.close()
+    pages = [
+        [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in answer["topics"]]
+        for answer in (first, rest)
+    ]
+    assert pages == [[("paged-a", [0, 1, 2]), ("paged-b", [0, 1])], [("paged-b", [2, 3])]]
+    assert first["next_cursor"] == {"topic_name": "paged-b", "partition_index": 2}
+    assert rest["next_cursor"] is None
+    for topic in first["topics"] + rest["topics"]:
+        assert topic["error_code"] == 0 and topic["topic_id"] is not None
+        for partition in topic["partitions"]:
+            assert partition["leader_id"] == 1 and partition["isr_nodes"] == [1]
+    (unknown,) = missing["topics"]
+    assert unknown["error_code"] == kafka.errors.UnknownTopicOrPartitionError.errno

@@ -56,6 +56,7 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,8 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
+    # KIP-966: Kafka 4.0's kafka-topics.sh --describe asks this, page by page, when served.
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
 }
 
 # Served on the controller listener only, between strom's own nodes (Kafka brokers do not

@@ -27,6 +27,7 @@ from strom.protocol.responses.admin import (
 )
 from strom.protocol.responses.cluster import (
     DescribeClusterResponse,
+    DescribeTopicPartitionsResponse,
     FindCoordinatorResponse,
     MetadataResponse,
 )
@@ -89,6 +90,7 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.ALTER_PARTITION: AlterPartitionResponse,
     ApiKey.METADATA: MetadataResponse,
     ApiKey.DESCRIBE_CLUSTER: DescribeClusterResponse,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsResponse,
     ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.JOIN_GROUP: JoinGroupResponse,

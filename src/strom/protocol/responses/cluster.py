@@ -35,6 +35,40 @@ class MetadataTopic(TypedDict):
     topic_authorized_operations: int
 
 
+class TopicPartitionsPartition(TypedDict):
+    """One partition of DescribeTopicPartitions (KIP-966)."""
+
+    error_code: ErrorCode
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: tuple[int, ...]
+    isr_nodes: tuple[int, ...]
+    eligible_leader_replicas: tuple[int, ...] | None
+    last_known_elr: tuple[int, ...] | None
+    offline_replicas: tuple[int, ...]
+
+
+class TopicPartitionsTopic(TypedDict):
+    error_code: ErrorCode
+    name: str | None
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[TopicPartitionsPartition]
+    topic_authorized_operations: int
+
+
+class TopicPartitionsCursor(TypedDict):
+    topic_name: str
+    partition_index: int
+
+
+class DescribeTopicPartitionsResponse(TypedDict):
+    throttle_time: int
+    topics: list[TopicPartitionsTopic]
+    next_cursor: TopicPartitionsCursor | None
+
+
 class MetadataResponse(TypedDict):
     throttle_time: int
     brokers: list[MetadataBroker]

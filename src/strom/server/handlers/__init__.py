@@ -27,6 +27,7 @@ from strom.server.handlers import (
     produce,
     quorum,
     reassignments,
+    topic_partitions,
     transactions,
     txn_admin,
     txn_markers,
@@ -70,6 +71,9 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.API_VERSIONS: partial(cluster.handle_api_versions, contexts.cluster),
         ApiKey.METADATA: partial(cluster.handle_metadata, contexts.cluster),
         ApiKey.DESCRIBE_CLUSTER: partial(cluster.handle_describe_cluster, contexts.cluster),
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: partial(
+            topic_partitions.handle_describe_topic_partitions, contexts.cluster
+        ),
         ApiKey.PRODUCE: partial(produce.handle_produce, contexts.produce),
         ApiKey.INIT_PRODUCER_ID: partial(produce.handle_init_producer_id, contexts.produce),
         ApiKey.FETCH: partial(fetch.handle_fetch, contexts.fetch),
