@@ -251,7 +251,8 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def fetch_status(session: WireSession) -> ClusterStatus:
+async def describe_cluster(session: WireSession) -> tuple[int, Any]:
+    """(version, answer) of DescribeCluster, fenced brokers included from v2."""
     version, cluster = await session.call(
         DESCRIBE_CLUSTER,
         "DescribeCluster",
@@ -264,6 +265,11 @@ async def fetch_status(session: WireSession) -> ClusterStatus:
     )
     if is_error(cluster.error_code):
         raise CommandError(_message("DescribeCluster", cluster.error_code, cluster.error_message))
+    return version, cluster
+
+
+async def fetch_status(session: WireSession) -> ClusterStatus:
+    version, cluster = await describe_cluster(session)
     brokers = brokers_from(cluster, fenced_known=version >= 2)
     configs = await fetch_broker_configs(session, brokers)
     zookeeper = configs.get("zookeeper.connect")
@@ -416,18 +422,7 @@ async def fetch_log_dirs(
     session: WireSession, topics: Sequence[str]
 ) -> tuple[list[tuple[str, ...]], list[str]]:
     """Every broker's log directories (those of `topics` only, if any are given)."""
-    version, cluster = await session.call(
-        DESCRIBE_CLUSTER,
-        "DescribeCluster",
-        {
-            "include_cluster_authorized_operations": False,
-            "endpoint_type": _BROKERS_ENDPOINT,
-            "include_fenced_brokers": True,
-        },
-        max_version=2,
-    )
-    if is_error(cluster.error_code):
-        raise CommandError(_message("DescribeCluster", cluster.error_code, cluster.error_message))
+    version, cluster = await describe_cluster(session)
     wanted = None
     if topics:
         _, metadata = await session.call(

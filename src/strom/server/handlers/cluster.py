@@ -9,13 +9,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import controller
-from strom.metadata.image import MetadataImage, TopicImage
+from strom.metadata.image import MetadataImage, PartitionImage, TopicImage
 from strom.protocol.apis import SUPPORTED_APIS, ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.cluster import (
     DescribeClusterBroker,
     DescribeClusterResponse,
     MetadataBroker,
+    MetadataPartition,
     MetadataResponse,
     MetadataTopic,
 )
@@ -116,25 +117,35 @@ def controller_id(context: ClusterContext, image: MetadataImage) -> int:
 
 
 def _topic_entry(topic: TopicImage, image: MetadataImage) -> MetadataTopic:
-    fenced = {b.broker_id for b in image.brokers.values() if b.fenced}
+    fenced = fenced_brokers(image)
     return {
         "error_code": ErrorCode.none,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
         "partitions": [
-            {
-                "error_code": (ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none),
-                "partition_index": p.partition,
-                "leader_id": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": p.replicas,
-                "isr_nodes": p.isr,
-                "offline_replicas": tuple(r for r in p.replicas if r in fenced),
-            }
+            partition_entry(p, fenced)
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
         ],
         "topic_authorized_operations": _OMITTED_OPERATIONS,
+    }
+
+
+def fenced_brokers(image: MetadataImage) -> set[int]:
+    return {b.broker_id for b in image.brokers.values() if b.fenced}
+
+
+def partition_entry(partition: PartitionImage, fenced: set[int]) -> MetadataPartition:
+    """A partition as Metadata (and DescribeTopicPartitions) describe it: a replica on a
+    fenced broker is offline."""
+    return {
+        "error_code": ErrorCode.leader_not_available if partition.leader < 0 else ErrorCode.none,
+        "partition_index": partition.partition,
+        "leader_id": partition.leader,
+        "leader_epoch": partition.leader_epoch,
+        "replica_nodes": partition.replicas,
+        "isr_nodes": partition.isr,
+        "offline_replicas": tuple(r for r in partition.replicas if r in fenced),
     }
 
 

@@ -30,6 +30,7 @@ from strom.protocol.responses.cluster import (
     TopicPartitionsCursor,
     TopicPartitionsTopic,
 )
+from strom.server.handlers.cluster import fenced_brokers, partition_entry
 from strom.server.handlers.ports import ClusterContext
 
 PARTITION_LIMIT = 2000
@@ -109,7 +110,7 @@ def _entry(image: MetadataImage, part: Slice) -> TopicPartitionsTopic:
     topic: TopicImage | None = image.topics_by_name.get(part.name)
     if topic is None or part.partitions is None:
         return _missing(part.name, ErrorCode.unknown_topic_or_partition)
-    fenced = {b.broker_id for b in image.brokers.values() if b.fenced}
+    fenced = fenced_brokers(image)
     chosen = sorted(topic.partitions.values(), key=lambda p: p.partition)[part.start : part.stop]
     return {
         "error_code": ErrorCode.none,
@@ -117,17 +118,7 @@ def _entry(image: MetadataImage, part: Slice) -> TopicPartitionsTopic:
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
         "partitions": [
-            {
-                "error_code": ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none,
-                "partition_index": p.partition,
-                "leader_id": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": p.replicas,
-                "isr_nodes": p.isr,
-                "eligible_leader_replicas": (),
-                "last_known_elr": (),
-                "offline_replicas": tuple(r for r in p.replicas if r in fenced),
-            }
+            {**partition_entry(p, fenced), "eligible_leader_replicas": (), "last_known_elr": ()}
             for p in chosen
         ],
         "topic_authorized_operations": ALL_TOPIC_OPERATIONS,
