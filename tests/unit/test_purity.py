@@ -10,10 +10,11 @@ x`, `from ..log import y`) are resolved to the modules they name.
 The rules:
 
 - The cores (`protocol`, `log`, `replication`, `raft`, `group`, `metadata` except its store
-  adapters under `metadata/stores/`, and `txn` and `share` once they exist), `config` and
-  the shared leaf `durable_files` stay pure: they import no I/O, clock, thread or global
-  randomness module (a seeded `random.Random` comes in from the shell; `from random import
-  Random` is the one import of `random` allowed), and of strom only each other: never
+  adapters under `metadata/stores/`, and `txn` and `share` once they exist), `config`, the
+  shared leaf `durable_files` and the pure modules of `metrics` (METRICS_CORES) stay
+  pure: they import no I/O, clock, thread or global randomness module (a seeded
+  `random.Random` comes in from the shell; `from random import Random` is the one import
+  of `random` allowed), and of strom only each other: never
   `strom.server`, `strom.client`, `strom.cli`, `strom.spark`, nor a store adapter.
 - `strom.spark` never imports `strom.server`: the connector talks to brokers as a client.
 - `strom.raft` never imports `strom.metadata`: Raft replicates bytes and knows no records.
@@ -53,7 +54,9 @@ IO_MODULES = frozenset(
     }
 )
 CORES = ("protocol", "log", "replication", "raft", "group", "metadata", "txn", "share")
-PURE = (*CORES, "config", "durable_files")
+METRICS_CORES = ("metrics.health", "metrics.http_wire", "metrics.snapshot", "metrics.traffic")
+"""The pure modules of `strom.metrics` (its registry and its server are the shell's)."""
+PURE = (*CORES, *METRICS_CORES, "config", "durable_files")
 """Top-level parts of strom (packages or modules) held to the cores' rules."""
 SHELL_INSIDE_PURE = ("metadata.stores",)
 """Parts of a pure package that belong to the shell (they may do I/O)."""
