@@ -46,6 +46,7 @@ def plan_from_options(
     base_port: int,
     settings: list[str] | None,
     zookeeper: str | None = None,
+    metrics_port: int | None = None,
 ) -> list[NodePlan]:
     """The checked plan for the command's options; a usage error for anything wrong."""
     try:
@@ -56,6 +57,7 @@ def plan_from_options(
             base_port=base_port,
             settings=parse_settings(settings or []),
             zookeeper=zookeeper,
+            metrics_base_port=metrics_port,
         )
         configs = check_plan(plans)
     except PlanError as exc:
@@ -90,6 +92,8 @@ def busy_ports(plans: list[NodePlan]) -> list[str]:
                 plan.controller_port,
             ]
         )
+        if plan.metrics_port is not None:
+            ports.append(plan.metrics_port)
         for port in ports:
             if port_in_use(plan.host, port):
                 busy.append(f"{plan.host}:{port}")
@@ -146,10 +150,23 @@ def dev(
             "of the built-in Raft quorum; the chroot is created if missing.",
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=1,
+            max=65535,
+            metavar="BASE",
+            help="Serve Prometheus metrics, /health and /ready: node i on BASE+i-1.",
+        ),
+    ] = None,
 ) -> None:
     """Run a local cluster of N combined broker+controller nodes until Ctrl-C."""
     try:
-        code = _run(plan_from_options(nodes, data_dir, host, base_port, settings, zookeeper))
+        plans = plan_from_options(
+            nodes, data_dir, host, base_port, settings, zookeeper, metrics_port
+        )
+        code = _run(plans)
     except CommandError as error:
         echo_error(error.message)
         code = int(error.exit_code)
@@ -177,8 +194,10 @@ def _run(plans: list[NodePlan]) -> int:
         )
         cluster.start()
         print(f"bootstrap servers: {cluster.bootstrap}\n", flush=True)
+        metrics = ("METRICS",) if plans[0].metrics_port is not None else ()
         print_table(
-            ("NODE", "CLIENT ADDRESS", "CONTROLLER ADDRESS", "LOG"), plan_rows(plans, Path.cwd())
+            ("NODE", "CLIENT ADDRESS", "CONTROLLER ADDRESS", *metrics, "LOG"),
+            plan_rows(plans, Path.cwd()),
         )
         echo_status(
             f"\nFor the strom command: export STROM_BOOTSTRAP={cluster.bootstrap}\n"

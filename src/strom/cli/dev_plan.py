@@ -49,6 +49,8 @@ class NodePlan:
     zookeeper: str | None = None
     """zookeeper.connect when the metadata is in ZooKeeper: then the node has no
     controller listener and `controller_port` is unused."""
+    metrics_port: int | None = None
+    """The port of the node's metrics endpoint (metrics.listener); None: none."""
 
     @property
     def client_address(self) -> str:
@@ -79,6 +81,7 @@ def plan_local_cluster(
     settings: Sequence[tuple[str, str]] = (),
     zookeeper: str | None = None,
     hosts: Sequence[str] | None = None,
+    metrics_base_port: int | None = None,
 ) -> list[NodePlan]:
     """The plan of `node_count` combined nodes with ids 1..N, their files in `data_dir`:
     `node-i/` (data), `node-i.properties` (config) and `node-i.log` (log).
@@ -89,7 +92,8 @@ def plan_local_cluster(
     metadata there: no controller listeners, no quorum voters. `hosts` gives each node
     an address of its own to listen on and advertise (both listeners), instead of
     `host` for all (the fault tests put each node in a network namespace of its own).
-    Raises PlanError; the configs are not checked here (`check_plan`).
+    With `metrics_base_port` node i serves /metrics, /health and /ready on that port
+    plus i-1 (metrics.listener). Raises PlanError; the configs are not checked here (`check_plan`).
     """
     if not 1 <= node_count <= MAX_NODES:
         raise PlanError(f"--nodes must be from 1 to {MAX_NODES}, got {node_count}")
@@ -103,7 +107,10 @@ def plan_local_cluster(
         client_ports = [base_port + i for i in range(node_count)]
     if controller_ports is None:
         controller_ports = [base_port + CONTROLLER_PORT_OFFSET + i for i in range(node_count)]
-    _check_ports(node_count, client_ports, controller_ports)
+    metrics_ports = (
+        [] if metrics_base_port is None else [metrics_base_port + i for i in range(node_count)]
+    )
+    _check_ports(node_count, client_ports, controller_ports, metrics_ports)
     voters = ",".join(
         f"{node_id}@{format_address(node_hosts[node_id - 1], port)}"
         for node_id, port in enumerate(controller_ports, start=1)
@@ -137,6 +144,9 @@ def plan_local_cluster(
             planned["listeners"] = f"PLAINTEXT://{client}"
             planned["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT"
             planned["zookeeper.connect"] = zookeeper
+        metrics_port = None if metrics_base_port is None else metrics_base_port + index
+        if metrics_port is not None:
+            planned["metrics.listener"] = format_address(host, metrics_port)
         for key, value in settings:
             planned.pop(key, None)  # a --set key goes last, where a reader looks for it
             planned[key] = value
@@ -151,13 +161,17 @@ def plan_local_cluster(
                 log_path=data_dir / f"node-{node_id}.log",
                 properties=tuple(planned.items()),
                 zookeeper=zookeeper,
+                metrics_port=metrics_port,
             )
         )
     return plans
 
 
 def _check_ports(
-    node_count: int, client_ports: Sequence[int], controller_ports: Sequence[int]
+    node_count: int,
+    client_ports: Sequence[int],
+    controller_ports: Sequence[int],
+    metrics_ports: Sequence[int] = (),
 ) -> None:
     if len(client_ports) != node_count or len(controller_ports) != node_count:
         raise PlanError(
@@ -165,11 +179,13 @@ def _check_ports(
             f"{len(client_ports)} and {len(controller_ports)}"
         )
     seen: set[int] = set()
-    for port in [*client_ports, *controller_ports]:
+    for port in [*client_ports, *controller_ports, *metrics_ports]:
         if not 1 <= port <= 65535:
-            raise PlanError(f"port {port} is outside 1..65535 (see --base-port)")
+            raise PlanError(f"port {port} is outside 1..65535 (see --base-port, --metrics-port)")
         if port in seen:
-            raise PlanError(f"port {port} would be used twice (see --base-port and --nodes)")
+            raise PlanError(
+                f"port {port} would be used twice (see --base-port, --metrics-port and --nodes)"
+            )
         seen.add(port)
 
 
@@ -215,16 +231,23 @@ def parse_settings(texts: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def plan_rows(plans: Sequence[NodePlan], cwd: Path | None = None) -> list[tuple[str, ...]]:
-    """(node, client address, controller address or "-" on ZooKeeper, log file) per node."""
+    """(node, client address, controller address or "-" on ZooKeeper, log file) per node,
+    and the metrics URL after the controller address when the nodes have one."""
     return [
         (
             str(p.node_id),
             p.client_address,
             "-" if p.zookeeper is not None else p.controller_address,
+            *(() if p.metrics_port is None else (metrics_url(p),)),
             _shown_path(p.log_path, cwd),
         )
         for p in plans
     ]
+
+
+def metrics_url(plan: NodePlan) -> str:
+    assert plan.metrics_port is not None
+    return f"http://{format_address(plan.host, plan.metrics_port)}/metrics"
 
 
 def _shown_path(path: Path, cwd: Path | None) -> str:

@@ -119,12 +119,16 @@ def test_a_zookeeper_plan_keeps_the_metadata_there_with_client_listeners_only() 
     [
         ({"node_count": 0}, "--nodes must be from 1 to 64, got 0"),
         ({"node_count": 101}, "--nodes must be from 1 to 64, got 101"),
-        ({"base_port": 65534}, "port 65536 is outside 1..65535 (see --base-port)"),
+        ({"base_port": 65534}, "port 65536 is outside 1..65535 (see --base-port, --metrics-port)"),
         ({"host": "0.0.0.0"}, "--host must be an address clients can connect to, got '0.0.0.0'"),
         ({"client_ports": [1, 2]}, "3 nodes need 3 client and controller ports, got 2 and 3"),
         (
             {"client_ports": [1, 2, 3], "controller_ports": [4, 5, 1]},
-            "port 1 would be used twice (see --base-port and --nodes)",
+            "port 1 would be used twice (see --base-port, --metrics-port and --nodes)",
+        ),
+        (
+            {"metrics_base_port": 9093},
+            "port 9093 would be used twice (see --base-port, --metrics-port and --nodes)",
         ),
     ],
 )
@@ -139,6 +143,17 @@ def test_a_setting_strom_refuses_names_the_node_and_the_key() -> None:
     plans = plan_local_cluster(2, ROOT, settings=[("num.partitions", "many")])
     with pytest.raises(PlanError, match=r"^node 1's config is invalid: .*num\.partitions"):
         check_plan(plans)
+
+
+def test_each_node_gets_a_metrics_port_from_the_base() -> None:
+    plans = plan_local_cluster(3, ROOT, metrics_base_port=9644)
+    assert [p.metrics_port for p in plans] == [9644, 9645, 9646]
+    for plan in plans:
+        assert dict(plan.properties)["metrics.listener"] == f"127.0.0.1:{plan.metrics_port}"
+    assert [row[3] for row in plan_rows(plans, ROOT)] == [
+        f"http://127.0.0.1:{port}/metrics" for port in (9644, 9645, 9646)
+    ]
+    assert all("metrics.listener" not in dict(p.properties) for p in plan_local_cluster(2, ROOT))
 
 
 def test_plan_rows_show_log_paths_relative_to_the_working_directory() -> None:
