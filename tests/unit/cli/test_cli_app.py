@@ -22,7 +22,17 @@ def test_help_lists_the_commands() -> None:
     [
         (
             ["consume", "t", "--from-beginning", "--offset", "3"],
-            "strom: choose one of --from-beginning, --from-end and --offset\n",
+            "strom: choose one of --from-beginning, --from-end, --offset and --from-timestamp\n",
+        ),
+        (
+            ["consume", "t", "--from-timestamp", "soon"],
+            "strom: --from-timestamp 'soon': expected milliseconds since the epoch or an "
+            "ISO 8601 time such as 2026-11-28T09:30:00Z\n",
+        ),
+        (
+            ["consume", "t", "--grep", "["],
+            "strom: --grep '[' is not a regular expression: "
+            "unterminated character set at position 0\n",
         ),
         (["produce", "t", "--header", "nokey"], "strom: --header expects key=value, got 'nokey'\n"),
         (["topic", "create", "t", "--config", "x"], "strom: --config expects key=value, got 'x'\n"),
