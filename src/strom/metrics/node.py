@@ -17,8 +17,9 @@ from prometheus_client import CollectorRegistry, Histogram, disable_created_metr
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from strom.group.state import GroupState
 from strom.metrics.snapshot import NodeStats
-from strom.metrics.traffic import Tally, TopicTraffic
+from strom.metrics.traffic import NodeCounters, Tally, TopicTraffic
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: noise
 
@@ -51,17 +52,15 @@ def api_label(name: str) -> str:
 class NodeMetrics:
     """The registry of one node, and the calls its hot paths make."""
 
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int, counters: NodeCounters) -> None:
         self.node_id = node_id
+        self.counters = counters
         self.registry = CollectorRegistry(auto_describe=True)
-        self.traffic = TopicTraffic()
         self._phases = [
             Histogram(name, doc, ["api"], registry=self.registry, buckets=LATENCY_BUCKETS)
             for name, doc in _PHASES
         ]
         self._by_api: dict[str, list[Any]] = {}
-        self.isr_shrinks = 0
-        self.isr_expands = 0
         self._fsync = Histogram(
             "strom_fsync_seconds",
             "One group-commit round of fsyncs (LogFlushRateAndTimeMs)",
@@ -90,11 +89,6 @@ class NodeMetrics:
         send.observe(sent_at - dequeued_at)
         total.observe(sent_at - read_at)
 
-    def isr_changed(self, shrank: bool, grew: bool) -> None:
-        """The ISR of a partition led here lost members, gained members, or both."""
-        self.isr_shrinks += shrank
-        self.isr_expands += grew
-
     def observe_fsync(self, seconds: float) -> None:
         self._fsync.observe(seconds)
 
@@ -112,8 +106,8 @@ class _Scrape(Collector):
         self._stats = stats
 
     def collect(self) -> Iterator[Any]:
-        metrics = self._metrics
-        yield from _traffic_families(metrics.traffic)
+        counters = self._metrics.counters
+        yield from _traffic_families(counters.traffic)
         stats = self._stats
         yield from _partition_families(stats)
         yield from _group_families(stats)
@@ -121,12 +115,12 @@ class _Scrape(Collector):
         yield CounterMetricFamily(
             "strom_isr_shrinks",
             "ISR changes of partitions led here that removed replicas (IsrShrinksPerSec)",
-            metrics.isr_shrinks,
+            counters.isr_shrinks,
         )
         yield CounterMetricFamily(
             "strom_isr_expands",
             "ISR changes of partitions led here that added replicas (IsrExpandsPerSec)",
-            metrics.isr_expands,
+            counters.isr_expands,
         )
 
 
@@ -234,7 +228,7 @@ def _store_families(stats: NodeStats) -> Iterator[Any]:
     yield lag
 
 
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+GROUP_STATES = tuple(state.value for state in GroupState)
 
 
 def _group_families(stats: NodeStats) -> Iterator[Any]:

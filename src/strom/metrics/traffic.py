@@ -30,6 +30,23 @@ class Tally:
             yield topic, size, records
 
 
+class NodeCounters:
+    """What the node counts whether or not its metrics are served: plain integers,
+    turned into Prometheus counters only by strom.metrics.node when they are."""
+
+    __slots__ = ("isr_expands", "isr_shrinks", "traffic")
+
+    def __init__(self) -> None:
+        self.traffic = TopicTraffic()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def isr_changed(self, shrank: bool, grew: bool) -> None:
+        """The ISR of a partition led here lost members, gained members, or both."""
+        self.isr_shrinks += shrank
+        self.isr_expands += grew
+
+
 class TopicTraffic:
     """What moved through this node, per topic and direction."""
 

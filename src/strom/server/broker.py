@@ -98,14 +98,14 @@ class Broker:
         """How the lifecycle, the ISR manager and the producer id blocks ask the active
         controller (server/controller_link.py)."""
         self.flusher = Flusher(
-            on_flushed=Partition.on_flushed, on_round=self.observability.metrics.observe_fsync
+            on_flushed=Partition.on_flushed, on_round=self.observability.observe_fsync
         )
         self.fetchers = ReplicaFetchers(
             FetcherPorts(
                 node_id=self.node_id,
                 config=lambda: self.config,
                 image=lambda: self.metadata.image,
-                replicated_in=self.observability.metrics.traffic.replicated_in,
+                replicated_in=self.observability.counters.traffic.replicated_in,
             )
         )
         self.isr = IsrManager(
@@ -123,7 +123,7 @@ class Broker:
                 propose_isr=self.isr.propose,
                 on_role=self.fetchers.on_role,
                 durability=self.flusher,
-                isr_changed=self.observability.metrics.isr_changed,
+                isr_changed=self.observability.counters.isr_changed,
             ),
         )
         self.groups = wiring.group_service(self)
@@ -448,7 +448,7 @@ class Broker:
                 max_request_bytes=self.config.socket_request_max_bytes,
                 idle_timeout_s=self.config.connections_max_idle_ms / 1000,
                 node_id=self.node_id,
-                observe=self.observability.metrics.observe_request,
+                observe=self.observability.request_observer,
             ),
         )
 
@@ -476,7 +476,7 @@ class Broker:
                 node_id=self.node_id,
                 private=PrivateSession(self._private).handle,
                 apis=frozenset(SERVED_APIS),
-                observe=self.observability.metrics.observe_request,
+                observe=self.observability.request_observer,
             ),
         )
 

@@ -41,13 +41,13 @@ def handler_contexts(broker: Broker) -> Contexts:
             producer_ids=broker.producer_ids,
             txns=broker.transactions,
             verifier=broker.txn_verifier,
-            produced=broker.observability.metrics.traffic.produced,
+            produced=broker.observability.counters.traffic.produced,
         ),
         fetch=FetchContext(
             metadata=broker.metadata,
             partitions=broker.partitions,
             stopping=lambda: broker.stopping,
-            traffic=broker.observability.metrics.traffic,
+            traffic=broker.observability.counters.traffic,
         ),
         groups=GroupContext(broker.metadata, broker.groups, broker.txn_verifier),
         txns=TxnContext(

@@ -16,6 +16,7 @@ from strom.metrics.snapshot import (
     PartitionStats,
     StoreStats,
 )
+from strom.metrics.traffic import NodeCounters
 
 
 def samples(
@@ -59,11 +60,11 @@ def test_partition_state_and_the_counts_derived_from_it() -> None:
         connections={"PLAINTEXT": 4, "CONTROLLER": 2},
         metadata_offset=77,
     )
-    metrics = NodeMetrics(1)
-    metrics.isr_changed(True, False)
-    metrics.isr_changed(True, False)
-    metrics.isr_changed(True, True)  # one replica swapped for another
-    metrics.isr_changed(False, True)
+    metrics = NodeMetrics(1, NodeCounters())
+    metrics.counters.isr_changed(True, False)
+    metrics.counters.isr_changed(True, False)
+    metrics.counters.isr_changed(True, True)  # one replica swapped for another
+    metrics.counters.isr_changed(False, True)
     got = samples(metrics, stats)
     key = (("partition", "1"), ("topic", "orders"))
     assert got[("strom_partition_log_end_offset", key)] == 120
@@ -95,7 +96,7 @@ def test_groups_coordinated_here_with_their_offsets_members_and_states() -> None
             GroupStats("new", "Empty", 0, ()),
         ]
     )
-    got = samples(NodeMetrics(1), stats)
+    got = samples(NodeMetrics(1, NodeCounters()), stats)
     offset = "strom_group_committed_offset"
     assert got[(offset, (("group", "billing"), ("partition", "1"), ("topic", "orders")))] == 7
     assert got[(offset, (("group", "audit"), ("partition", "0"), ("topic", "orders")))] == 12
@@ -107,23 +108,25 @@ def test_groups_coordinated_here_with_their_offsets_members_and_states() -> None
 
 
 def test_the_metadata_store_as_a_controller_sees_it() -> None:
-    follower = samples(NodeMetrics(2), NodeStats(store=StoreStats(term=7, leader=1)))
+    follower = samples(
+        NodeMetrics(2, NodeCounters()), NodeStats(store=StoreStats(term=7, leader=1))
+    )
     assert follower[("strom_metadata_term", ())] == 7
     assert follower[("strom_metadata_leader", ())] == 1
     assert not any(name == "strom_metadata_voter_lag" for name, _ in follower)
     leader = samples(
-        NodeMetrics(1),
+        NodeMetrics(1, NodeCounters()),
         NodeStats(store=StoreStats(7, 1, 118, ((1, 120), (2, 120), (3, 95), (4, -1)))),
     )
     assert leader[("strom_metadata_high_watermark", ())] == 118
     lag = "strom_metadata_voter_lag"
     assert [leader[(lag, (("voter", str(v)),))] for v in (1, 2, 3, 4)] == [0, 0, 25, 120]
-    assert ("strom_metadata_term", ()) not in samples(NodeMetrics(3), NodeStats())
+    assert ("strom_metadata_term", ()) not in samples(NodeMetrics(3, NodeCounters()), NodeStats())
 
 
 def test_the_active_controller_reports_the_cluster() -> None:
     stats = NodeStats(active_controller=True, cluster=ClusterStats(4, 12, 2, 3, 1))
-    got = samples(NodeMetrics(1), stats)
+    got = samples(NodeMetrics(1, NodeCounters()), stats)
     assert got[("strom_active_controller", ())] == 1
     assert got[("strom_cluster_topics", ())] == 4
     assert got[("strom_cluster_partitions", ())] == 12
@@ -133,12 +136,12 @@ def test_the_active_controller_reports_the_cluster() -> None:
 
 
 def test_traffic_requests_and_fsyncs() -> None:
-    metrics = NodeMetrics(1)
-    metrics.traffic.produced.add("orders", 1000, 10)
-    metrics.traffic.produced.add("orders", 500, 5)
-    metrics.traffic.consumed.add("orders", 700, 7)
-    metrics.traffic.replicated_out.add("orders", 1500, 15)
-    metrics.traffic.replicated_in.add("audit", 20, 1)
+    metrics = NodeMetrics(1, NodeCounters())
+    metrics.counters.traffic.produced.add("orders", 1000, 10)
+    metrics.counters.traffic.produced.add("orders", 500, 5)
+    metrics.counters.traffic.consumed.add("orders", 700, 7)
+    metrics.counters.traffic.replicated_out.add("orders", 1500, 15)
+    metrics.counters.traffic.replicated_in.add("audit", 20, 1)
     metrics.observe_request("PRODUCE", 10.0, 10.001, 10.011, 10.012, 10.0125)
     metrics.observe_request("PRODUCE", 20.0, 20.0, 20.5, 20.5, 20.5)
     metrics.observe_fsync(0.003)
@@ -177,10 +180,10 @@ def test_the_grafana_dashboard_asks_only_for_metrics_strom_serves() -> None:
         active_controller=True,
         cluster=ClusterStats(1, 1, 0, 1, 0),
     )
-    metrics = NodeMetrics(1)
-    metrics.traffic.produced.add("t", 1, 1)
-    metrics.traffic.consumed.add("t", 1, 1)
-    metrics.traffic.replicated_in.add("t", 1, 1)
+    metrics = NodeMetrics(1, NodeCounters())
+    metrics.counters.traffic.produced.add("t", 1, 1)
+    metrics.counters.traffic.consumed.add("t", 1, 1)
+    metrics.counters.traffic.replicated_in.add("t", 1, 1)
     metrics.observe_request("PRODUCE", 0, 0, 0, 0, 0)
     metrics.observe_fsync(0.001)
     served = {name for name, _ in samples(metrics, stats)}

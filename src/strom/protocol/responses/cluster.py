@@ -35,18 +35,11 @@ class MetadataTopic(TypedDict):
     topic_authorized_operations: int
 
 
-class TopicPartitionsPartition(TypedDict):
-    """One partition of DescribeTopicPartitions (KIP-966)."""
+class TopicPartitionsPartition(MetadataPartition):
+    """One partition of DescribeTopicPartitions (KIP-966): Metadata's, and the ELRs."""
 
-    error_code: ErrorCode
-    partition_index: int
-    leader_id: int
-    leader_epoch: int
-    replica_nodes: tuple[int, ...]
-    isr_nodes: tuple[int, ...]
     eligible_leader_replicas: tuple[int, ...] | None
     last_known_elr: tuple[int, ...] | None
-    offline_replicas: tuple[int, ...]
 
 
 class TopicPartitionsTopic(TypedDict):
