@@ -4,9 +4,12 @@ the clients, in the root namespace, still reach every node (network.py, docs/
 fault-testing.md). Besides the history checks of test_faults.py, every partition with
 enough live replicas must take an acks=all write within 15 s of each heal (recovery.py).
 
-Each runs on both metadata stores; they skip where namespaces cannot be made (not root).
+The cuts of a leader or the controller, and the quiet partition, run on both metadata
+stores; the four longest mixes run on one each (split_one_two and cut_and_kill on
+ZooKeeper, bridge and flapping on Raft; STROM_FAULT_ALL_STORES=1 runs them on both). They
+skip where namespaces cannot be made (not root).
 
-.venv/bin/pytest tests/fault/test_network_faults.py                   # all of them, ~9 min
+.venv/bin/pytest tests/fault/test_network_faults.py                   # all of them, ~7 min
 STROM_FAULT_SEED=5 .venv/bin/pytest tests/fault -k "flapping and raft"
 .venv/bin/python -m tests.fault.soak --network --minutes 10 --seed 7  # the long run
 """
@@ -37,7 +40,7 @@ from .runner import (
     with_setting,
 )
 from .schedule import bridge, cut_and_kill, cut_controller, cut_leader, flapping, split_one_two
-from .test_faults import run, scenario
+from .test_faults import run, scenario, stores
 from .topology import WHOLE, ZOOKEEPER, isolate
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("network_faults")]
@@ -59,6 +62,7 @@ def test_cut_controller(tmp_path: Path, store: str) -> None:
     run(scenario("test_cut_controller", schedule, store), tmp_path)
 
 
+@stores("zookeeper")
 def test_split_one_two(tmp_path: Path, store: str) -> None:
     """A random node split from the other two, twice; on ZooKeeper, ZooKeeper is with the
     two the first time and with the lone node the second."""
@@ -66,6 +70,7 @@ def test_split_one_two(tmp_path: Path, store: str) -> None:
     run(scenario("test_split_one_two", schedule, store), tmp_path)
 
 
+@stores("raft")
 def test_bridge(tmp_path: Path, store: str) -> None:
     """A follower of partition 0 as the only link between the two other nodes (the
     leader of partition 0 is one of them) for 10 s."""
@@ -73,12 +78,14 @@ def test_bridge(tmp_path: Path, store: str) -> None:
     run(scenario("test_bridge", schedule, store), tmp_path)
 
 
+@stores("raft")
 def test_flapping(tmp_path: Path, store: str) -> None:
     """A new random topology every 1-4 s for 20 s (STROM_FAULT_SECONDS)."""
     schedule = flapping(seconds_from_env(20.0), seed=seed_from_env(25))
     run(scenario("test_flapping", schedule, store), tmp_path)
 
 
+@stores("zookeeper")
 def test_cut_and_kill(tmp_path: Path, store: str) -> None:
     """A leader cut from the other nodes while a random node is killed with kill -9, then
     a flapping network with another kill."""
