@@ -74,13 +74,38 @@ class Member:
                 self.process.wait(10)
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    explain: Callable[[], str] | None = None,
+) -> None:
+    """Poll `condition`; on a timeout, fail with `what` and what `explain` says then."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+    story = f"\n{explain()}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}{story}")
+
+
+def group_story(bootstrap: str, group: str, members: list[Member]) -> str:
+    """The group as the broker describes it, and what each member process reported."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        found = admin.describe_consumer_groups([group])[group].result(10)
+        lines = [f"group {group}: {found.state}, protocol {found.partition_assignor}"]
+        for m in found.members:
+            owned = sorted(tp.partition for tp in m.assignment.topic_partitions)
+            lines.append(f"  member {m.member_id} ({m.client_id}): {owned}")
+    except Exception as error:  # the story is told on a failure; it must not hide it
+        lines = [f"group {group}: not described ({error})"]
+    for i, member in enumerate(members):
+        lines.append(f"  process {i}: {member.snapshot()[2][-8:]}")
+    return "\n".join(lines)
 
 
 def balanced(members: list[Member], partitions: int) -> bool:

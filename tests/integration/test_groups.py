@@ -8,6 +8,7 @@ kill one.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from broker import BrokerProcess
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from group_members import Member, balanced, wait_until
+from group_members import Member, balanced, group_story, wait_until
 from kafka import KafkaConsumer
 from node_files import log_dir
 
@@ -36,6 +37,14 @@ def group_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield broker
     finally:
         broker.kill()
+
+
+@pytest.fixture(autouse=True)
+def rebalance_story(caplog: pytest.LogCaptureFixture) -> None:
+    """A failed test's captured log tells each rebalance, as the broker's group coordinator
+    and kafka-python's saw it."""
+    caplog.set_level(logging.INFO, logger="strom.group")
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")
 
 
 @pytest.fixture
@@ -253,7 +262,15 @@ def test_kafka_python_and_confluent_kafka_members_share_one_group(
                 and len(other.snapshot()[0]) == 2
             )
 
-        wait_until(shared, 40, "a kafka-python and a confluent-kafka member sharing 4 partitions")
+        wait_until(
+            shared,
+            40,
+            "a kafka-python and a confluent-kafka member sharing 4 partitions",
+            lambda: (
+                f"kafka-python owns {python_member.assignment()}\n"
+                + group_story(bootstrap, "mixed-g", [other])
+            ),
+        )
         produce(bootstrap, "mixed", [f"m{i}" for i in range(40)], 4)
         got: list[str] = []
         deadline = time.monotonic() + 20
