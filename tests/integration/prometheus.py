@@ -7,12 +7,14 @@ import json
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
 from broker import free_port
+from prometheus_client.parser import text_string_to_metric_families
 
 READY_TIMEOUT_S = 30.0
 
@@ -106,3 +108,21 @@ class PrometheusServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(10)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, text = get(f"{url}/metrics")
+    assert status == 200, text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }

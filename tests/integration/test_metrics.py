@@ -9,21 +9,18 @@ import json
 import socket
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess, free_port
 from cluster import free_ports, running_cluster
-from prometheus import PrometheusServer, prometheus_missing
+from prometheus import PrometheusServer, get, prometheus_missing, scrape
 
 RECORDS = 500
 DOCS = Path(__file__).parents[2] / "docs"
@@ -51,24 +48,6 @@ def metered(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
         yield broker, f"http://127.0.0.1:{port}"
     finally:
         broker.kill()
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    status, text = get(f"{url}/metrics")
-    assert status == 200, text
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def produce_and_consume(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
@@ -134,6 +113,7 @@ def test_a_broker_counts_what_real_clients_move(metered: tuple[BrokerProcess, st
     assert got[("strom_metadata_leader", ())] == 1
     assert got[("strom_metadata_voter_lag", (("voter", "1"),))] == 0
     assert got[("strom_metadata_high_watermark", ())] >= 1
+    assert got[("strom_metadata_commit_latency_seconds_count", ())] >= 1  # the topic's records
 
     # An open connection is counted on its listener.
     with socket.create_connection(("127.0.0.1", broker.port)):

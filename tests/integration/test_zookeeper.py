@@ -23,7 +23,8 @@ from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from cluster import TestCluster, running_cluster
+from cluster import TestCluster, free_ports, running_cluster
+from prometheus import scrape
 from zookeeper import ZooKeeperServer, ensure_chroot, kazoo_client
 from zookeeper_fixtures import zk_chroot, zk_connect, zookeeper_server  # noqa: F401
 
@@ -47,8 +48,21 @@ def zk(zk_connect: str) -> Iterator[KazooClient]:  # noqa: F811
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, zk_connect: str) -> Iterator[TestCluster]:  # noqa: F811
-    with running_cluster(tmp_path, 3, settings=SETTINGS, zookeeper=zk_connect) as started:
+def metrics_ports() -> list[int]:
+    return free_ports(3)
+
+
+@pytest.fixture
+def cluster(
+    tmp_path: Path,
+    zk_connect: str,  # noqa: F811
+    metrics_ports: list[int],
+) -> Iterator[TestCluster]:
+    """Three brokers, each serving its metrics on one of `metrics_ports`."""
+    listeners = {i + 1: [f"metrics.listener=127.0.0.1:{p}"] for i, p in enumerate(metrics_ports)}
+    with running_cluster(
+        tmp_path, 3, settings=SETTINGS, zookeeper=zk_connect, node_settings=listeners
+    ) as started:
         yield started
 
 
@@ -122,7 +136,7 @@ def consume_all(cluster: TestCluster, topic: str, count: int, group: str) -> lis
 
 
 def test_brokers_register_elect_a_controller_and_keep_topics_in_the_classic_layout(
-    cluster: TestCluster, zk: KazooClient
+    cluster: TestCluster, zk: KazooClient, metrics_ports: list[int]
 ) -> None:
     cluster.wait_until(
         lambda: sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"],
@@ -151,6 +165,11 @@ def test_brokers_register_elect_a_controller_and_keep_topics_in_the_classic_layo
     assert {state["leader"] for state in states.values()} == {1, 2, 3}
     assert all(sorted(state["isr"]) == [1, 2, 3] for state in states.values())
     assert read_json(zk, "/config/topics/orders") == {"version": 1, "config": {}}
+    assert active is not None
+    got = scrape(f"http://127.0.0.1:{metrics_ports[active - 1]}")
+    assert got[("strom_metadata_term", ())] == int(zk.get("/controller_epoch")[0])
+    assert got[("strom_metadata_leader", ())] == active
+    assert got[("strom_metadata_commit_latency_seconds_count", ())] >= 1  # the topic's writes
 
     # Every broker answers with the same leaders, which are those in ZooKeeper.
     for broker_id in (1, 2, 3):

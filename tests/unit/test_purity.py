@@ -54,7 +54,13 @@ IO_MODULES = frozenset(
     }
 )
 CORES = ("protocol", "log", "replication", "raft", "group", "metadata", "txn", "share")
-METRICS_CORES = ("metrics.health", "metrics.http_wire", "metrics.snapshot", "metrics.traffic")
+METRICS_CORES = (
+    "metrics.health",
+    "metrics.http_wire",
+    "metrics.latency",
+    "metrics.snapshot",
+    "metrics.traffic",
+)
 """The pure modules of `strom.metrics` (its registry and its server are the shell's)."""
 PURE = (*CORES, *METRICS_CORES, "config", "durable_files")
 """Top-level parts of strom (packages or modules) held to the cores' rules."""

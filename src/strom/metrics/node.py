@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from strom.group.state import GroupState
@@ -210,6 +210,15 @@ def _store_families(stats: NodeStats) -> Iterator[Any]:
         "The active controller's node id, -1 if none is known (current-leader)",
         value=store.leader,
     )
+    latency = store.commit_latency
+    if latency is not None:
+        yield HistogramMetricFamily(
+            "strom_metadata_commit_latency_seconds",
+            "From the active controller proposing a metadata record to the store committing it"
+            " (commit-latency-avg and -max)",
+            buckets=latency.cumulative(),
+            sum_value=latency.total_seconds,
+        )
     if not store.voter_ends:
         return
     yield GaugeMetricFamily(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from strom.metrics.latency import LatencySnapshot
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionStats:
@@ -88,3 +90,5 @@ class StoreStats:
     """The Raft quorum's commit offset, on its leader only; -1 elsewhere."""
     voter_ends: tuple[tuple[int, int], ...] = ()
     """(voter, log end offset) as the Raft leader sees each voter; empty elsewhere."""
+    commit_latency: LatencySnapshot | None = None
+    """How long this node's proposals took to commit, over every time it led."""

@@ -143,10 +143,11 @@ def _store_stats(broker: Broker) -> StoreStats | None:
         return None
     leader = -1 if store.leader_id is None else store.leader_id
     quorum = store.describe_quorum()
+    latency = store.commit_timer.snapshot()
     if quorum is None:
-        return StoreStats(store.term, leader)
+        return StoreStats(store.term, leader, commit_latency=latency)
     ends = tuple((voter.node_id, voter.log_end_offset) for voter in quorum.voters)
-    return StoreStats(store.term, leader, quorum.high_watermark, ends)
+    return StoreStats(store.term, leader, quorum.high_watermark, ends, latency)
 
 
 def _group_stats(group: Group) -> GroupStats:

@@ -6,8 +6,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from strom.metrics.latency import CommitTimer
 from strom.metrics.node import NodeMetrics, api_label
 from strom.metrics.snapshot import (
     ClusterStats,
@@ -124,6 +126,21 @@ def test_the_metadata_store_as_a_controller_sees_it() -> None:
     assert ("strom_metadata_term", ()) not in samples(NodeMetrics(3, NodeCounters()), NodeStats())
 
 
+def test_the_commit_latency_of_the_metadata_store_is_a_histogram() -> None:
+    timer = CommitTimer((0.01, 0.1))
+    timer.observe(0.005)
+    timer.observe(0.05)
+    timer.observe(0.2)
+    stats = NodeStats(store=StoreStats(3, 1, commit_latency=timer.snapshot()))
+    got = samples(NodeMetrics(1, NodeCounters()), stats)
+    name = "strom_metadata_commit_latency_seconds"
+    assert got[(f"{name}_bucket", (("le", "0.01"),))] == 1
+    assert got[(f"{name}_bucket", (("le", "0.1"),))] == 2
+    assert got[(f"{name}_bucket", (("le", "+Inf"),))] == 3
+    assert got[(f"{name}_count", ())] == 3
+    assert got[(f"{name}_sum", ())] == pytest.approx(0.255)
+
+
 def test_the_active_controller_reports_the_cluster() -> None:
     stats = NodeStats(active_controller=True, cluster=ClusterStats(4, 12, 2, 3, 1))
     got = samples(NodeMetrics(1, NodeCounters()), stats)
@@ -179,6 +196,7 @@ def test_the_grafana_dashboard_asks_only_for_metrics_strom_serves() -> None:
         groups=[GroupStats("g", "Stable", 1, (("t", 0, 1),))],
         active_controller=True,
         cluster=ClusterStats(1, 1, 0, 1, 0),
+        store=StoreStats(1, 1, 5, ((1, 6),), CommitTimer().snapshot()),
     )
     metrics = NodeMetrics(1, NodeCounters())
     metrics.counters.traffic.produced.add("t", 1, 1)

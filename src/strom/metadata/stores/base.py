@@ -37,6 +37,7 @@ from typing import Protocol
 
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import ConfigResourceType
+from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry, Snapshot
 
 
@@ -224,6 +225,11 @@ class MetadataStore(Protocol):
         ...
 
     def propose(self, data: bytes) -> int: ...
+
+    @property
+    def commit_timer(self) -> CommitTimer:
+        """How long this node's proposals took to commit while it led (the metrics)."""
+        ...
 
     def controller_endpoint(self, node_id: int) -> tuple[str, int] | None: ...
 

@@ -33,6 +33,7 @@ from strom.metadata.stores.base import (
     StoreCapabilities,
     StorePorts,
 )
+from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry
 
 QUORUM_REFUSAL = "this cluster keeps its metadata in memory: there is no Raft quorum to describe"
@@ -148,6 +149,7 @@ class MemoryStore:
         self.node_id = ports.node_id
         self.delivered = 0
         """How many of the log's entries this node's metadata has had applied."""
+        self._commit_timer = CommitTimer()
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -183,6 +185,10 @@ class MemoryStore:
 
     def propose(self, data: bytes) -> int:
         return self._log.propose(self.node_id, data)
+
+    @property
+    def commit_timer(self) -> CommitTimer:
+        return self._commit_timer  # never fed: a shared log in memory commits at once
 
     def controller_endpoint(self, node_id: int) -> tuple[str, int] | None:
         return None  # nodes share the log: nobody is reached over a network

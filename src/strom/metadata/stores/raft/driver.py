@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from random import Random
@@ -38,6 +39,7 @@ from strom.metadata.stores.base import (
     StorePorts,
     VoterProgress,
 )
+from strom.metrics.latency import CommitTimer
 from strom.raft import wire
 from strom.raft.core import RaftConfig, RaftNode, RaftRole
 from strom.raft.messages import Message, Ready
@@ -99,6 +101,7 @@ class RaftDriver:
         self._bytes_since_snapshot = 0
         self._stopping = False
         self._seen: tuple[RaftRole, int, int | None] | None = None
+        self._commit_timer = CommitTimer()
         self.storage: RaftStorage
         self.node: RaftNode
         self.failure: BaseException | None = None
@@ -224,8 +227,13 @@ class RaftDriver:
         index = self.node.propose(data, self._now_ms())
         if index is None:
             raise NotMetadataLeader(self.node.leader_id)
+        self._commit_timer.proposed(index, time.monotonic())
         self._wake.set()
         return index
+
+    @property
+    def commit_timer(self) -> CommitTimer:
+        return self._commit_timer
 
     def receive(self, api_key: int, payload: bytes, session: RaftSession) -> None:
         """A frame of a Raft stream from a peer (see RaftSession)."""
@@ -293,6 +301,7 @@ class RaftDriver:
             self._bytes_since_snapshot = 0
         if ready.committed:
             self._state_machine.apply(ready.committed)
+            self._commit_timer.committed(ready.committed[-1].index, time.monotonic())
             self._bytes_since_snapshot += sum(len(e.data) + 32 for e in ready.committed)
         self.node.advance(ready)
         if self._bytes_since_snapshot >= self._snapshot_every_bytes:
@@ -318,6 +327,8 @@ class RaftDriver:
     def _notice_changes(self) -> None:
         seen = (self.node.role, self.node.term, self.node.leader_id)
         if seen != self._seen:
+            if seen[0] is not RaftRole.LEADER:
+                self._commit_timer.abandon()
             if self._seen is None or seen[2] != self._seen[2]:
                 log.info(
                     "[node %d] Raft term %d: %s, leader %s",

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ from strom.metadata.stores.zookeeper.session import (
     SessionState,
     ZkSession,
 )
+from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry
 from strom.server.tasks import TaskSet
 
@@ -124,6 +126,7 @@ class ZooKeeperStore:
         self._existing: set[str] = set()
         """Paths an operator wrote that a pending adoption would otherwise create."""
         self._last_change = -1
+        self._commit_timer = CommitTimer()
         self._started = False
         self._stopping = False
         """stop() closes the session: its end is no news then."""
@@ -140,7 +143,13 @@ class ZooKeeperStore:
         ops = znodes.diff(self._image, new, controller_epoch=self.term)
         self._image = new
         self._queue.put_nowait((Entry(index, self.term, data), ops))
+        self._commit_timer.proposed(index, time.monotonic())
         return index
+
+    @property
+    def commit_timer(self) -> CommitTimer:
+        """From a proposal to its multi-op's success in ZooKeeper."""
+        return self._commit_timer
 
     def controller_endpoint(self, node_id: int) -> tuple[str, int] | None:
         return self._endpoints.get(node_id)
@@ -355,6 +364,7 @@ class ZooKeeperStore:
         self.leader_id = None
         self._leader_tasks.cancel()
         self._queue = asyncio.Queue()
+        self._commit_timer.abandon()
         self._on_change()
 
     async def _read_tree(self) -> dict[str, bytes]:
@@ -380,6 +390,7 @@ class ZooKeeperStore:
                     return
                 if batch.done:
                     self._ports.metadata.apply(batch.done)
+                    self._commit_timer.committed(batch.done[-1].index, time.monotonic())
 
     async def _write(self, ops: list[znodes.ZnodeOp]) -> bool:
         """One multi-op; False (having resigned) when ZooKeeper refused it."""
