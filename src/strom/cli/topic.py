@@ -1,4 +1,5 @@
-"""`strom topic ...`: create, list, describe, delete and grow topics through the admin API."""
+"""`strom topic ...`: create, list, describe, delete and grow topics, and delete their
+oldest records, through the admin API."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 topic_app = typer.Typer(
     name="topic",
-    help="Create, list, describe, grow and delete topics.",
+    help="Create, list, describe, grow and delete topics; delete their oldest records.",
     no_args_is_help=True,
 )
 
@@ -278,3 +279,72 @@ def add_partitions(
         if error is not None:
             raise connection.kafka_error(error, name)
         print(f"topic {name} now has {total} partitions (was {current})")
+
+
+def parse_before(text: str) -> int:
+    """--before: an offset (0 or more), or "end" for each partition's high watermark."""
+    if text == "end":
+        return -1
+    try:
+        offset = int(text)
+    except ValueError:
+        offset = -1
+    if offset < 0:
+        raise CommandError(f"--before must be an offset (0 or more) or 'end', not {text!r}")
+    return offset
+
+
+@topic_app.command("delete-records")
+def delete_records(
+    name: TopicArgument,
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            metavar="OFFSET|end",
+            help="Delete every record below this offset; 'end': all committed records.",
+            show_default=False,
+        ),
+    ],
+    partitions: Annotated[
+        list[int] | None,
+        typer.Option("--partition", "-p", metavar="N", help="Only this partition (repeatable)."),
+    ] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Delete a topic's oldest records: each partition then starts at --before (DeleteRecords,
+    as kafka-delete-records.sh). Consumers below it move on to the new start."""
+    from confluent_kafka import TopicPartition
+
+    with reporting_errors():
+        offset = parse_before(before)
+        connection = ConnectionSettings.create(bootstrap, timeout)
+        admin = admin_client(connection)
+        topic = connection.topic(connection.metadata(admin), name)
+        chosen = sorted(topic.partitions) if not partitions else sorted(set(partitions))
+        unknown = [p for p in chosen if p not in topic.partitions]
+        if unknown:
+            raise CommandError(
+                f"topic {name!r} has no partition {', '.join(map(str, unknown))} "
+                f"(it has {len(topic.partitions)})"
+            )
+        futures = admin.delete_records(
+            [TopicPartition(name, p, offset) for p in chosen],
+            operation_timeout=timeout,
+            request_timeout=timeout,
+        )
+        rows: list[tuple[str, ...]] = []
+        failures: list[CommandError] = []
+        for wanted, future in sorted(futures.items(), key=lambda item: item[0].partition):
+            deleted, error = admin_outcome(future, connection, f"{name}-{wanted.partition}")
+            if error is None:
+                rows.append((str(wanted.partition), str(deleted.low_watermark)))
+            else:
+                failures.append(connection.kafka_error(error, f"{name}-{wanted.partition}"))
+        if rows:
+            print_table(("PARTITION", "STARTS AT"), rows)
+        for failure in failures[:-1]:
+            echo_error(failure.message)
+        if failures:
+            raise failures[-1]

@@ -4,8 +4,9 @@ A partition directory holds, per segment, ``<base>.log``, ``<base>.index`` and
 ``<base>.timeindex`` (base offset zero-padded to 20 digits), and ``<base>.txnindex`` when
 the segment holds ABORT markers; producer state snapshots
 ``<offset>.snapshot``; ``recovery-point`` (text: the base offset of the oldest segment
-that may hold data or index entries not yet fsynced); and ``.clean_shutdown``, present
-only between a clean close and the next open.
+that may hold data or index entries not yet fsynced); ``log-start-offset`` (text: the
+log start set by DeleteRecords, when it lies inside the first segment); and
+``.clean_shutdown``, present only between a clean close and the next open.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from strom.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
+    "LOG_START_FILE",
     "RECOVERY_POINT_FILE",
     "SNAPSHOT_SUFFIX",
     "DirectoryListing",
@@ -30,6 +32,7 @@ __all__ = [
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RECOVERY_POINT_FILE = "recovery-point"
+LOG_START_FILE = "log-start-offset"
 SNAPSHOT_SUFFIX = ".snapshot"
 _STRAY_SUFFIXES = (TMP_SUFFIX, ".deleted", ".cleaned", ".swap")
 _NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)$")
@@ -89,3 +92,18 @@ def read_recovery_point(directory: Path) -> int:
 def write_recovery_point(directory: Path, offset: int) -> None:
     """Replace the recovery point: the file is fsynced, its directory is not."""
     replace_file(directory / RECOVERY_POINT_FILE, f"{offset}\n".encode(), sync_dir=False)
+
+
+def read_log_start(directory: Path) -> int:
+    """The log start DeleteRecords stored; -1 when there is none (or it is unreadable,
+    which leaves the start at the first segment's base: a deletion is then undone, never
+    data lost)."""
+    try:
+        return int((directory / LOG_START_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return -1
+
+
+def write_log_start(directory: Path, offset: int) -> None:
+    """Replace the stored log start durably (file and directory fsynced)."""
+    replace_file(directory / LOG_START_FILE, f"{offset}\n".encode())

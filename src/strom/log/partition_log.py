@@ -33,8 +33,9 @@ from strom.log.producer_state import ProducerEntry, ProducerStateManager
 from strom.log.record_filter import check_keys
 from strom.log.recovery import RecoveryReport, RecoveryReportBuilder
 from strom.log.results import AppendResult, FlushPlan, OffsetOutOfRange, ReadResult, SegmentInfo
+from strom.log.retention import LogRetention, opened_start
 from strom.log.segment import Segment
-from strom.log.snapshots import prune_snapshots, restore_producer_state, write_snapshot
+from strom.log.snapshots import restore_producer_state, write_snapshot
 from strom.log.transactions import PartitionTxns
 from strom.log.txn_tracking import marker_in, require_marker, track_batch
 from strom.protocol.markers import EndTxnMarker
@@ -43,11 +44,12 @@ from strom.protocol.records import BatchHeader, TimestampType
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
-class PartitionLog(LogCompaction, LogTransactions):
+class PartitionLog(LogCompaction, LogTransactions, LogRetention):
     """Segments, indexes and producer state of one partition directory."""
 
     # Transitions: open() -> (append | read | roll | flush_plan/mark_flushed | truncate_to
-    #   | truncate_fully_and_start_at | assign_epoch_start | delete_old_segments |
+    #   | truncate_fully_and_start_at | assign_epoch_start | delete_old_segments
+    #   | delete_records_before |
     #   cleaning_plan -> swap_cleaned or abandon_cleaning)* -> closed, by close or delete.
     # A closed log refuses every call. The active segment is always the last one.
     # Every change to sealed segments is told to ``_cleaner``, so a cleaning pass
@@ -73,6 +75,7 @@ class PartitionLog(LogCompaction, LogTransactions):
         self._config = config
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
+        self._start = segments[0].base_offset
         self._producers = ProducerStateManager()
         self._txns = PartitionTxns()
         self._closed = False
@@ -108,6 +111,7 @@ class PartitionLog(LogCompaction, LogTransactions):
                 sync_directory(directory)
             if stored_point != active.base_offset:
                 write_recovery_point(directory, active.base_offset)
+            log._start = opened_start(directory, segments)
             log._load_producer_state(report)
             log._leader_epochs = open_leader_epochs(directory, segments)
         except BaseException:
@@ -144,10 +148,6 @@ class PartitionLog(LogCompaction, LogTransactions):
     def recovery_report(self) -> RecoveryReport:
         assert self._report is not None
         return self._report
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -428,53 +428,16 @@ class PartitionLog(LogCompaction, LogTransactions):
                 os.close(fd)
         self.mark_flushed(plan)
 
-    # ------------------------------------------------------------------ retention
-
-    def delete_old_segments(self, now_ms: int) -> list[int]:
-        """Retention: drop whole old segments by time, then by size; never the active one.
-
-        Only with "delete" in cleanup.policy. Returns the base offsets deleted.
-        ReadResults from before become invalid.
-        """
-        self._check_open()
-        deleted: list[int] = []
-        config = self._config
-        if not config.delete or self._cleaner.failed:
-            return deleted
-        if config.retention_ms >= 0:
-            while (
-                len(self._segments) > 1
-                and now_ms - self._segments[0].largest_timestamp > config.retention_ms
-            ):
-                deleted.append(self._delete_segment(0))
-        if config.retention_bytes >= 0:
-            excess = self.size_bytes - config.retention_bytes
-            while len(self._segments) > 1 and excess - self._segments[0].size_bytes >= 0:
-                excess -= self._segments[0].size_bytes
-                deleted.append(self._delete_segment(0))
-        if deleted:
-            self._cleaner.segments_changed()
-            prune_snapshots(self.directory, self.log_start_offset)
-            self._leader_epochs.truncate_from_start(self.log_start_offset)
-            self._durability.advance_recovery_point(self._segments[-1].base_offset)
-        return deleted
-
-    def _delete_segment(self, i: int) -> int:
-        segment = self._segments.pop(i)
-        self._bases.pop(i)
-        segment.delete()
-        self._durability.on_segment_removed(segment.base_offset)
-        return segment.base_offset
-
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch at or after ``offset``; returns the new log end offset.
 
         A batch containing ``offset`` is dropped whole, so the new end can be lower than
-        ``offset``. Truncating below the log start empties the log and restarts it at
-        ``offset``. Producer state is rebuilt, leader epochs starting at or after the new
-        end are dropped; ReadResults from before become invalid.
+        ``offset``. Truncating below the first segment empties the log and restarts it at
+        ``offset``; below a start DeleteRecords set, the log starts at ``offset``.
+        Producer state is rebuilt, leader epochs starting at or after the new end are
+        dropped; ReadResults from before become invalid.
 
         At or past the log end no record goes, but leader epochs starting at the log end
         still do: a replica that became leader records its epoch at its log end, and if it
@@ -486,9 +449,10 @@ class PartitionLog(LogCompaction, LogTransactions):
         if offset >= self.log_end_offset:
             self._leader_epochs.truncate_from_end(self.log_end_offset)
             return self.log_end_offset
-        if offset < self.log_start_offset:
+        if offset < self._segments[0].base_offset:
             self._restart_at(offset)
         else:
+            self._lower_start(offset)
             i = bisect_right(self._bases, offset) - 1
             while len(self._segments) > i + 1:
                 self._delete_segment(-1)
@@ -526,6 +490,7 @@ class PartitionLog(LogCompaction, LogTransactions):
         return end
 
     def _restart_at(self, offset: int) -> None:
+        self._forget_start(offset)
         while self._segments:
             self._delete_segment(-1)
         segment = Segment.create(

@@ -30,6 +30,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
@@ -98,6 +99,7 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
+    ApiKey.DELETE_RECORDS: VersionRange(0, 2),
     # Kafka 4.0 serves 1-4 (v0 went with KIP-896; v4 adds the volume's total and usable bytes).
     ApiKey.DESCRIBE_LOG_DIRS: VersionRange(1, 4),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),

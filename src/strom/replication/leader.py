@@ -34,6 +34,8 @@ class FollowerProgress:
     last_caught_up_ms: int = -1
     last_fetch_ms: int = -1
     last_fetch_leader_end: int = -1
+    log_start_offset: int = -1
+    """Where the follower's log starts, as its last fetch said (-1: not said)."""
 
 
 class LeaderState:
@@ -110,12 +112,21 @@ class LeaderState:
 
     # --- fetches -------------------------------------------------------------------------
 
-    def on_fetch(self, broker_id: int, fetch_offset: int, leader_end: int, now_ms: int) -> bool:
+    def on_fetch(
+        self,
+        broker_id: int,
+        fetch_offset: int,
+        leader_end: int,
+        now_ms: int,
+        follower_start: int = -1,
+    ) -> bool:
         """A fetch from `broker_id` at `fetch_offset` while the leader's log ended at
-        `leader_end`. False (nothing recorded) when it is not a follower of ours."""
+        `leader_end`; the follower's log starts at `follower_start` (-1: it did not say).
+        False (nothing recorded) when it is not a follower of ours."""
         progress = self._followers.get(broker_id)
         if progress is None:
             return False
+        progress.log_start_offset = follower_start
         if fetch_offset >= leader_end:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, now_ms)
         elif fetch_offset >= progress.last_fetch_leader_end >= 0:
@@ -124,6 +135,17 @@ class LeaderState:
         progress.last_fetch_leader_end = leader_end
         progress.last_fetch_ms = now_ms
         return True
+
+    def low_watermark(self, own_start: int) -> int:
+        """The smallest log start among the leader (`own_start`) and the followers in the
+        committed ISR: records below it are gone from every replica that may lead next
+        (DeleteRecords' answer). -1 while an ISR member has not said where it starts."""
+        starts = [own_start]
+        for broker_id in self.isr:
+            progress = self._followers.get(broker_id)
+            if progress is not None:
+                starts.append(progress.log_start_offset)
+        return min(starts)
 
     # --- the high watermark ---------------------------------------------------------------
 

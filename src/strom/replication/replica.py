@@ -264,13 +264,15 @@ class Replica:
         log_end: int,
         durable_end: int,
         now_ms: int,
+        follower_start: int = -1,
     ) -> tuple[ErrorCode, list[Effect]]:
-        """A follower fetched from `fetch_offset`: it holds every record below it."""
+        """A follower fetched from `fetch_offset`: it holds every record below it, and its
+        log starts at `follower_start` (-1: it did not say)."""
         if self.leader is None:
             return ErrorCode.not_leader_or_follower, []
         if fetch_offset > log_end or fetch_offset < log_start:
             return ErrorCode.offset_out_of_range, []
-        if not self.leader.on_fetch(broker_id, fetch_offset, log_end, now_ms):
+        if not self.leader.on_fetch(broker_id, fetch_offset, log_end, now_ms, follower_start):
             return ErrorCode.not_leader_or_follower, []  # not a replica of this partition
         effects = self._advance(durable_end)
         effects.extend(self._propose(now_ms))

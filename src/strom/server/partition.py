@@ -118,6 +118,8 @@ class Partition:
     """Long polls (consumers' and followers' fetches) waiting for data."""
     hw_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
     """Writes waiting for the high watermark to pass an offset."""
+    start_waiters: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    """DeleteRecords waiting for every in-sync replica's log to start at an offset."""
 
     # --- the core's view, read by handlers ----------------------------------------------------
 
@@ -371,6 +373,7 @@ class Partition:
             )
         )
         self._count_isr_change(before)
+        self._release_start_waiters()  # a smaller ISR may leave nobody to wait for
 
     def set_ineligible(self, brokers: frozenset[int], now_ms: int) -> None:
         self.carry_out(self.replica.set_ineligible(brokers, now_ms=now_ms))
@@ -385,8 +388,11 @@ class Partition:
         self.carry_out(self.replica.on_durable(self.durable_end))
         self.wake_fetchers()
 
-    def follower_fetch(self, broker_id: int, fetch_offset: int, now_ms: int) -> ErrorCode:
-        """Record a follower's progress (its fetch offset: what it holds) at the leader."""
+    def follower_fetch(
+        self, broker_id: int, fetch_offset: int, now_ms: int, follower_start: int = -1
+    ) -> ErrorCode:
+        """Record a follower's progress (its fetch offset: what it holds; where its log
+        starts) at the leader."""
         error, effects = self.replica.on_follower_fetch(
             broker_id,
             fetch_offset,
@@ -394,9 +400,50 @@ class Partition:
             log_end=self.log.log_end_offset,
             durable_end=self.durable_end,
             now_ms=now_ms,
+            follower_start=follower_start,
         )
         self.carry_out(effects)
+        self._release_start_waiters()
         return error
+
+    # --- DeleteRecords ------------------------------------------------------------------------
+
+    @property
+    def low_watermark(self) -> int:
+        """The smallest log start among this leader and its in-sync followers; the own
+        log start where this replica does not lead."""
+        leader = self.replica.leader
+        own = self.log.log_start_offset
+        return own if leader is None else leader.low_watermark(own)
+
+    async def delete_records(self, offset: int, timeout_s: float) -> int:
+        """Start the log at `offset` (at most the high watermark; the caller checks) and
+        return the low watermark once every in-sync replica starts there too;
+        TimeoutError after `timeout_s`, LeadershipMoved if leadership moves first."""
+        if not self.is_leader:
+            raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
+        self.log.delete_records_before(offset)
+        if self.low_watermark < offset:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.start_waiters.append((offset, future))
+            await asyncio.wait_for(future, timeout_s)
+        return self.low_watermark
+
+    def _release_start_waiters(self) -> None:
+        if not self.start_waiters:
+            return
+        low, leading = self.low_watermark, self.is_leader
+        waiting = []
+        for offset, future in self.start_waiters:
+            if future.done():
+                continue
+            if not leading:
+                future.set_exception(LeadershipMoved(f"{self.topic}-{self.index} moved"))
+            elif offset <= low:
+                future.set_result(None)
+            else:
+                waiting.append((offset, future))
+        self.start_waiters = waiting
 
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
         return self.replica.diverging(
@@ -414,6 +461,7 @@ class Partition:
             )
         )
         self._count_isr_change(before)
+        self._release_start_waiters()  # a smaller ISR may leave nobody to wait for
 
     def _isr_led(self) -> frozenset[int] | None:
         return frozenset(self.isr) if self.is_leader else None
@@ -486,6 +534,7 @@ class Partition:
                             future.set_exception(
                                 LeadershipMoved(f"{self.topic}-{self.index}: {reason}")
                             )
+                    self._release_start_waiters()
                     self.wake_fetchers()
                 case ProposeIsr():
                     self.ports.propose_isr(self, effect)

@@ -400,7 +400,25 @@ class _LeaderFetcher:
                 self._delay(followed, self._ports.config().replica_fetch_backoff_ms / 1000)
                 return False
         partition.follow_high_watermark(int(data.high_watermark))
+        self._follow_log_start(partition, int(data.log_start_offset))
         return appended
+
+    def _follow_log_start(self, partition: Partition, leader_start: int) -> None:
+        """DeleteRecords at the leader: start where it starts (never past what is here
+        or committed); the next fetch tells the leader, whose answer waits for it."""
+        log_ = partition.log
+        start = min(leader_start, log_.log_end_offset, partition.high_watermark)
+        if start > log_.log_start_offset:
+            deleted = log_.delete_records_before(start)
+            log.info(
+                "[node %d] %s-%d: log starts at %d as on leader %d (%d segment(s) deleted)",
+                self._node_id,
+                partition.topic,
+                partition.index,
+                start,
+                self.leader_id,
+                len(deleted),
+            )
 
     def _append(self, partition: Partition, fetch_offset: int, records: bytes) -> bool:
         batches = [

@@ -42,6 +42,18 @@ def test_high_watermark_ignores_replicas_outside_the_isr() -> None:
     assert state.high_watermark(own_end=10, min_isr=1) == 8
 
 
+def test_the_low_watermark_is_the_smallest_start_among_the_isr() -> None:
+    state = leader(isr=(1, 2))
+    assert state.low_watermark(own_start=5) == -1  # follower 2 has not said where it starts
+    state.on_fetch(2, 10, leader_end=10, now_ms=1, follower_start=3)
+    state.on_fetch(3, 10, leader_end=10, now_ms=1, follower_start=0)  # outside the ISR
+    assert state.low_watermark(own_start=5) == 3
+    state.on_fetch(2, 10, leader_end=10, now_ms=2, follower_start=5)
+    assert state.low_watermark(own_start=5) == 5
+    assert state.low_watermark(own_start=4) == 4
+    assert leader(isr=(1,)).low_watermark(own_start=7) == 7
+
+
 def test_high_watermark_stands_still_below_min_insync_replicas() -> None:
     state = leader(isr=(1,))
     assert state.high_watermark(own_end=10, min_isr=2) is None

@@ -259,6 +259,7 @@ def fetch_request(
     min_bytes: int = 1,
     version: int = 12,
     isolation_level: int = 0,
+    log_start_offset: int = -1,
 ) -> Request:
     return request(
         ApiKey.FETCH,
@@ -283,7 +284,7 @@ def fetch_request(
                             "current_leader_epoch": current_leader_epoch,
                             "fetch_offset": fetch_offset,
                             "last_fetched_epoch": last_fetched_epoch,
-                            "log_start_offset": -1,
+                            "log_start_offset": log_start_offset,
                             "partition_max_bytes": 1 << 20,
                         }
                     ],

@@ -40,6 +40,26 @@ class DescribeLogDirsResponse(TypedDict):
     results: list[DescribeLogDirsResult]
 
 
+# --- DeleteRecords ---------------------------------------------------------------------
+
+
+class DeleteRecordsPartitionResult(TypedDict):
+    partition_index: int
+    low_watermark: int
+    """The smallest log start among the partition's in-sync replicas; -1 on an error."""
+    error_code: ErrorCode
+
+
+class DeleteRecordsTopicResult(TypedDict):
+    name: str
+    partitions: list[DeleteRecordsPartitionResult]
+
+
+class DeleteRecordsResponse(TypedDict):
+    throttle_time: int
+    topics: list[DeleteRecordsTopicResult]
+
+
 # --- CreateTopics, DeleteTopics, CreatePartitions -------------------------------------
 
 

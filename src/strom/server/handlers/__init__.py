@@ -19,6 +19,7 @@ from strom.server.handlers import (
     cluster,
     configs,
     coordinator,
+    delete_records,
     elections,
     fetch,
     groups,
@@ -79,6 +80,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.FETCH: partial(fetch.handle_fetch, contexts.fetch),
         ApiKey.LIST_OFFSETS: partial(fetch.handle_list_offsets, contexts.fetch),
         ApiKey.DESCRIBE_LOG_DIRS: partial(log_dirs.handle_describe_log_dirs, contexts.fetch),
+        ApiKey.DELETE_RECORDS: partial(delete_records.handle_delete_records, contexts.fetch),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: partial(
             fetch.handle_offset_for_leader_epoch, contexts.fetch
         ),

@@ -164,7 +164,12 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
                     entry["log_start_offset"] = partition.log.log_start_offset
                     partition = None
             if partition is not None and replica_id >= 0:
-                error = partition.follower_fetch(replica_id, fetch_offset, current_ms)
+                error = partition.follower_fetch(
+                    replica_id,
+                    fetch_offset,
+                    current_ms,
+                    int(getattr(fetch_partition, "log_start_offset", -1)),
+                )
                 if error != ErrorCode.none:
                     partition = None
             if partition is None:
@@ -327,7 +332,7 @@ async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
                 entry["offset"] = partition.log.log_start_offset
             elif timestamp == _MAX_TIMESTAMP:
                 found_ts, found_offset = partition.log.max_timestamp()
-                if 0 <= found_offset < visible:
+                if partition.log.log_start_offset <= found_offset < visible:
                     entry["timestamp"], entry["offset"] = found_ts, found_offset
             elif timestamp == _LATEST_TIERED:
                 entry["offset"] = -1
