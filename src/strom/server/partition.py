@@ -159,8 +159,11 @@ class Partition:
     def last_stable_offset(self) -> int:
         """Where read_committed reads stop (PartitionTxns.last_stable_offset); it moves
         only with the high watermark (a marker below it ends a transaction for readers)
-        or an append, and both wake the long polls."""
-        return self.log.last_stable_offset(self.high_watermark)
+        or an append, and both wake the long polls. Never below the log start: records
+        of an open transaction that DeleteRecords removed are nobody's to wait for."""
+        high_watermark = self.high_watermark
+        stable = self.log.last_stable_offset(high_watermark)
+        return min(high_watermark, max(stable, self.log.log_start_offset))
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound) (read_committed)."""

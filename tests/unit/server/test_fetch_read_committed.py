@@ -96,6 +96,20 @@ def test_the_last_stable_offset_waits_for_the_marker_to_be_committed(tmp_path: P
     at.close()
 
 
+def test_the_last_stable_offset_is_never_below_the_log_start(tmp_path: Path) -> None:
+    at = node(tmp_path, PAIR)
+    partition = at.partition()
+    transactional(at, 7, b"t1", b"t2")
+    plain(at, b"a", b"b")
+    settle(at)
+    assert (partition.high_watermark, partition.last_stable_offset) == (4, 0)
+    partition.log.delete_records_before(3)  # into the open transaction's records
+    assert partition.last_stable_offset == 3
+    partition.log.delete_records_before(4)
+    assert partition.last_stable_offset == 4
+    at.close()
+
+
 def test_a_marker_of_an_older_epoch_is_refused(tmp_path: Path) -> None:
     at = node(tmp_path, PAIR)
     transactional(at, 7, b"t", epoch=5)
