@@ -157,14 +157,23 @@ def broker_states(cluster: TestCluster) -> dict[int, str]:
     return {int(row[0]): row[-1] for row in table_rows(result.stdout, "NODE   ADDRESS")}
 
 
-def test_a_killed_broker_is_fenced_until_it_is_back(cluster: TestCluster) -> None:
-    """Runs last among the tests on the shared cluster: it kills a node (not the leader)."""
+def test_a_killed_broker_is_fenced_unregistered_and_registers_again(cluster: TestCluster) -> None:
+    """Runs last among the tests on the shared cluster: it kills a node (not the leader),
+    unregisters it (`strom cluster unregister`), and starts it again."""
     status = strom("cluster", "status", "-b", cluster.bootstrap)
     voters = table_rows(status.stdout, "NODE   ROLE")
     victim = next(int(row[0]) for row in voters if row[1] != "leader")
     cluster.kill(victim)
     cluster.wait_until(
         lambda: broker_states(cluster).get(victim) == "fenced", 30, f"broker {victim} fenced"
+    )
+    done = strom("cluster", "unregister", str(victim), "-b", cluster.bootstrap)
+    assert (done.returncode, done.stdout) == (0, f"broker {victim} unregistered\n"), done.stderr
+    assert victim not in broker_states(cluster)
+    again = strom("cluster", "unregister", str(victim), "-b", cluster.bootstrap)
+    assert again.returncode == 1
+    assert again.stderr.strip() == (
+        f"strom: broker {victim}: BROKER_ID_NOT_REGISTERED: broker {victim} is not registered"
     )
     cluster.start(victim)
     cluster.wait_until(

@@ -1,4 +1,5 @@
-"""`strom cluster status`: the cluster's id and name, the controller quorum and the brokers.
+"""`strom cluster status`: the cluster's id and name, the controller quorum and the brokers;
+`strom cluster log-dirs` and `strom cluster unregister`.
 
 DescribeCluster v2 (with fenced brokers) and DescribeQuorum go through strom's own client
 (see wire.py): confluent-kafka asks for neither. The cluster name is strom's `cluster.name`,
@@ -480,3 +481,33 @@ def log_dirs(
         print_table(LOG_DIR_HEADERS, rows)
         for line in lines:
             typer.echo(line)
+
+
+# --- strom cluster unregister ----------------------------------------------------------
+
+UNREGISTER_BROKER = 64
+
+
+async def unregister_broker(session: WireSession, broker_id: int) -> None:
+    _, answer = await session.call(
+        UNREGISTER_BROKER, "UnregisterBroker", {"broker_id": broker_id}, max_version=0
+    )
+    if is_error(answer.error_code):
+        reason = f": {answer.error_message}" if answer.error_message else ""
+        raise CommandError(f"broker {broker_id}: {error_name(answer.error_code)}{reason}")
+
+
+@cluster_app.command("unregister")
+def unregister(
+    broker_id: Annotated[
+        int, typer.Argument(metavar="BROKER_ID", help="The id of the broker to remove.")
+    ],
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Remove a broker that is gone for good from the cluster's metadata (UnregisterBroker,
+    as kafka-cluster.sh unregister): its leaderships move to in-sync replicas first. A
+    broker that still runs registers again at its next heartbeat."""
+    with reporting_errors():
+        run_session(bootstrap, timeout, lambda s: unregister_broker(s, broker_id))
+        print(f"broker {broker_id} unregistered")

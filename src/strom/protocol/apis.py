@@ -54,6 +54,7 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
@@ -112,6 +113,7 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),
+    ApiKey.UNREGISTER_BROKER: VersionRange(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
     # KIP-966: Kafka 4.0's kafka-topics.sh --describe asks this, page by page, when served.

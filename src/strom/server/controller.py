@@ -474,6 +474,23 @@ class ControllerService:
                     )
         return answers
 
+    async def unregister_broker(self, broker_id: int) -> broker_decisions.BrokerResult:
+        """UnregisterBroker: the broker is fenced (its leaderships move) and its registration
+        removed, one decision. With ZooKeeper a broker is registered for as long as its
+        session lives, so the request is refused there."""
+        if self._sessions:
+            return broker_decisions.BrokerResult(
+                ErrorCode.invalid_request,
+                "brokers are registered by their ZooKeeper sessions here: a broker is "
+                "unregistered when it stops",
+            )
+        result = await self.decide(
+            lambda image: broker_decisions.unregister_broker(image, broker_id, unclean=self.unclean)
+        )
+        if result.error_code == ErrorCode.none:
+            log.info("[node %d] broker %d unregistered (UnregisterBroker)", self.node_id, broker_id)
+        return result
+
     # --- what the store watches (StoreWatches, metadata/stores/base.py) ---------------------
 
     @property

@@ -25,6 +25,7 @@ from strom.protocol.responses.admin import (
     ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
     ListPartitionReassignmentsResponse,
+    UnregisterBrokerResponse,
 )
 from strom.protocol.responses.cluster import (
     DescribeClusterResponse,
@@ -81,6 +82,7 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.ALTER_CONFIGS: AlterConfigsResponse,
     ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
     ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsResponse,
+    ApiKey.UNREGISTER_BROKER: UnregisterBrokerResponse,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsResponse,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsResponse,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsResponse,

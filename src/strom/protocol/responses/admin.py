@@ -40,6 +40,15 @@ class DescribeLogDirsResponse(TypedDict):
     results: list[DescribeLogDirsResult]
 
 
+# --- UnregisterBroker ------------------------------------------------------------------
+
+
+class UnregisterBrokerResponse(TypedDict):
+    throttle_time: int
+    error_code: ErrorCode
+    error_message: str | None
+
+
 # --- DeleteRecords ---------------------------------------------------------------------
 
 

@@ -112,6 +112,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
             reassignments.handle_list_partition_reassignments, contexts.admin
         ),
         ApiKey.ELECT_LEADERS: partial(elections.handle_elect_leaders, contexts.admin),
+        ApiKey.UNREGISTER_BROKER: partial(elections.handle_unregister_broker, contexts.admin),
         **_transactional(contexts.txns),
         ApiKey.WRITE_TXN_MARKERS: partial(
             txn_markers.handle_write_txn_markers, contexts.txn_markers
@@ -153,6 +154,7 @@ def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
             reassignments.controller_list_partition_reassignments, contexts.admin
         ),
         ApiKey.ELECT_LEADERS: partial(elections.controller_elect_leaders, contexts.admin),
+        ApiKey.UNREGISTER_BROKER: partial(elections.controller_unregister_broker, contexts.admin),
     }
 
 

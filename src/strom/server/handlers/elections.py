@@ -1,6 +1,7 @@
-"""ElectLeaders: decided by the active controller (metadata/elect_leaders.py), wherever a
-client sent it (see forward.py). The answer comes once the elections are committed, as
-Kafka's controller answers; the request's timeout is not otherwise used."""
+"""ElectLeaders and UnregisterBroker: decided by the active controller
+(metadata/elect_leaders.py, metadata/brokers.py), wherever a client sent them (see
+forward.py). The answer comes once the decision is committed, as Kafka's controller
+answers; ElectLeaders' timeout is not otherwise used."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from kio.schema.errors import ErrorCode
 from strom.metadata.elect_leaders import ElectionType, TopicPartitions
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
-from strom.protocol.responses.admin import ElectLeadersResponse, ReplicaElectionResult
+from strom.protocol.responses.admin import (
+    ElectLeadersResponse,
+    ReplicaElectionResult,
+    UnregisterBrokerResponse,
+)
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
 
@@ -85,3 +90,26 @@ async def _elect_here(context: AdminContext, request: Request) -> Any:
         for answer in answers
     ]
     return _response(request, results)
+
+
+async def handle_unregister_broker(context: AdminContext, request: Request) -> Any:
+    return await at_controller(context, request, _unregister_here, _unregister_response)
+
+
+async def controller_unregister_broker(context: AdminContext, request: Request) -> Any:
+    return await on_this_controller(context, request, _unregister_here, _unregister_response)
+
+
+def _unregister_response(request: Request, code: ErrorCode, message: str | None) -> Any:
+    response: UnregisterBrokerResponse = {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": message,
+    }
+    return build_response(ApiKey.UNREGISTER_BROKER, request.api_version, response)
+
+
+async def _unregister_here(context: AdminContext, request: Request) -> Any:
+    broker_id = int(request.body.broker_id)
+    result = await context.active_controller().unregister_broker(broker_id)
+    return _unregister_response(request, result.error_code, result.message)

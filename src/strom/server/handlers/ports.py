@@ -23,6 +23,7 @@ from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
 from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPartition
 from strom.group.txn_offsets import StableOffsets, TxnCommitRequest
+from strom.metadata.brokers import BrokerResult
 from strom.metadata.elect_leaders import ElectionType, TopicElections, TopicPartitions
 from strom.metadata.image import MetadataImage
 from strom.metadata.isr import AlterPartitionResult, IsrChange
@@ -396,13 +397,16 @@ class AdminController(Protocol):
         self, election_type: ElectionType, requested: Sequence[TopicPartitions] | None
     ) -> list[TopicElections]: ...
 
+    async def unregister_broker(self, broker_id: int) -> BrokerResult: ...
+
 
 @dataclass(frozen=True, slots=True)
 class AdminContext:
     """CreateTopics, DeleteTopics and CreatePartitions (handlers/admin.py, also Metadata's
     and the group coordinator's topic creation), DescribeConfigs, AlterConfigs and
     IncrementalAlterConfigs (configs.py), AlterPartitionReassignments and
-    ListPartitionReassignments (reassignments.py), ElectLeaders (elections.py)."""
+    ListPartitionReassignments (reassignments.py), ElectLeaders and UnregisterBroker
+    (elections.py)."""
 
     node_id: int
     config: Callable[[], BrokerConfig]

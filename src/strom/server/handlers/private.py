@@ -25,8 +25,9 @@ from strom.server.private import (
 
 _FETCH_MAX_BYTES = 1 << 20
 # CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-# AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders, DescribeQuorum
-FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 43, 55})
+# AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders, DescribeQuorum,
+# UnregisterBroker
+FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 43, 55, 64})
 
 
 class PrivateSession:
