@@ -389,9 +389,10 @@ class PartitionLog(LogCompaction, LogTransactions, LogRetention):
         return timestamps.offset_for_timestamp(self._segments, self.log_start_offset, timestamp_ms)
 
     def max_timestamp(self) -> tuple[int, int]:
-        """(timestamp, offset) of the record with the largest timestamp; (-1, -1) if none."""
+        """(timestamp, offset) of the record with the largest timestamp at or after the
+        log start; (-1, -1) if none."""
         self._check_open()
-        return timestamps.max_timestamp(self._segments)
+        return timestamps.max_timestamp(self._segments, self.log_start_offset)
 
     # ------------------------------------------------------------------ flush
 

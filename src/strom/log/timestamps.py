@@ -32,8 +32,24 @@ def offset_for_timestamp(
     return None
 
 
-def max_timestamp(segments: Sequence[Segment]) -> tuple[int, int]:
-    """(timestamp, offset) of the record with the largest timestamp; (-1, -1) if none."""
+def max_timestamp(segments: Sequence[Segment], log_start_offset: int = 0) -> tuple[int, int]:
+    """(timestamp, offset) of the record with the largest timestamp at or after
+    ``log_start_offset`` (the first such record on a tie); (-1, -1) if none."""
+    first = segments[0] if segments else None
+    if (
+        first is None
+        or first.base_offset >= log_start_offset
+        or first.offset_of_max_timestamp >= log_start_offset
+    ):
+        return _largest(segments)
+    # DeleteRecords started the log after the first segment's newest record: read the
+    # rest of that segment record by record.
+    head = _largest_from(first, log_start_offset)
+    rest = _largest(segments[1:])
+    return head if head[0] >= 0 and head[0] >= rest[0] else rest
+
+
+def _largest(segments: Sequence[Segment]) -> tuple[int, int]:
     best: Segment | None = None
     for segment in segments:
         if segment.max_timestamp >= 0 and (
@@ -51,3 +67,16 @@ def max_timestamp(segments: Sequence[Segment]) -> tuple[int, int]:
         if record.timestamp == best.max_timestamp:
             return record.timestamp, record.offset
     return best.max_timestamp, header.last_offset
+
+
+def _largest_from(segment: Segment, start: int) -> tuple[int, int]:
+    found = segment.find_batch(start)
+    best = (-1, -1)
+    for pos, header in segment.headers(found[0] if found is not None else 0):
+        if header.max_timestamp <= best[0]:
+            continue
+        _, records = decode_batch(segment.read_batch(pos, header.size_bytes))
+        for record in records:
+            if record.offset >= start and record.timestamp > best[0]:
+                best = (record.timestamp, record.offset)
+    return best

@@ -49,6 +49,27 @@ def test_a_start_inside_a_segment_hides_what_is_below_and_survives_a_crash(
     log.close()
 
 
+def test_the_largest_timestamp_is_looked_for_at_or_after_the_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p", segment_bytes=SEGMENT_BYTES, retention_ms=-1)
+    for stamp in (9_000, 8_000, 100, 200, 8_000):  # segments 0-1, 2-3, 4 (active)
+        log.append([make_batch(1, value_size=100, timestamp_ms=stamp)], now_ms=0, leader_epoch=0)
+    assert log.max_timestamp() == (9_000, 0)
+    log.delete_records_before(1)  # the first segment's newest record is gone
+    assert log.max_timestamp() == (8_000, 1)  # the first record of the tie
+    log.truncate_to(4)
+    log.delete_records_before(1)
+    assert log.max_timestamp() == (8_000, 1)
+    log.close()
+    log = open_log(tmp_path / "q", segment_bytes=SEGMENT_BYTES, retention_ms=-1)
+    for stamp in (9_000, 100, 200, 300):
+        log.append([make_batch(1, value_size=100, timestamp_ms=stamp)], now_ms=0, leader_epoch=0)
+    log.delete_records_before(1)
+    assert log.max_timestamp() == (300, 3)
+    log.delete_records_before(4)
+    assert log.max_timestamp() == (-1, -1)
+    log.close()
+
+
 def test_whole_segments_below_go_but_never_the_active_one(tmp_path: Path) -> None:
     log = filled(tmp_path / "p", 10)
     active = log.segments[-1].base_offset

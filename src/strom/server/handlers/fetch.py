@@ -332,7 +332,7 @@ async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
                 entry["offset"] = partition.log.log_start_offset
             elif timestamp == _MAX_TIMESTAMP:
                 found_ts, found_offset = partition.log.max_timestamp()
-                if partition.log.log_start_offset <= found_offset < visible:
+                if 0 <= found_offset < visible:
                     entry["timestamp"], entry["offset"] = found_ts, found_offset
             elif timestamp == _LATEST_TIERED:
                 entry["offset"] = -1
