@@ -74,6 +74,14 @@ def echo_error(message: str) -> None:
     print(f"strom: {message}", file=sys.stderr, flush=True)
 
 
+def raise_failures(failures: list[CommandError]) -> None:
+    """Print every failure but the last, then raise the last (its exit code counts)."""
+    for failure in failures[:-1]:
+        echo_error(failure.message)
+    if failures:
+        raise failures[-1]
+
+
 def echo_status(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

@@ -21,9 +21,9 @@ from strom.cli.common import (
     TimeoutOption,
     admin_client,
     admin_outcome,
-    echo_error,
     echo_status,
     print_table,
+    raise_failures,
     reporting_errors,
     topic_missing_message,
     usage_error,
@@ -248,10 +248,7 @@ def delete(
                 print(f"deleted group {name}")
             else:
                 failures.append(_group_error(connection, error, name))
-        for failure in failures[:-1]:
-            echo_error(failure.message)
-        if failures:
-            raise failures[-1]
+        raise_failures(failures)
 
 
 def _chosen_partitions(

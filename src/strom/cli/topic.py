@@ -17,11 +17,11 @@ from strom.cli.common import (
     TimeoutOption,
     admin_client,
     admin_outcome,
-    echo_error,
     echo_status,
     has_name,
     parse_key_values,
     print_table,
+    raise_failures,
     reporting_errors,
     topic_missing_message,
 )
@@ -239,10 +239,7 @@ def delete(
                 echo_status(f"topic {name!r} does not exist")
             else:
                 failures.append(connection.kafka_error(error, name))
-        for failure in failures[:-1]:
-            echo_error(failure.message)
-        if failures:
-            raise failures[-1]
+        raise_failures(failures)
 
 
 @topic_app.command("add-partitions")
@@ -344,7 +341,4 @@ def delete_records(
                 failures.append(connection.kafka_error(error, f"{name}-{wanted.partition}"))
         if rows:
             print_table(("PARTITION", "STARTS AT"), rows)
-        for failure in failures[:-1]:
-            echo_error(failure.message)
-        if failures:
-            raise failures[-1]
+        raise_failures(failures)

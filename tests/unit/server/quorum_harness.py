@@ -37,6 +37,7 @@ from strom.server.handlers.ports import (
     AdminContext,
     ControllerLink,
     ForwardPort,
+    PrivateContext,
     QuorumContext,
     QuorumSource,
 )
@@ -195,6 +196,20 @@ class Loopback:
         answer = await self.session.handle(api_key, api_version, payload)
         assert answer is not None
         return answer
+
+
+def loopback_to(node: Broker) -> Loopback:
+    """A ControllerLink to `node`, the active controller, as another node reaches it."""
+    session = PrivateSession(
+        PrivateContext(
+            node_id=node.node_id,
+            metadata=node.metadata,
+            store=lambda: node.store,
+            channel=node.channel,
+            dispatch_controller=node.dispatch_controller,  # the broker's own table
+        )
+    )
+    return Loopback(leader_id=node.node_id, session=session)
 
 
 def wire(api_key: ApiKey, version: int, body: Any) -> Any:

@@ -29,7 +29,7 @@ from admin_harness import (
     reassign,
 )
 from kio.schema.errors import ErrorCode
-from quorum_harness import Loopback, active, admin_context, answered, until, wire
+from quorum_harness import active, admin_context, answered, loopback_to, until, wire
 from server_harness import request, run
 
 from strom.config import ConfigSource, load_config
@@ -37,8 +37,6 @@ from strom.metadata.records import ConfigResourceType
 from strom.metadata.stores.memory import MemoryLog
 from strom.protocol.apis import ApiKey
 from strom.server.handlers import admin, configs, reassignments
-from strom.server.handlers.ports import PrivateContext
-from strom.server.handlers.private import PrivateSession
 from strom.server.private import PrivateApi
 
 # --- CreateTopics ---------------------------------------------------------------------
@@ -424,16 +422,7 @@ def test_a_node_that_is_not_the_controller_forwards_and_sees_the_change_at_once(
 ) -> None:
     async def scenario() -> None:
         one, two = await controller_with_brokers(tmp_path, 1, 2)
-        session = PrivateSession(
-            PrivateContext(
-                node_id=1,
-                metadata=one.metadata,
-                store=lambda: one.store,
-                channel=one.channel,
-                dispatch_controller=one.dispatch_controller,  # the broker's own table
-            )
-        )
-        link = Loopback(leader_id=1, session=session)
+        link = loopback_to(one)
         at_two = admin_context(two, channel=link)
         answer = await answered(
             admin.handle_create_topics, at_two, create_topics((TOPIC, 2, 3, {}))

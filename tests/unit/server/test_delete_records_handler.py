@@ -23,6 +23,7 @@ from server_harness import (
     turns,
 )
 
+from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.server.handlers.delete_records import handle_delete_records
 from strom.server.handlers.fetch import handle_fetch, handle_list_offsets
@@ -144,31 +145,30 @@ def test_a_follower_that_never_follows_times_the_partition_out(tmp_path: Path) -
     at.close()
 
 
-def test_a_leadership_moving_away_ends_the_wait(tmp_path: Path) -> None:
-    at = node(tmp_path, image_of(replicas=(1, 2)))
+def answer_after(at: Node, change: MetadataImage) -> dict[int, tuple[ErrorCode, int]]:
+    """DeleteRecords to offset 2 of a 3-record partition whose follower (2) started at 0;
+    `change` applied while the answer waits for that follower. The answer then."""
     produced(at, 3)
 
     async def scenario() -> dict[int, tuple[ErrorCode, int]]:
         await handle_fetch(at.fetch, fetch_request(3, replica_id=2, log_start_offset=0))
         waiting = asyncio.create_task(handle_delete_records(at.fetch, delete_request({0: 2})))
         await turns()
-        at.apply(change_partition(at.metadata.image, leader=2))
+        at.apply(change)
         return answers(await waiting)
 
-    assert run(scenario()) == {0: (ErrorCode.not_leader_or_follower, -1)}
+    return run(scenario())  # type: ignore[no-any-return]
+
+
+def test_a_leadership_moving_away_ends_the_wait(tmp_path: Path) -> None:
+    at = node(tmp_path, image_of(replicas=(1, 2)))
+    moved = change_partition(at.metadata.image, leader=2)
+    assert answer_after(at, moved) == {0: (ErrorCode.not_leader_or_follower, -1)}
     at.close()
 
 
 def test_a_smaller_isr_releases_the_wait(tmp_path: Path) -> None:
     at = node(tmp_path, image_of(replicas=(1, 2)))
-    produced(at, 3)
-
-    async def scenario() -> dict[int, tuple[ErrorCode, int]]:
-        await handle_fetch(at.fetch, fetch_request(3, replica_id=2, log_start_offset=0))
-        waiting = asyncio.create_task(handle_delete_records(at.fetch, delete_request({0: 2})))
-        await turns()
-        at.apply(change_partition(at.metadata.image, isr=(1,)))
-        return answers(await waiting)
-
-    assert run(scenario()) == {0: (ErrorCode.none, 2)}
+    shrunk = change_partition(at.metadata.image, isr=(1,))
+    assert answer_after(at, shrunk) == {0: (ErrorCode.none, 2)}
     at.close()

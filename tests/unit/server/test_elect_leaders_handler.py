@@ -11,15 +11,13 @@ from typing import Any
 
 from admin_harness import TOPIC, codes, controller_with_brokers, created, reassign
 from kio.schema.errors import ErrorCode
-from quorum_harness import Loopback, admin_context, answered, wire
+from quorum_harness import admin_context, answered, loopback_to, wire
 from server_harness import request, run
 
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
 from strom.server.broker import Broker
 from strom.server.handlers import elections, reassignments
-from strom.server.handlers.ports import PrivateContext
-from strom.server.handlers.private import PrivateSession
 from strom.server.private import PrivateApi
 
 PREFERRED, UNCLEAN = 0, 1
@@ -117,16 +115,7 @@ def test_a_node_that_is_not_the_controller_forwards_the_election(tmp_path: Path)
     async def scenario() -> None:
         one, two = await controller_with_brokers(tmp_path, 1, 2)
         _, preferred = await led_by_its_second_replica(one)
-        session = PrivateSession(
-            PrivateContext(
-                node_id=1,
-                metadata=one.metadata,
-                store=lambda: one.store,
-                channel=one.channel,
-                dispatch_controller=one.dispatch_controller,
-            )
-        )
-        link = Loopback(leader_id=1, session=session)
+        link = loopback_to(one)
         at_two = admin_context(two, channel=link)
         answer = await answered(elections.handle_elect_leaders, at_two, elect([0]))
         assert results(answer) == [(TOPIC, [(0, ErrorCode.none)])]

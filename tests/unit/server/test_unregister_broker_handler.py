@@ -9,7 +9,7 @@ from pathlib import Path
 
 from admin_harness import TOPIC, controller_with_brokers, created
 from kio.schema.errors import ErrorCode
-from quorum_harness import Loopback, admin_context, answered, wire
+from quorum_harness import admin_context, answered, loopback_to, wire
 from server_harness import request, run
 
 from strom.metadata.stores import Liveness
@@ -17,8 +17,6 @@ from strom.metadata.stores.memory import MemoryLog
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
 from strom.server.handlers import elections
-from strom.server.handlers.ports import PrivateContext
-from strom.server.handlers.private import PrivateSession
 from strom.server.private import PrivateApi
 
 
@@ -51,16 +49,7 @@ def test_the_broker_is_fenced_out_of_its_partitions_and_forgotten(tmp_path: Path
 def test_a_node_that_is_not_the_controller_forwards_it(tmp_path: Path) -> None:
     async def scenario() -> None:
         one, two = await controller_with_brokers(tmp_path, 1, 2)
-        session = PrivateSession(
-            PrivateContext(
-                node_id=1,
-                metadata=one.metadata,
-                store=lambda: one.store,
-                channel=one.channel,
-                dispatch_controller=one.dispatch_controller,
-            )
-        )
-        link = Loopback(leader_id=1, session=session)
+        link = loopback_to(one)
         answer = await answered(
             elections.handle_unregister_broker, admin_context(two, channel=link), unregister(3)
         )
