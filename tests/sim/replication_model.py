@@ -55,6 +55,9 @@ class SimLog:
         self.durable = 0
         self.epochs = LeaderEpochs()
         self.hw_checkpoint = 0
+        self.agreed = 0
+        """How many first records the checker found equal to the committed ones; only a
+        truncation below it makes the checker look again."""
         self._keep_empty_epochs = keep_empty_epochs  # the bug of anomaly 1, for the tests
 
     @property
@@ -76,6 +79,7 @@ class SimLog:
                 self.epochs.truncate_from_end(self.end)
             return
         del self.records[offset:]
+        self.agreed = min(self.agreed, offset)
         self.durable = min(self.durable, offset)
         self.epochs.truncate_from_end(offset)
 
@@ -84,6 +88,7 @@ class SimLog:
 
     def crash(self) -> None:
         del self.records[self.durable :]
+        self.agreed = min(self.agreed, self.durable)
         self.epochs.truncate_from_end(self.end)
 
 

@@ -296,21 +296,34 @@ class Simulation(ReplicaSide):
             hw = replica.high_watermark
             if hw > len(self.committed) and replica.role is Role.LEADER:
                 self.fail(f"leader {node.node_id}'s high watermark {hw} passed what it committed")
-            if node.log.records[:hw] != self.committed[:hw]:
+            held, committed = min(hw, node.log.end), min(hw, len(self.committed))
+            if held != committed or not self._agrees(node.log, held):
                 self.fail(f"node {node.node_id} diverges below its high watermark {hw}")
         leader = self.nodes.get(c.leader)
         if leader is not None and leader.replica is not None and c.leader not in c.fenced:
             replica = leader.replica
-            held = leader.log.records[: len(self.committed)]
-            if replica.leader_epoch == c.leader_epoch and held != self.committed:
+            held = self._agrees(leader.log, len(self.committed))
+            if replica.leader_epoch == c.leader_epoch and not held:
                 self.fail(f"leader {c.leader} lacks records committed before it was elected")
         for member in c.isr:
             node = self.nodes[member]
             if node.replica is None or member in c.fenced:
                 continue
-            held = min(len(self.committed), node.log.end)
-            if node.log.records[:held] != self.committed[:held]:
+            if not self._agrees(node.log, min(len(self.committed), node.log.end)):
                 self.fail(f"ISR member {member} lost or changed a committed record")
+
+    def _agrees(self, log: SimLog, count: int) -> bool:
+        """Whether the log's first `count` records are the first `count` committed ones
+        (False when either has fewer). The committed list only grows and a log changes below
+        its end only by truncation, so records already found equal are not compared again."""
+        if count > log.end or count > len(self.committed):
+            return False
+        if count > log.agreed:
+            start = log.agreed
+            if log.records[start:count] != self.committed[start:count]:
+                return False
+            log.agreed = count
+        return True
 
     def converged(self) -> str | None:
         """None when recovered; else what is still missing."""
