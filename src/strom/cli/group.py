@@ -67,14 +67,14 @@ GroupArgument = Annotated[str, typer.Argument(help="Group id.", show_default=Fal
 GroupsArgument = Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)]
 
 
-def _group_error(connection: ConnectionSettings, error: KafkaError, group: str) -> CommandError:
+def group_error(connection: ConnectionSettings, error: KafkaError, group: str) -> CommandError:
     message = group_error_message(group, error.name())
     if message is not None:
         return CommandError(message)
     return connection.kafka_error(error, f"group {group!r}")
 
 
-def _describe_groups(
+def describe_groups(
     admin: AdminClient, connection: ConnectionSettings, groups: Sequence[str]
 ) -> dict[str, ConsumerGroupDescription]:
     futures = admin.describe_consumer_groups(list(groups), request_timeout=connection.timeout_s)
@@ -82,17 +82,17 @@ def _describe_groups(
     for group in groups:
         description, error = admin_outcome(futures[group], connection, f"group {group!r}")
         if error is not None:
-            raise _group_error(connection, error, group)
+            raise group_error(connection, error, group)
         descriptions[group] = description
     return descriptions
 
 
-def _exists(description: ConsumerGroupDescription) -> bool:
+def group_exists(description: ConsumerGroupDescription) -> bool:
     """DescribeGroups answers an unknown group with state Dead (GROUP_ID_NOT_FOUND from v6)."""
     return bool(description.members) or getattr(description.state, "name", "") != "DEAD"
 
 
-def _committed(
+def committed_offsets(
     admin: AdminClient, connection: ConnectionSettings, group: str
 ) -> dict[Partition, int]:
     """Every committed offset of the group (OffsetFetch for all partitions)."""
@@ -103,7 +103,7 @@ def _committed(
     )
     result, error = admin_outcome(futures[group], connection, f"group {group!r}")
     if error is not None:
-        raise _group_error(connection, error, group)
+        raise group_error(connection, error, group)
     return {
         (tp.topic, tp.partition): tp.offset
         for tp in result.topic_partitions or []
@@ -111,7 +111,7 @@ def _committed(
     }
 
 
-def _offset_spec(kind: str, timestamp_ms: int = 0) -> OffsetSpec:
+def offset_spec(kind: str, timestamp_ms: int = 0) -> OffsetSpec:
     """OffsetSpec.earliest(), .latest() or .for_timestamp(ms), which are untyped."""
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
@@ -120,7 +120,7 @@ def _offset_spec(kind: str, timestamp_ms: int = 0) -> OffsetSpec:
     return getattr(OffsetSpec, kind)()  # type: ignore[no-any-return]
 
 
-def _list_offsets(
+def list_offsets(
     admin: AdminClient,
     connection: ConnectionSettings,
     partitions: Iterable[Partition],
@@ -196,16 +196,16 @@ def describe(
     with reporting_errors():
         names = list(dict.fromkeys(groups))
         connection, admin, _ = _connect(bootstrap, timeout)
-        descriptions = _describe_groups(admin, connection, names)
+        descriptions = describe_groups(admin, connection, names)
         for name in names:
-            if not _exists(descriptions[name]):
+            if not group_exists(descriptions[name]):
                 raise CommandError(group_missing_message(name))
         for index, name in enumerate(names):
             description = descriptions[name]
-            committed = _committed(admin, connection, name)
+            committed = committed_offsets(admin, connection, name)
             owners = partition_owners(description.members)
             partitions = set(committed) | set(owners)
-            log_ends, _ = _list_offsets(admin, connection, partitions, _offset_spec("latest"))
+            log_ends, _ = list_offsets(admin, connection, partitions, offset_spec("latest"))
             progress = group_progress(committed, log_ends, owners)
             if index:
                 print()
@@ -247,7 +247,7 @@ def delete(
             if error is None:
                 print(f"deleted group {name}")
             else:
-                failures.append(_group_error(connection, error, name))
+                failures.append(group_error(connection, error, name))
         raise_failures(failures)
 
 
@@ -272,18 +272,18 @@ def _chosen_partitions(
     return chosen
 
 
-def _bounds(
+def partition_bounds(
     admin: AdminClient,
     connection: ConnectionSettings,
     partitions: list[Partition],
     at_ms: int | None,
 ) -> dict[Partition, PartitionBounds]:
-    queries = [_offset_spec("earliest"), _offset_spec("latest")]
+    queries = [offset_spec("earliest"), offset_spec("latest")]
     if at_ms is not None:
-        queries.append(_offset_spec("timestamp", at_ms))
+        queries.append(offset_spec("timestamp", at_ms))
     found: list[dict[Partition, int]] = []
     for spec in queries:
-        offsets, errors = _list_offsets(admin, connection, partitions, spec)
+        offsets, errors = list_offsets(admin, connection, partitions, spec)
         if errors:
             (topic, _), error = min(errors.items())
             raise connection.kafka_error(error, topic)
@@ -361,18 +361,18 @@ def reset_offsets(
         for text in topics or []:
             parse_topic_selection(text)  # a typo is a usage error before connecting
         connection, admin, metadata = _connect(bootstrap, timeout)
-        description = _describe_groups(admin, connection, [group])[group]
+        description = describe_groups(admin, connection, [group])[group]
         if description.members:
             raise CommandError(active_members_message(group))
-        committed = _committed(admin, connection, group)
+        committed = committed_offsets(admin, connection, group)
         partitions = _chosen_partitions(connection, metadata, topics, all_topics, committed, group)
         at_ms = target.value if target.mode is ResetMode.DATETIME else None
-        bounds = _bounds(admin, connection, partitions, at_ms)
+        bounds = partition_bounds(admin, connection, partitions, at_ms)
         plan, warnings = plan_reset(target, partitions, committed, bounds)
         for warning in warnings:
             echo_status(f"strom: warning: {warning}")
         print_table(("TOPIC", "PARTITION", "CURRENT OFFSET", "NEW OFFSET"), (p.row() for p in plan))
-        new_group = not _exists(description)
+        new_group = not group_exists(description)
         if not execute:
             if new_group:
                 echo_status(f"group {group!r} does not exist yet; --execute creates it")
@@ -384,12 +384,12 @@ def reset_offsets(
         futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout)
         result, error = admin_outcome(futures[group], connection, f"group {group!r}")
         if error is not None:
-            raise _group_error(connection, error, group)
+            raise group_error(connection, error, group)
         for tp in result.topic_partitions or []:
             if tp.error is None:
                 continue
             if tp.error.name() == "UNKNOWN_TOPIC_OR_PART":
                 raise CommandError(topic_missing_message(tp.topic))
-            raise _group_error(connection, tp.error, group)
+            raise group_error(connection, tp.error, group)
         created = " (a new group)" if new_group else ""
         echo_status(f"committed new offsets for {len(plan)} partitions of group {group}{created}")
