@@ -6,9 +6,11 @@ broker that is not there, need no fixture.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from broker import free_port
@@ -18,7 +20,10 @@ from strom.testing import StromCluster
 
 
 def strom(
-    *args: str, stdin: str | None = None, timeout_s: float = 60
+    *args: str,
+    stdin: str | None = None,
+    timeout_s: float = 60,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "strom", *args],
@@ -26,6 +31,7 @@ def strom(
         capture_output=True,
         text=True,
         timeout=timeout_s,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -102,6 +108,43 @@ def test_consume_from_a_time_and_only_matching_records(strom_broker: StromCluste
     ]
     wrong = strom("consume", "timed", "--from-timestamp", "tomorrow", *b)
     assert wrong.returncode == 2 and "milliseconds since the epoch or an ISO 8601" in wrong.stderr
+
+
+def test_command_config_settings_reach_librdkafka(
+    strom_broker: StromCluster, tmp_path: Path
+) -> None:
+    b = ["-b", strom_broker.bootstrap_servers]
+    assert strom("topic", "create", "configured", *b).returncode == 0
+    settings = tmp_path / "client.properties"
+    settings.write_text("# as for kafka-topics.sh\nclient.id = ops-tools\n")
+    # librdkafka's debug log names each client "<client.id>#<kind>-<n>".
+    listed = strom(
+        "topic",
+        "list",
+        "--command-config",
+        str(settings),
+        *b,
+        env={"STROM_LIBRDKAFKA_DEBUG": "broker"},
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "configured" in listed.stdout
+    assert "|ops-tools#" in listed.stderr and "|strom-cli#" not in listed.stderr
+
+    unknown = tmp_path / "unknown.properties"
+    unknown.write_text("client.id=ops-tools\nsasl.mechanismz=PLAIN\n")
+    refused = strom("topic", "list", "--command-config", str(unknown), *b)
+    assert refused.returncode == 2
+    assert "'sasl.mechanismz'" in refused.stderr and str(unknown) in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    # strom's own client (cluster status) speaks plaintext only.
+    tls = tmp_path / "tls.properties"
+    tls.write_text("security.protocol=SSL\nssl.ca.location=/etc/ssl/certs/ca.pem\n")
+    status = strom("cluster", "status", "--command-config", str(tls), *b)
+    assert status.returncode == 2
+    assert "this command connects in plaintext only" in status.stderr
+    status = strom("cluster", "status", "--command-config", str(settings), *b)
+    assert status.returncode == 0, status.stderr
 
 
 def test_unreachable_broker_fails_fast_with_exit_code_3() -> None:

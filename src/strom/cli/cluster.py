@@ -30,7 +30,14 @@ from strom.cli.common import (
     print_table,
     reporting_errors,
 )
-from strom.cli.wire import WireSession, error_name, format_address, is_error, run_session
+from strom.cli.wire import (
+    PlaintextCommandConfigOption,
+    WireSession,
+    error_name,
+    format_address,
+    is_error,
+    run_session,
+)
 
 cluster_app = typer.Typer(
     name="cluster",
@@ -355,12 +362,13 @@ async def fetch_broker_configs(
 def status(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """Show the cluster id and name, the active controller, the controller quorum (each
     voter's log end offset, lag behind the high watermark and last contact) or the
     ZooKeeper ensemble holding the metadata, and the brokers, live or fenced."""
     with reporting_errors():
-        found = run_session(bootstrap, timeout, fetch_status)
+        found = run_session(bootstrap, timeout, fetch_status, command_config)
         print_status(found)
         if found.quorum_error is not None:
             echo_error(f"cannot show the controller quorum: {found.quorum_error}")
@@ -473,11 +481,14 @@ def log_dirs(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """Show where each broker keeps each partition and its size on disk, with each log
     directory's free space (DescribeLogDirs, as kafka-log-dirs.sh)."""
     with reporting_errors():
-        rows, lines = run_session(bootstrap, timeout, lambda s: fetch_log_dirs(s, topics or []))
+        rows, lines = run_session(
+            bootstrap, timeout, lambda s: fetch_log_dirs(s, topics or []), command_config
+        )
         print_table(LOG_DIR_HEADERS, rows)
         for line in lines:
             typer.echo(line)
@@ -504,10 +515,11 @@ def unregister(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """Remove a broker that is gone for good from the cluster's metadata (UnregisterBroker,
     as kafka-cluster.sh unregister): its leaderships move to in-sync replicas first. A
     broker that still runs registers again at its next heartbeat."""
     with reporting_errors():
-        run_session(bootstrap, timeout, lambda s: unregister_broker(s, broker_id))
+        run_session(bootstrap, timeout, lambda s: unregister_broker(s, broker_id), command_config)
         print(f"broker {broker_id} unregistered")

@@ -2,6 +2,11 @@
 
 The client commands talk to any Kafka-compatible broker through confluent-kafka. It is
 imported inside the functions that need it, so `strom serve` never loads librdkafka.
+`--command-config FILE` adds client settings (TLS, SASL, client.id) from a properties file,
+as Kafka's tools do. Its small syntax is parsed here by hand (`parse_command_config`):
+javaproperties implements all of Java's (escapes, continuation lines, trailing blanks kept
+in values) and takes any line as a key, where this wants values trimmed and a line
+without a key reported with its number.
 
 Exit codes: 0 success, 1 a Kafka error, 2 a usage error, 3 no broker reachable,
 130 interrupted by Ctrl-C.
@@ -14,11 +19,12 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 5.0
+ClientT = TypeVar("ClientT")
 
 
 class ExitCode(IntEnum):
@@ -66,6 +73,17 @@ TimeoutOption = Annotated[
         "--timeout",
         min=0.1,
         help="Seconds to wait for the broker to answer before giving up.",
+    ),
+]
+CommandConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--command-config",
+        metavar="FILE",
+        envvar="STROM_COMMAND_CONFIG",
+        help="Client settings for librdkafka as key=value lines (a client.properties file), "
+        "such as security.protocol, ssl.ca.location, sasl.mechanism or client.id.",
+        show_default=False,
     ),
 ]
 
@@ -120,6 +138,72 @@ def unescape_separator(text: str, option: str) -> str:
     if not result:
         raise usage_error(f"{option} must not be empty")
     return result
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_SEPARATOR = re.compile(r"[=:]")
+
+
+def parse_command_config(text: str) -> dict[str, str]:
+    """The settings of a properties file: `key=value` or `key: value` lines, split at the
+    first `=` or `:`, key and value trimmed; blank lines and lines starting with `#` or `!`
+    are skipped; a later line wins. Backslash escapes and continuation lines are not
+    interpreted: librdkafka's values need neither."""
+    settings: dict[str, str] = {}
+    for number, line in enumerate(_LINE_BREAK.split(text), start=1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        separator = _SEPARATOR.search(stripped)
+        if separator is None:
+            raise usage_error(f"line {number}: expected key=value, got {stripped!r}")
+        key = stripped[: separator.start()].strip()
+        if not key:
+            raise usage_error(f"line {number}: no key before {separator.group()!r}")
+        settings[key] = stripped[separator.end() :].strip()
+    return settings
+
+
+def read_command_config(path: Path | None) -> dict[str, str]:
+    """The settings of a --command-config file (none without one); a file that cannot be
+    read or parsed is a usage error naming it."""
+    if path is None:
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise usage_error(f"cannot read --command-config file {str(path)!r}: {reason}") from None
+    try:
+        return parse_command_config(text)
+    except CommandError as exc:
+        raise usage_error(f"--command-config {path}: {exc.message}") from None
+
+
+# confluent-kafka's settings that take a Python object: a properties file cannot give one.
+PYTHON_OBJECT_KEYS = frozenset(
+    {
+        "error_cb",
+        "logger",
+        "stats_cb",
+        "throttle_cb",
+        "oauth_cb",
+        "on_delivery",
+        "on_commit",
+        "default.topic.config",
+    }
+)
+_CREATE_PREFIX = re.compile(r"^Failed to create [\w ]+?: ")
+_UNKNOWN_KEY = re.compile(r'^No such configuration property: "([^"]+)"$')
+
+
+def refused_settings_reason(text: str) -> str:
+    """Why librdkafka (or confluent-kafka) refused to create a client, in a few words."""
+    text = _CREATE_PREFIX.sub("", text.strip())
+    unknown = _UNKNOWN_KEY.match(text)
+    if unknown:
+        return f"unknown key {unknown.group(1)!r} (librdkafka has no such configuration property)"
+    return text
 
 
 # librdkafka's local errors that mean "no broker answered".
@@ -212,37 +296,72 @@ class _MetadataClient(_Polling, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ConnectionSettings:
-    """Where and how patiently to connect, shared by every client command."""
+    """Where and how patiently to connect, shared by every client command, and the client
+    settings of its --command-config file."""
 
     bootstrap: str
     timeout_s: float
     errors: ErrorRecorder
+    command_config: Mapping[str, str] = field(default_factory=dict)
+    command_config_file: Path | None = None
 
     @classmethod
-    def create(cls, bootstrap: str, timeout_s: float) -> ConnectionSettings:
+    def create(
+        cls, bootstrap: str, timeout_s: float, command_config: Path | None = None
+    ) -> ConnectionSettings:
         bootstrap = bootstrap.strip()
         if not bootstrap:
             raise usage_error("--bootstrap-server must not be empty")
-        return cls(bootstrap, timeout_s, ErrorRecorder())
+        settings = read_command_config(command_config)
+        refused = sorted(PYTHON_OBJECT_KEYS & settings.keys())
+        if refused:
+            raise usage_error(
+                f"--command-config {command_config}: {refused[0]} takes a Python object, "
+                "which a properties file cannot give"
+            )
+        return cls(bootstrap, timeout_s, ErrorRecorder(), settings, command_config)
 
     @property
     def timeout_ms(self) -> int:
         return max(1, round(self.timeout_s * 1000))
 
     def client_config(self) -> dict[str, Any]:
-        """librdkafka settings: fail within the timeout and keep its log off the terminal."""
+        """librdkafka settings: fail within the timeout and keep its log off the terminal.
+        The --command-config settings win over these defaults, but not over
+        --bootstrap-server (the address every message names) nor the error and log
+        callbacks."""
         config: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
             "client.id": "strom-cli",
             "socket.connection.setup.timeout.ms": max(1000, self.timeout_ms),
-            "error_cb": self.errors,
+            "log_level": 6,
         }
+        config |= self.command_config
+        config |= {"bootstrap.servers": self.bootstrap, "error_cb": self.errors}
         debug = os.environ.get("STROM_LIBRDKAFKA_DEBUG")  # e.g. "broker,protocol"
         if debug:
             config |= {"debug": debug, "log_level": 7}  # librdkafka logs to stderr
         else:
-            config |= {"logger": self.errors.logger, "log_level": 6}
+            config["logger"] = self.errors.logger
         return config
+
+    def create_client(
+        self,
+        factory: Callable[[dict[str, Any]], ClientT],
+        extra: Mapping[str, Any] | None = None,
+    ) -> ClientT:
+        """A confluent-kafka client made with client_config() and the command's own
+        settings (`extra`, which win). Settings from --command-config that librdkafka
+        refuses are a usage error naming the file."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return factory(self.client_config() | dict(extra or {}))
+        except (KafkaException, ValueError, TypeError) as exc:
+            if self.command_config_file is None:
+                raise
+            error = future_error(exc)
+            reason = refused_settings_reason(str(exc) if error is None else error.str())
+            raise usage_error(f"--command-config {self.command_config_file}: {reason}") from None
 
     def unreachable(self) -> CommandError:
         return CommandError(
@@ -323,7 +442,7 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
 def admin_client(connection: ConnectionSettings) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(connection.client_config())
+    return connection.create_client(AdminClient)
 
 
 def admin_outcome(

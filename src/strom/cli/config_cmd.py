@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,6 +21,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     ConnectionSettings,
     ExitCode,
@@ -306,23 +308,32 @@ async def alter_via_wire(
 # --- the commands -----------------------------------------------------------------------
 
 
-def _describe(bootstrap: str, timeout: float, target: ConfigTarget) -> list[ConfigRow]:
+def _describe(
+    bootstrap: str, timeout: float, command_config: Path | None, target: ConfigTarget
+) -> list[ConfigRow]:
     if target.kind is TargetKind.BROKER_DEFAULT:
-        return run_session(bootstrap, timeout, lambda s: describe_via_wire(s, target))
-    return describe_via_admin(ConnectionSettings.create(bootstrap, timeout), target)
+        return run_session(
+            bootstrap, timeout, lambda s: describe_via_wire(s, target), command_config
+        )
+    connection = ConnectionSettings.create(bootstrap, timeout, command_config)
+    return describe_via_admin(connection, target)
 
 
 def _alter(
     bootstrap: str,
     timeout: float,
+    command_config: Path | None,
     target: ConfigTarget,
     op: AlterOp,
     changes: Sequence[tuple[str, str]],
 ) -> None:
     if target.kind is TargetKind.BROKER_DEFAULT:
-        run_session(bootstrap, timeout, lambda s: alter_via_wire(s, target, op, changes))
+        run_session(
+            bootstrap, timeout, lambda s: alter_via_wire(s, target, op, changes), command_config
+        )
     else:
-        alter_via_admin(ConnectionSettings.create(bootstrap, timeout), target, op, changes)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
+        alter_via_admin(connection, target, op, changes)
     for line in change_lines(target, op, changes):
         print(line)
 
@@ -355,6 +366,7 @@ def get(
     cluster_default: DefaultOption = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show the effective configs and where each comes from (DYNAMIC_TOPIC_CONFIG,
     DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or
@@ -362,7 +374,7 @@ def get(
     with reporting_errors():
         target = choose_target(topic, broker, cluster_default)
         wanted = parse_keys(keys or [])
-        rows = _describe(bootstrap, timeout, target)
+        rows = _describe(bootstrap, timeout, command_config, target)
         if wanted:
             rows = [row for row in rows if row.name in set(wanted)]
         if rows:
@@ -387,11 +399,12 @@ def set_configs(
     cluster_default: DefaultOption = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Set configs (IncrementalAlterConfigs SET); the others keep their values."""
     with reporting_errors():
         target = choose_target(topic, broker, cluster_default)
-        _alter(bootstrap, timeout, target, AlterOp.SET, parse_changes(changes))
+        _alter(bootstrap, timeout, command_config, target, AlterOp.SET, parse_changes(changes))
 
 
 @config_app.command("delete")
@@ -404,10 +417,18 @@ def delete_configs(
     cluster_default: DefaultOption = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Remove configs set on the target, so they fall back to the next source (the broker
     default, the static config, or the built-in default)."""
     with reporting_errors():
         target = choose_target(topic, broker, cluster_default)
         wanted = parse_keys(keys)
-        _alter(bootstrap, timeout, target, AlterOp.DELETE, [(key, "") for key in wanted])
+        _alter(
+            bootstrap,
+            timeout,
+            command_config,
+            target,
+            AlterOp.DELETE,
+            [(key, "") for key in wanted],
+        )

@@ -21,6 +21,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     ConnectionSettings,
     ExitCode,
@@ -320,6 +321,7 @@ def consume(
     ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Print TOPIC's records to stdout, one per line, from the end (or where told)."""
     from confluent_kafka import Consumer, TopicPartition
@@ -335,15 +337,15 @@ def consume(
             separator=unescape_separator(key_separator, "--key-separator").encode(),
             raw=raw,
         )
-        connection = ConnectionSettings.create(bootstrap, timeout)
-        consumer = Consumer(
-            connection.client_config()
-            | {
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
+        consumer = connection.create_client(
+            Consumer,
+            {
                 "group.id": f"strom-cli-{secrets.token_hex(6)}",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": start.reset,
-            }
+            },
         )
         progress = _Progress()
         interrupted = False

@@ -8,6 +8,7 @@ broker. What needs no broker (parsing, tables, the reset plan) is in group_model
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -16,6 +17,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     ConnectionSettings,
     TimeoutOption,
@@ -145,11 +147,11 @@ def list_offsets(
 
 
 def _connect(
-    bootstrap: str, timeout: float
+    bootstrap: str, timeout: float, command_config: Path | None
 ) -> tuple[ConnectionSettings, AdminClient, ClusterMetadata]:
     """A connection and admin client, and the cluster's metadata: asking for it first
     reports an unreachable broker the same way every client command does."""
-    connection = ConnectionSettings.create(bootstrap, timeout)
+    connection = ConnectionSettings.create(bootstrap, timeout, command_config)
     admin = admin_client(connection)
     return connection, admin, connection.metadata(admin)
 
@@ -158,10 +160,11 @@ def _connect(
 def list_groups(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """List consumer groups with their state, protocol type and member count."""
     with reporting_errors():
-        connection, admin, _ = _connect(bootstrap, timeout)
+        connection, admin, _ = _connect(bootstrap, timeout, command_config)
         future = admin.list_consumer_groups(request_timeout=timeout)
         listing, error = admin_outcome(future, connection, "listing groups")
         if error is not None:
@@ -188,6 +191,7 @@ def describe(
     groups: GroupsArgument,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show each group's members and, per partition, its committed offset, log end and lag.
 
@@ -195,7 +199,7 @@ def describe(
     """
     with reporting_errors():
         names = list(dict.fromkeys(groups))
-        connection, admin, _ = _connect(bootstrap, timeout)
+        connection, admin, _ = _connect(bootstrap, timeout, command_config)
         descriptions = describe_groups(admin, connection, names)
         for name in names:
             if not group_exists(descriptions[name]):
@@ -235,11 +239,12 @@ def delete(
     groups: GroupsArgument,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Delete groups and their committed offsets; a group with members is refused."""
     with reporting_errors():
         names = list(dict.fromkeys(groups))
-        connection, admin, _ = _connect(bootstrap, timeout)
+        connection, admin, _ = _connect(bootstrap, timeout, command_config)
         futures = admin.delete_consumer_groups(names, request_timeout=timeout)
         failures: list[CommandError] = []
         for name in names:
@@ -343,6 +348,7 @@ def reset_offsets(
     ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show, and with --execute commit, new offsets for a group that has no members.
 
@@ -360,7 +366,7 @@ def reset_offsets(
             raise usage_error("choose the partitions to reset with --topic or --all-topics")
         for text in topics or []:
             parse_topic_selection(text)  # a typo is a usage error before connecting
-        connection, admin, metadata = _connect(bootstrap, timeout)
+        connection, admin, metadata = _connect(bootstrap, timeout, command_config)
         description = describe_groups(admin, connection, [group])[group]
         if description.members:
             raise CommandError(active_members_message(group))

@@ -14,6 +14,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     ConnectionSettings,
     ExitCode,
@@ -170,6 +171,7 @@ def produce(
     ] = Acks.ALL,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Write one record per line of stdin to TOPIC (the line's newline is not included).
 
@@ -185,15 +187,15 @@ def produce(
             if key_separator is not None
             else None
         )
-        connection = ConnectionSettings.create(bootstrap, timeout)
-        producer = Producer(
-            connection.client_config()
-            | {
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
+        producer = connection.create_client(
+            Producer,
+            {
                 "acks": acks.value,
                 "compression.type": compression.value,
                 "linger.ms": 5,
                 "message.timeout.ms": round(max(DELIVERY_TIMEOUT_S, timeout) * 1000),
-            }
+            },
         )
         partitions = connection.topic(connection.metadata(producer, topic), topic).partitions
         tally = DeliveryTally()

@@ -12,6 +12,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     ConnectionSettings,
     TimeoutOption,
@@ -118,13 +119,14 @@ def create(
     ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Create a topic."""
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     with reporting_errors():
         configs = dict(parse_key_values(config, "--config"))
-        connection = ConnectionSettings.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
         admin = admin_client(connection)
         if name in connection.metadata(admin).topics and if_not_exists:
             echo_status(f"topic {name!r} already exists")
@@ -154,10 +156,11 @@ def list_topics(
     ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """List topics with their partition count and replication factor."""
     with reporting_errors():
-        connection = ConnectionSettings.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
         rows = topic_rows(connection.metadata(admin_client(connection)), internal)
         if not rows:
             echo_status("no topics")
@@ -173,12 +176,13 @@ def describe(
     names: TopicsArgument,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show each topic's partitions (leader, replicas, ISR) and its non-default configs."""
     from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     with reporting_errors():
-        connection = ConnectionSettings.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
         admin = admin_client(connection)
         metadata = connection.metadata(admin)
         topics = [connection.topic(metadata, name) for name in names]
@@ -213,10 +217,11 @@ def delete(
     ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Delete topics and their data."""
     with reporting_errors():
-        connection = ConnectionSettings.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
         admin = admin_client(connection)
         existing = connection.metadata(admin).topics
         to_delete = []
@@ -253,12 +258,13 @@ def add_partitions(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Grow a topic to --total partitions (existing records stay where they are)."""
     from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
 
     with reporting_errors():
-        connection = ConnectionSettings.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
         admin = admin_client(connection)
         topic = connection.topic(connection.metadata(admin), name)
         current = len(topic.partitions)
@@ -309,6 +315,7 @@ def delete_records(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Delete a topic's oldest records: each partition then starts at --before (DeleteRecords,
     as kafka-delete-records.sh). Consumers below it move on to the new start."""
@@ -316,7 +323,7 @@ def delete_records(
 
     with reporting_errors():
         offset = parse_before(before)
-        connection = ConnectionSettings.create(bootstrap, timeout)
+        connection = ConnectionSettings.create(bootstrap, timeout, command_config)
         admin = admin_client(connection)
         topic = connection.topic(connection.metadata(admin), name)
         chosen = sorted(topic.partitions) if not partitions else sorted(set(partitions))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -55,7 +56,12 @@ from strom.cli.txn_model import (
     producer_rows,
     producers_from,
 )
-from strom.cli.wire import WireSession, format_address
+from strom.cli.wire import (
+    PlaintextCommandConfigOption,
+    WireSession,
+    check_plaintext,
+    format_address,
+)
 
 T = TypeVar("T")
 
@@ -125,7 +131,16 @@ class TxnCluster:
             await session.close()
 
 
-def run(bootstrap: str, timeout_s: float, work: Callable[[TxnCluster], Awaitable[T]]) -> T:
+def run(
+    bootstrap: str,
+    timeout_s: float,
+    work: Callable[[TxnCluster], Awaitable[T]],
+    command_config: Path | None = None,
+) -> T:
+    """Run `work` against the cluster, closing every connection afterwards; a command
+    config asking for more than plaintext is refused first (see wire.py)."""
+    check_plaintext(command_config)
+
     async def main() -> T:
         cluster = TxnCluster(bootstrap, timeout_s)
         try:
@@ -214,6 +229,7 @@ def list_transactions(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """List the transactional ids of every broker: coordinator, producer id and state."""
     with reporting_errors():
@@ -227,6 +243,7 @@ def list_transactions(
                 list(producer_ids or []),
                 -1 if duration_ms is None else duration_ms,
             ),
+            command_config,
         )
         for note in notes:
             echo_status(f"strom: warning: {note}")
@@ -285,6 +302,7 @@ def describe(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """Show a transactional id's state, its coordinator and its partitions.
 
@@ -292,7 +310,9 @@ def describe(
     with reporting_errors():
         if not transactional_id:
             raise usage_error("--transactional-id must not be empty")
-        found = run(bootstrap, timeout, lambda c: describe_transaction(c, transactional_id))
+        found = run(
+            bootstrap, timeout, lambda c: describe_transaction(c, transactional_id), command_config
+        )
         print("\n".join(description_lines(found, int(time.time() * 1000))))
         if found.partitions:
             print()
@@ -341,6 +361,7 @@ def describe_producers_command(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """Show the producers a partition knows, and where their open transactions start.
 
@@ -348,7 +369,10 @@ def describe_producers_command(
     offset where its open transaction starts."""
     with reporting_errors():
         replica, producers = run(
-            bootstrap, timeout, lambda c: describe_producers(c, topic, partition, broker_id)
+            bootstrap,
+            timeout,
+            lambda c: describe_producers(c, topic, partition, broker_id),
+            command_config,
         )
         echo_status(f"{topic}-{partition} at broker {replica.node_id} ({replica.address})")
         if producers:
@@ -394,6 +418,7 @@ def abort(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
+    command_config: PlaintextCommandConfigOption = None,
 ) -> None:
     """Abort a hanging transaction on one partition.
 
@@ -405,7 +430,10 @@ def abort(
     consumers move past it."""
     with reporting_errors():
         spec, leader = run(
-            bootstrap, timeout, lambda c: abort_transaction(c, topic, partition, start_offset)
+            bootstrap,
+            timeout,
+            lambda c: abort_transaction(c, topic, partition, start_offset),
+            command_config,
         )
         print(
             f"aborted the transaction of producer {spec.producer_id} (epoch "

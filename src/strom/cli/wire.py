@@ -4,22 +4,66 @@ librdkafka has no DescribeQuorum, does not ask DescribeCluster for fenced broker
 refuses a BROKER config resource without a broker id (Kafka's cluster-wide default).
 These commands speak the Kafka protocol with strom.client.KafkaConnection instead, so they
 work against any Kafka-compatible broker too. Failures become CommandError with the exit
-codes of common.py.
+codes of common.py. strom's client speaks PLAINTEXT only: a --command-config asking for
+TLS or SASL is refused before connecting (`check_plaintext`); its other keys are for
+librdkafka and do not concern these commands.
 """
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from strom.cli.common import CommandError, ExitCode, unreachable_message, usage_error
+import typer
+
+from strom.cli.common import (
+    CommandError,
+    ExitCode,
+    read_command_config,
+    unreachable_message,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from strom.client import KafkaConnection
 
 CLIENT_ID = "strom-cli"
 T = TypeVar("T")
+
+# common.CommandConfigOption, with the help of commands that only speak plaintext.
+PlaintextCommandConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--command-config",
+        metavar="FILE",
+        envvar="STROM_COMMAND_CONFIG",
+        help="Client settings as key=value lines (a client.properties file); this command "
+        "connects in plaintext only, so a security.protocol other than PLAINTEXT is refused.",
+        show_default=False,
+    ),
+]
+
+
+def plaintext_refusal(settings: Mapping[str, str], source: str) -> CommandError | None:
+    """The usage error for command settings asking for more than plaintext, if they do."""
+    protocol = settings.get("security.protocol", "PLAINTEXT")
+    if protocol.upper() == "PLAINTEXT":
+        return None
+    return usage_error(
+        f"{source} sets security.protocol={protocol}, but this command connects in "
+        "plaintext only (strom's own client has no TLS or SASL)"
+    )
+
+
+def check_plaintext(command_config: Path | None) -> None:
+    """Refuse a --command-config file that asks for TLS or SASL."""
+    refusal = plaintext_refusal(
+        read_command_config(command_config), f"--command-config {command_config}"
+    )
+    if refusal is not None:
+        raise refusal
 
 
 def format_address(host: str, port: int) -> str:
@@ -136,9 +180,17 @@ class WireSession:
             self.connection = None
 
 
-def run_session(bootstrap: str, timeout_s: float, work: Callable[[WireSession], Awaitable[T]]) -> T:
-    """Run `work` with an open-on-demand session, closing it afterwards."""
+def run_session(
+    bootstrap: str,
+    timeout_s: float,
+    work: Callable[[WireSession], Awaitable[T]],
+    command_config: Path | None = None,
+) -> T:
+    """Run `work` with an open-on-demand session, closing it afterwards; a command config
+    asking for more than plaintext is refused first."""
     import asyncio
+
+    check_plaintext(command_config)
 
     async def main() -> T:
         session = WireSession(bootstrap, timeout_s)
