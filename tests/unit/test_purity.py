@@ -11,7 +11,8 @@ The rules:
 
 - The cores (`protocol`, `log`, `replication`, `raft`, `group`, `metadata` except its store
   adapters under `metadata/stores/`, and `txn` and `share` once they exist), `config`, the
-  shared leaf `durable_files` and the pure modules of `metrics` (METRICS_CORES) stay
+  shared leaf `durable_files`, the pure modules of `metrics` (METRICS_CORES) and of
+  `console` (CONSOLE_CORES) stay
   pure: they import no I/O, clock, thread or global randomness module (a seeded
   `random.Random` comes in from the shell; `from random import Random` is the one import
   of `random` allowed), and of strom only each other: never
@@ -62,7 +63,9 @@ METRICS_CORES = (
     "metrics.traffic",
 )
 """The pure modules of `strom.metrics` (its registry and its server are the shell's)."""
-PURE = (*CORES, *METRICS_CORES, "config", "durable_files")
+CONSOLE_CORES = ("console.html", "console.browse", "console.throughput")
+"""The console's pure modules (its backend, searches and server are the shell)."""
+PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, "config", "durable_files")
 """Top-level parts of strom (packages or modules) held to the cores' rules."""
 SHELL_INSIDE_PURE = ("metadata.stores",)
 """Parts of a pure package that belong to the shell (they may do I/O)."""

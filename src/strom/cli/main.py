@@ -16,6 +16,7 @@ import typer
 from strom.cli.cluster import cluster_app
 from strom.cli.common import reporting_errors, usage_error
 from strom.cli.config_cmd import config_app
+from strom.cli.console import console
 from strom.cli.consume import consume
 from strom.cli.dev import dev
 from strom.cli.group import group_app
@@ -41,6 +42,7 @@ app.add_typer(txn_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("dev")(dev)
+app.command("console")(console)
 
 
 class LogLevel(StrEnum):

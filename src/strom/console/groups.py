@@ -1,0 +1,228 @@
+"""Consumer groups and security for the console, asked of the cluster: the same admin
+requests `strom group` makes (ListGroups, DescribeGroups, OffsetFetch, ListOffsets,
+OffsetCommit), and DescribeAcls and DescribeUserScramCredentials."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom.cli.common import CommandError, admin_outcome, kafka_error_message
+from strom.cli.group import (
+    committed_offsets,
+    describe_groups,
+    group_exists,
+    list_offsets,
+    offset_spec,
+    partition_bounds,
+)
+from strom.cli.group_model import (
+    Partition,
+    PartitionProgress,
+    PlannedOffset,
+    ResetTarget,
+    active_members_message,
+    group_missing_message,
+    group_progress,
+    partition_owners,
+    plan_reset,
+    state_name,
+    total_lag,
+)
+from strom.console.backend import ClusterBackend
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import ConsumerGroupDescription  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    state: str
+    kind: str
+    """The group's protocol (classic, consumer, share), or "simple" for one that only
+    commits offsets."""
+    members: int | None
+    lag: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDetail:
+    description: ConsumerGroupDescription
+    progress: tuple[PartitionProgress, ...]
+
+    @property
+    def lag(self) -> int | None:
+        return total_lag(self.progress)
+
+
+def _kind(listing: Any) -> str:
+    kind = getattr(listing, "type", None)
+    name = str(getattr(kind, "name", kind or "")).lower()
+    if name in ("", "unknown"):
+        return "simple" if listing.is_simple_consumer_group else "classic"
+    return name
+
+
+def list_groups(backend: ClusterBackend) -> tuple[list[GroupSummary], list[str]]:
+    """Every group, with its member count and total lag, and warnings about brokers that
+    could not list theirs."""
+    admin, connection = backend.admin, backend.connection
+    future = admin.list_consumer_groups(request_timeout=backend.timeout_s)
+    listing, error = admin_outcome(future, connection, "listing groups")
+    if error is not None:
+        raise connection.kafka_error(error)
+    warnings = [f"a broker did not list its groups: {e}" for e in listing.errors or []]
+    groups = sorted(listing.valid or [], key=lambda g: g.group_id)
+    if not groups:
+        return [], warnings
+    futures = admin.describe_consumer_groups(
+        [g.group_id for g in groups], request_timeout=backend.timeout_s
+    )
+    summaries = []
+    for group in groups:
+        description, error = admin_outcome(futures[group.group_id], connection, group.group_id)
+        members = None if error is not None else len(description.members)
+        lag = None
+        try:
+            lag = group_detail(backend, group.group_id, description).lag if error is None else None
+        except CommandError as exc:
+            warnings.append(f"group {group.group_id!r}: {exc.message}")
+        summaries.append(
+            GroupSummary(
+                group.group_id,
+                state_name(getattr(group, "state", "UNKNOWN")),
+                _kind(group),
+                members,
+                lag,
+            )
+        )
+    return summaries, warnings
+
+
+def group_detail(
+    backend: ClusterBackend, group: str, description: ConsumerGroupDescription | None = None
+) -> GroupDetail:
+    admin, connection = backend.admin, backend.connection
+    if description is None:
+        description = describe_groups(admin, connection, [group])[group]
+        if not group_exists(description):
+            raise CommandError(group_missing_message(group))
+    committed = committed_offsets(admin, connection, group)
+    owners = partition_owners(description.members)
+    partitions = set(committed) | set(owners)
+    log_ends, _ = list_offsets(admin, connection, partitions, offset_spec("latest"))
+    return GroupDetail(description, tuple(group_progress(committed, log_ends, owners)))
+
+
+def reset_offsets(
+    backend: ClusterBackend, group: str, topic: str | None, target: ResetTarget
+) -> tuple[list[PlannedOffset], list[str]]:
+    """Commit new offsets for a group without members: for one topic's partitions, or for
+    every partition the group has an offset for. (plan, warnings) as `strom group`."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from strom.cli.group_model import ResetMode
+
+    admin, connection = backend.admin, backend.connection
+    description = describe_groups(admin, connection, [group])[group]
+    if description.members:
+        raise CommandError(active_members_message(group))
+    committed = committed_offsets(admin, connection, group)
+    if topic:
+        described = connection.topic(backend.metadata(), topic)
+        partitions: list[Partition] = [(topic, p) for p in sorted(described.partitions)]
+    else:
+        partitions = sorted(committed)
+        if not partitions:
+            raise CommandError(f"group {group!r} has no committed offsets; choose a topic")
+    at_ms = target.value if target.mode is ResetMode.DATETIME else None
+    bounds = partition_bounds(admin, connection, partitions, at_ms)
+    plan, warnings = plan_reset(target, partitions, committed, bounds)
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
+    )
+    futures = admin.alter_consumer_group_offsets([request], request_timeout=backend.timeout_s)
+    result, error = admin_outcome(futures[group], connection, f"group {group!r}")
+    if error is not None:
+        raise CommandError(kafka_error_message(error.name(), error.str(), f"group {group!r}"))
+    for tp in result.topic_partitions or []:
+        if tp.error is not None:
+            raise CommandError(
+                kafka_error_message(tp.error.name(), tp.error.str(), f"{tp.topic}:{tp.partition}")
+            )
+    return plan, warnings
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityView:
+    acls: list[tuple[str, ...]] | None
+    acl_problem: str | None
+    users: list[tuple[str, str]] | None
+    user_problem: str | None
+
+
+def security(backend: ClusterBackend) -> SecurityView:
+    """The cluster's ACLs and SCRAM users, or why they cannot be shown (a cluster without
+    an authorizer answers DescribeAcls with SECURITY_DISABLED)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    connection = backend.connection
+    acls: list[tuple[str, ...]] | None = None
+    acl_problem = None
+    anything: Any = None  # a filter's None matches any name, principal and host
+    wanted = AclBindingFilter(
+        ResourceType.ANY,
+        anything,
+        ResourcePatternType.ANY,
+        anything,
+        anything,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    future = backend.admin.describe_acls(wanted, request_timeout=backend.timeout_s)
+    bindings, error = admin_outcome(future, connection, "ACLs")
+    if error is not None:
+        acl_problem = kafka_error_message(error.name(), error.str())
+    else:
+        acls = [
+            (
+                b.principal,
+                b.host,
+                b.operation.name,
+                b.permission_type.name,
+                b.restype.name,
+                b.resource_pattern_type.name,
+                b.name,
+            )
+            for b in bindings
+        ]
+    users: list[tuple[str, str]] | None = None
+    user_problem = None
+    try:
+        described = backend.admin.describe_user_scram_credentials(request_timeout=backend.timeout_s)
+        assert isinstance(described, concurrent.futures.Future)  # one future: no users named
+        found, error = admin_outcome(described, connection, "SCRAM users")
+        if error is not None:
+            user_problem = kafka_error_message(error.name(), error.str())
+        else:
+            users = [
+                (
+                    name,
+                    ", ".join(
+                        f"{c.mechanism.name} ({c.iterations} iterations)"
+                        for c in description.scram_credential_infos
+                    ),
+                )
+                for name, description in sorted(found.items())
+            ]
+    except CommandError as exc:
+        user_problem = exc.message
+    return SecurityView(acls, acl_problem, users, user_problem)
