@@ -416,3 +416,33 @@ def test_console_usage_errors_exit_2(args: list[str], message: str) -> None:
     )
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_the_console_takes_a_command_config_and_names_a_bad_key(
+    tmp_path: Path, cluster: tuple[TestCluster, list[int]], planted: tuple[int, int]
+) -> None:
+    running, _ = cluster
+    good = tmp_path / "client.properties"
+    good.write_text("# the console's own settings\nclient.id = ops-console\n")
+    with running_console(tmp_path, running.bootstrap, ["--command-config", str(good)]) as console:
+        status, text = console.get("/topics")
+        assert status == 200 and "orders" in text
+    bad = tmp_path / "bad.properties"
+    bad.write_text("no.such.setting=1\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "strom",
+            "console",
+            "-b",
+            running.bootstrap,
+            "--command-config",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown key 'no.such.setting'" in done.stderr and str(bad) in done.stderr

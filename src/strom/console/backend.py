@@ -24,7 +24,6 @@ from strom.cli.cluster import (
 from strom.cli.common import (
     CommandError,
     ConnectionSettings,
-    admin_client,
     admin_outcome,
     kafka_error_message,
 )
@@ -33,10 +32,11 @@ from strom.cli.topic import describe_source
 from strom.cli.wire import WireSession, is_error, run_session
 
 if TYPE_CHECKING:
-    from confluent_kafka import Producer
+    from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, ClusterMetadata  # type: ignore[attr-defined]
 
 Partition = tuple[str, int]
+CLIENT_ID = "strom-console"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ class ClusterOverview:
 class ClusterBackend:
     def __init__(self, bootstrap: str, timeout_s: float, command_config: Path | None) -> None:
         self.connection = ConnectionSettings.create(bootstrap, timeout_s, command_config)
-        self.admin: AdminClient = admin_client(self.connection)
+        self.admin: AdminClient = self.connection.create_client(_admin, self.own_settings())
         self._producer: Producer | None = None
         self._lock = threading.Lock()
 
@@ -291,9 +291,7 @@ class ClusterBackend:
 
         with self._lock:
             if self._producer is None:
-                self._producer = Producer(
-                    self.connection.client_config() | {"client.id": "strom-console"}
-                )
+                self._producer = self.connection.create_client(Producer, self.own_settings())
             return self._producer
 
     def produce(
@@ -357,12 +355,28 @@ class ClusterBackend:
             raise self.connection.kafka_error(error, f"{topic}:{partition}")
         return {p: found[(topic, p)] for p in partitions}
 
-    def consumer_config(self) -> dict[str, Any]:
-        return self.connection.client_config() | {
-            "group.id": "strom-console",
-            "client.id": "strom-console",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-        }
+    def own_settings(self) -> dict[str, Any]:
+        """The console's client id, unless the command config names one."""
+        return {} if "client.id" in self.connection.command_config else {"client.id": CLIENT_ID}
+
+    def consumer(self) -> Consumer:
+        """A consumer for one search: assigned partitions, no group membership, no commits."""
+        from confluent_kafka import Consumer
+
+        return self.connection.create_client(
+            Consumer,
+            self.own_settings()
+            | {
+                "group.id": CLIENT_ID,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+            },
+        )
+
+
+def _admin(config: dict[str, Any]) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(config)

@@ -76,7 +76,7 @@ def run_search(backend: ClusterBackend, search: Search) -> None:
 
 
 def _scan(backend: ClusterBackend, search: Search) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     query, topic = search.query, search.topic
     described = backend.connection.topic(backend.metadata(), topic)
@@ -93,7 +93,7 @@ def _scan(backend: ClusterBackend, search: Search) -> None:
     if not reading:
         search.stopped_because = "nothing to read between the start and the end"
         return
-    consumer = Consumer(backend.consumer_config())
+    consumer = backend.consumer()
     try:
         consumer.assign([TopicPartition(topic, p, offset) for p, offset in reading.items()])
         _read(consumer, search, {p: bounds[p][1] for p in reading})
