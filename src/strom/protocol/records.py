@@ -18,6 +18,9 @@ Nothing here does I/O; all functions are pure.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import crc32c
 from kio.schema.errors import ErrorCode
 
@@ -202,18 +205,42 @@ def replica_batches(data: Buffer) -> list[tuple[memoryview, BatchHeader]]:
     return out
 
 
-def _record_lengths_fill(data: bytes | bytearray, pos: int, end: int, count: int) -> bool:
-    """True when exactly ``count`` length-prefixed records fill ``data[pos:end]``.
+def _load_compiled_fill() -> Callable[[Buffer, int, int, int, int], bool] | None:
+    """The compiled walk, unless STROM_PURE_PYTHON=1 asks for the Python one or the
+    install had no C compiler to build it."""
+    if os.environ.get("STROM_PURE_PYTHON") == "1":
+        return None
+    try:
+        from strom.protocol import _walk
+    except ImportError:
+        return None
+    return _walk.record_lengths_fill
 
-    The hot loop of the produce path: only the zigzag length varint of each record is
-    read. One- and two-byte varints (records up to 8 KiB) take the fast branches; an odd
-    varint is a negative length. Reading past ``end`` is harmless (``pos`` only grows,
-    so it can no longer land on ``end``) and past the buffer raises IndexError, so the
-    loop needs no bounds checks of its own.
-    """
-    min_varint = 2 * MIN_RECORD_BODY
+
+_compiled_fill = _load_compiled_fill()
+COMPILED_WALK = _compiled_fill is not None
+"""Whether the produce path's record walk runs compiled in this process."""
+
+
+def _record_lengths_fill(data: bytes | bytearray, pos: int, end: int, count: int) -> bool:
+    """True when exactly ``count`` length-prefixed records fill ``data[pos:end]``: the hot
+    loop of the produce path, compiled (strom.protocol._walk) when the install could build
+    it, else in Python (also with STROM_PURE_PYTHON=1); both answer alike."""
     if count > (end - pos) // (1 + MIN_RECORD_BODY):
         return False
+    if _compiled_fill is not None:
+        return _compiled_fill(data, pos, end, count, 2 * MIN_RECORD_BODY)
+    return record_lengths_fill_python(data, pos, end, count)
+
+
+def record_lengths_fill_python(data: bytes | bytearray, pos: int, end: int, count: int) -> bool:
+    """The walk in Python: only the zigzag length varint of each record is read. One- and
+    two-byte varints (records up to 8 KiB) take the fast branches; an odd varint is a
+    negative length. Reading past ``end`` is harmless (``pos`` only grows, so it can no
+    longer land on ``end``) and past the buffer raises IndexError, so the loop needs no
+    bounds checks of its own.
+    """
+    min_varint = 2 * MIN_RECORD_BODY
     try:
         for _ in range(count):
             b = data[pos]

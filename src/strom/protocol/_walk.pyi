@@ -1,0 +1,3 @@
+def record_lengths_fill(
+    data: bytes | bytearray | memoryview, pos: int, end: int, count: int, min_varint: int
+) -> bool: ...
