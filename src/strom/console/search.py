@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from strom.cli.common import CommandError, kafka_error_message
 from strom.console.backend import ClusterBackend
@@ -25,6 +26,9 @@ from strom.console.browse import (
     records_to_read,
     start_offsets,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message
 
 POLL_S = 0.5
 BATCH = 500
@@ -42,10 +46,18 @@ class Search:
     """Offsets between the starts and the ends: what a full scan reads at most."""
     scanned: int = 0
     found: list[FoundRecord] = field(default_factory=list)
-    done: bool = False
+    finished: threading.Event = field(default_factory=threading.Event)
     stopped_because: str = ""
     error: str | None = None
     cancelled: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.finished.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Whether the search finished within `timeout_s`."""
+        return self.finished.wait(timeout_s)
 
     def summary(self) -> str:
         if self.error is not None:
@@ -72,7 +84,7 @@ def run_search(backend: ClusterBackend, search: Search) -> None:
     except Exception as exc:  # the page shows it; the console keeps serving
         search.error = f"{type(exc).__name__}: {exc}"
     finally:
-        search.done = True
+        search.finished.set()
 
 
 def _scan(backend: ClusterBackend, search: Search) -> None:
@@ -101,10 +113,7 @@ def _scan(backend: ClusterBackend, search: Search) -> None:
         consumer.close()
 
 
-def _read(consumer: object, search: Search, ends: dict[int, int]) -> None:
-    from confluent_kafka import Consumer
-
-    assert isinstance(consumer, Consumer)
+def _read(consumer: Consumer, search: Search, ends: dict[int, int]) -> None:
     query = search.query
     deadline = time.monotonic() + TIME_LIMIT_S
     open_partitions = set(ends)
@@ -142,10 +151,9 @@ def _read(consumer: object, search: Search, ends: dict[int, int]) -> None:
                 return
 
 
-def _found(message: object) -> FoundRecord:
-    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
+def _found(message: Message) -> FoundRecord:
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
-    assert isinstance(message, Message)
     kind, stamp = message.timestamp()
     headers = message.headers() or []
     return FoundRecord(

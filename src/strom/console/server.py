@@ -249,7 +249,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         if self.query:  # a search asked without JavaScript: wait for it here
             query = BrowseQuery.parse(self.query)
             search = self.console.searches.start(name, query)
-            _wait(search, TIME_LIMIT_S + 5)
+            search.wait(TIME_LIMIT_S + 5)
         body = pages.messages_body(name, len(described.partitions), query, search)
         self._send_page(f"Messages in {name}", body, section="/topics")
 
@@ -350,14 +350,6 @@ def _reset_target(to: str, value: str) -> ResetTarget:
     except CommandError as exc:
         raise BadRequest(exc.message) from None
     raise BadRequest(f"to: {to!r} is not earliest, latest, offset or datetime")
-
-
-def _wait(search: Any, timeout_s: float) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not search.done and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 _NAME = r"([^/]+)"

@@ -43,7 +43,8 @@ class Shape(HTMLParser):
 def renderings(name: str) -> list[str]:
     summary = TopicSummary(name, 1, 1, 0, 0, None, internal=False)
     record = FoundRecord(0, 0, None, name.encode(), name.encode(), ((name, name.encode()),))
-    search = Search("t", BrowseQuery.parse({}), done=True, found=[record])
+    search = Search("t", BrowseQuery.parse({}), found=[record])
+    search.finished.set()
     return [
         topics_body([summary], show_internal=True),
         page(name, "", notices=[Notice(name, error=True)]),
@@ -95,7 +96,7 @@ def test_a_running_search_shows_its_progress_and_a_finished_one_its_records() ->
     running = search_results(search)
     assert 'data-state="running"' in running
     assert '<progress max="200" value="50">' in running
-    search.done = True
+    search.finished.set()
     search.found.append(FoundRecord(1, 3, 1000, None, b"needle", ()))
     done = search_results(search)
     assert 'data-state="done"' in done and "needle" in done
