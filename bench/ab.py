@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from produce_consume import (
     Broker,
@@ -159,7 +159,9 @@ def throughput(started: Started, args: argparse.Namespace) -> Figures:
         middle = cpu_s(pid)
         consume_s = consume(broker.bootstrap, topic, partitions, args.records)
         after = cpu_s(pid)
-        defaults_s = consume_with_defaults(broker.bootstrap, topic, partitions, args.records)
+        defaults_s = consume(
+            broker.bootstrap, topic, partitions, args.records, client_defaults=True
+        )
         figures[f"produce rec/s, {partitions}p"] = args.records / produce_s
         figures[f"consume rec/s, {partitions}p"] = args.records / consume_s
         figures[f"consume rec/s, {partitions}p, client defaults"] = args.records / defaults_s
@@ -171,28 +173,6 @@ def throughput(started: Started, args: argparse.Namespace) -> Figures:
                 (after - middle) / args.records * 1e6
             )
     return figures
-
-
-def consume_with_defaults(bootstrap: str, topic: str, partitions: int, records: int) -> float:
-    """Seconds for a consumer with librdkafka's default settings to read every record."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"ab-{secrets.token_hex(4)}",
-            "enable.auto.commit": False,
-            "log_level": 0,
-        }
-    )
-    started = time.perf_counter()
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    count = 0
-    while count < records:
-        count += sum(m.error() is None for m in consumer.consume(10_000, 1.0))
-        if time.perf_counter() - started > 600:
-            raise SystemExit(f"the consumer read only {count} of {records} records in 600 s")
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return elapsed
 
 
 def kafka_python(started: Started, args: argparse.Namespace) -> Figures:

@@ -238,13 +238,19 @@ def produce(bootstrap: str, topic: str, records: int, record_bytes: int) -> floa
     return elapsed
 
 
-def consume(bootstrap: str, topic: str, partitions: int, records: int) -> float:
-    """Seconds for one assigned consumer to read all `records` from the beginning."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{secrets.token_hex(4)}",
-            "enable.auto.commit": False,
+def consume(
+    bootstrap: str, topic: str, partitions: int, records: int, *, client_defaults: bool = False
+) -> float:
+    """Seconds for one assigned consumer to read all `records` from the beginning; with
+    `client_defaults`, librdkafka's default fetch and queue settings."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-{secrets.token_hex(4)}",
+        "enable.auto.commit": False,
+        "log_level": 0,
+    }
+    if not client_defaults:
+        config |= {
             "fetch.max.bytes": 52_428_800,
             "receive.message.max.bytes": 53_477_376,
             "queued.max.messages.kbytes": 1_048_576,
@@ -254,9 +260,8 @@ def consume(bootstrap: str, topic: str, partitions: int, records: int) -> float:
             # not the broker. These two keep the client fetching.
             "queued.min.messages": 1_000_000,
             "fetch.queue.backoff.ms": 0,
-            "log_level": 0,
         }
-    )
+    consumer = Consumer(config)
     started = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count = 0

@@ -237,17 +237,11 @@ def test_a_topic_is_created_changed_and_deleted_from_the_console(
         assert all(len(p.replicas) == 3 for p in described.partitions.values())
         assert _config(admin, "made-in-console", "retention.ms") == "3600000"
 
-        edit = page.locator("form[name='Set config']")
-        edit.locator("input[name=key]").fill("retention.ms")
-        edit.locator("input[name=value]").fill("7200000")
-        edit.locator("button").click()
+        set_config(page, "retention.ms", "7200000")
         page.wait_for_selector("text=Set retention.ms to '7200000'")
         assert _config(admin, "made-in-console", "retention.ms") == "7200000"
 
-        edit = page.locator("form[name='Set config']")
-        edit.locator("input[name=key]").fill("retention.ms")
-        edit.locator("input[name=value]").fill("soon")
-        edit.locator("button").click()
+        set_config(page, "retention.ms", "soon")
         page.wait_for_selector(".notice.error")
         assert "INVALID_CONFIG" in page.locator(".notice.error").inner_text()
 
@@ -293,6 +287,13 @@ def test_a_topic_is_created_changed_and_deleted_from_the_console(
             lambda: "made-in-console" not in admin.list_topics(timeout=10).topics,
             "the topic to go",
         )
+
+
+def set_config(page: Any, key: str, value: str) -> None:
+    edit = page.locator("form[name='Set config']")
+    edit.locator("input[name=key]").fill(key)
+    edit.locator("input[name=value]").fill(value)
+    edit.locator("button").click()
 
 
 def _config(admin: AdminClient, topic: str, key: str) -> str:

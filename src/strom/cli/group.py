@@ -33,6 +33,7 @@ from strom.cli.common import (
 from strom.cli.group_model import (
     Partition,
     PartitionBounds,
+    PlannedOffset,
     ResetMode,
     active_members_message,
     describe_header,
@@ -303,6 +304,28 @@ def partition_bounds(
     }
 
 
+def commit_plan(
+    admin: AdminClient, connection: ConnectionSettings, group: str, plan: Sequence[PlannedOffset]
+) -> None:
+    """Commit a reset plan's new offsets for `group` (OffsetCommit through the admin client);
+    a failure for the group or one of its partitions is a CommandError."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
+    )
+    futures = admin.alter_consumer_group_offsets([request], request_timeout=connection.timeout_s)
+    result, error = admin_outcome(futures[group], connection, f"group {group!r}")
+    if error is not None:
+        raise group_error(connection, error, group)
+    for tp in result.topic_partitions or []:
+        if tp.error is None:
+            continue
+        if tp.error.name() == "UNKNOWN_TOPIC_OR_PART":
+            raise CommandError(topic_missing_message(tp.topic))
+        raise group_error(connection, tp.error, group)
+
+
 @group_app.command("reset-offsets")
 def reset_offsets(
     group: GroupArgument,
@@ -354,8 +377,6 @@ def reset_offsets(
 
     Offsets outside a partition's log are moved to its start or end, as Kafka's tool does.
     """
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
     with reporting_errors():
         target = reset_target(to_earliest, to_latest, to_datetime, to_offset, shift_by)
         if execute and dry_run:
@@ -384,18 +405,6 @@ def reset_offsets(
                 echo_status(f"group {group!r} does not exist yet; --execute creates it")
             echo_status("dry run: nothing changed; add --execute to commit these offsets")
             return
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
-        )
-        futures = admin.alter_consumer_group_offsets([request], request_timeout=timeout)
-        result, error = admin_outcome(futures[group], connection, f"group {group!r}")
-        if error is not None:
-            raise group_error(connection, error, group)
-        for tp in result.topic_partitions or []:
-            if tp.error is None:
-                continue
-            if tp.error.name() == "UNKNOWN_TOPIC_OR_PART":
-                raise CommandError(topic_missing_message(tp.topic))
-            raise group_error(connection, tp.error, group)
+        commit_plan(admin, connection, group, plan)
         created = " (a new group)" if new_group else ""
         echo_status(f"committed new offsets for {len(plan)} partitions of group {group}{created}")

@@ -304,56 +304,24 @@ class ClusterBackend:
     ) -> tuple[int, int]:
         """Send one record and wait for its acknowledgement: (partition, offset)."""
         self.connection.topic(self.metadata(), topic)  # a missing topic is not created
-        outcome: list[Any] = []
-        done = threading.Event()
-
-        def delivered(error: Any, message: Any) -> None:
-            outcome.append(error if error is not None else message)
-            done.set()
-
+        outcome: list[tuple[Any, Any]] = []  # (error, message) from the delivery report
         producer = self.producer()
-        if partition is None:
-            producer.produce(
-                topic, value=value, key=key, headers=list(headers), on_delivery=delivered
-            )
-        else:
-            producer.produce(
-                topic,
-                value=value,
-                key=key,
-                headers=list(headers),
-                partition=partition,
-                on_delivery=delivered,
-            )
-        deadline = self.timeout_s + 5
-        producer.flush(deadline)
-        if not done.wait(0.1) or not outcome:
-            raise CommandError(f"{topic}: no acknowledgement within {deadline:g} s")
-        result = outcome[0]
-        if hasattr(result, "name") and callable(result.name):
-            raise CommandError(kafka_error_message(result.name(), result.str(), topic))
-        return int(result.partition()), int(result.offset())
-
-    def bounds(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
-        """Each partition's (first offset, high watermark), for the message browser."""
-        keys = [(topic, p) for p in partitions]
-        low, low_errors = list_offsets(self.admin, self.connection, keys, offset_spec("earliest"))
-        high, high_errors = list_offsets(self.admin, self.connection, keys, offset_spec("latest"))
-        errors = low_errors | high_errors
-        if errors:
-            (_, partition), error = min(errors.items())
-            raise self.connection.kafka_error(error, f"{topic}:{partition}")
-        return {p: (low[(topic, p)], high[(topic, p)]) for p in partitions}
-
-    def offsets_at(self, topic: str, partitions: Sequence[int], time_ms: int) -> dict[int, int]:
-        keys = [(topic, p) for p in partitions]
-        found, errors = list_offsets(
-            self.admin, self.connection, keys, offset_spec("timestamp", time_ms)
+        producer.produce(
+            topic,
+            value=value,
+            key=key,
+            headers=list(headers),
+            partition=-1 if partition is None else partition,  # -1: the partitioner picks
+            on_delivery=lambda error, message: outcome.append((error, message)),
         )
-        if errors:
-            (_, partition), error = min(errors.items())
-            raise self.connection.kafka_error(error, f"{topic}:{partition}")
-        return {p: found[(topic, p)] for p in partitions}
+        deadline = self.timeout_s + 5
+        producer.flush(deadline)  # serves the delivery report
+        if not outcome:
+            raise CommandError(f"{topic}: no acknowledgement within {deadline:g} s")
+        error, result = outcome[0]
+        if error is not None:
+            raise CommandError(kafka_error_message(error.name(), error.str(), topic))
+        return int(result.partition()), int(result.offset())
 
     def own_settings(self) -> dict[str, Any]:
         """The console's client id, unless the command config names one."""

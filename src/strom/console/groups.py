@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom.cli.common import CommandError, admin_outcome, kafka_error_message
 from strom.cli.group import (
+    commit_plan,
     committed_offsets,
     describe_groups,
     group_exists,
@@ -21,6 +22,7 @@ from strom.cli.group_model import (
     Partition,
     PartitionProgress,
     PlannedOffset,
+    ResetMode,
     ResetTarget,
     active_members_message,
     group_missing_message,
@@ -121,10 +123,6 @@ def reset_offsets(
 ) -> tuple[list[PlannedOffset], list[str]]:
     """Commit new offsets for a group without members: for one topic's partitions, or for
     every partition the group has an offset for. (plan, warnings) as `strom group`."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-    from strom.cli.group_model import ResetMode
-
     admin, connection = backend.admin, backend.connection
     description = describe_groups(admin, connection, [group])[group]
     if description.members:
@@ -140,18 +138,7 @@ def reset_offsets(
     at_ms = target.value if target.mode is ResetMode.DATETIME else None
     bounds = partition_bounds(admin, connection, partitions, at_ms)
     plan, warnings = plan_reset(target, partitions, committed, bounds)
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
-    )
-    futures = admin.alter_consumer_group_offsets([request], request_timeout=backend.timeout_s)
-    result, error = admin_outcome(futures[group], connection, f"group {group!r}")
-    if error is not None:
-        raise CommandError(kafka_error_message(error.name(), error.str(), f"group {group!r}"))
-    for tp in result.topic_partitions or []:
-        if tp.error is not None:
-            raise CommandError(
-                kafka_error_message(tp.error.name(), tp.error.str(), f"{tp.topic}:{tp.partition}")
-            )
+    commit_plan(admin, connection, group, plan)
     return plan, warnings
 
 

@@ -243,9 +243,9 @@ def messages_body(
     topic: str, partitions: int, query: BrowseQuery | None, search: Search | None
 ) -> str:
     name = path_part(topic)
-    chosen = "all" if query is None or query.partition is None else str(query.partition)
+    q = query or BrowseQuery.parse({})  # an empty form shows the defaults
+    chosen = "all" if q.partition is None else str(q.partition)
     options = [("all", "All")] + [(str(p), str(p)) for p in range(partitions)]
-    q = query
     controls = (
         select("Partition", "partition", options, chosen)
         + select(
@@ -257,11 +257,11 @@ def messages_body(
                 (Start.OFFSET.value, "At an offset"),
                 (Start.TIME.value, "At a time"),
             ],
-            q.start.value if q else Start.NEWEST.value,
+            q.start.value,
         )
-        + field("Offset", "offset", q.offset if q else 0, kind="number", extra='min="0"')
+        + field("Offset", "offset", q.offset, kind="number", extra='min="0"')
         + field("Time (UTC, or ms)", "time", "", extra='placeholder="2026-11-28T09:30:00Z"')
-        + field("Search", "search", q.text if q else "", extra='placeholder="text in key or value"')
+        + field("Search", "search", q.text, extra='placeholder="text in key or value"')
         + select(
             "In",
             "in",
@@ -270,17 +270,17 @@ def messages_body(
                 (SearchIn.KEY.value, "Key"),
                 (SearchIn.VALUE.value, "Value"),
             ],
-            q.matcher.where.value if q else SearchIn.BOTH.value,
+            q.matcher.where.value,
         )
-        + _checkbox("Regular expression", "regex", bool(q and q.regex))
+        + _checkbox("Regular expression", "regex", q.regex)
         + select(
             "Show as",
             "format",
             [(f.value, f.value.upper() if f is not Format.TEXT else "Text") for f in Format],
-            q.fmt.value if q else Format.TEXT.value,
+            q.fmt.value,
         )
-        + field("Matches", "limit", q.limit if q else 50, kind="number", extra='min="1" max="1000"')
-        + field("Read at most", "scan", q.scan if q else 100000, kind="number", extra='min="1"')
+        + field("Matches", "limit", q.limit, kind="number", extra='min="1" max="1000"')
+        + field("Read at most", "scan", q.scan, kind="number", extra='min="1"')
     )
     browse = form(
         f"/topics/{name}/messages", controls, "Search", method="get", name="Search messages"

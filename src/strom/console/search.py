@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from strom.cli.common import CommandError, kafka_error_message
+from strom.cli.group import partition_bounds
 from strom.console.backend import ClusterBackend
 from strom.console.browse import (
     BrowseQuery,
@@ -96,9 +97,10 @@ def _scan(backend: ClusterBackend, search: Search) -> None:
         count = len(described.partitions)
         raise CommandError(f"topic {topic!r} has no partition {query.partition} (it has {count})")
     chosen = sorted(described.partitions) if query.partition is None else [query.partition]
-    bounds = backend.bounds(topic, chosen)
-    timed = query.start is Start.TIME
-    at_time = backend.offsets_at(topic, chosen, query.time_ms) if timed else {}
+    at_ms = query.time_ms if query.start is Start.TIME else None
+    found = partition_bounds(backend.admin, backend.connection, [(topic, p) for p in chosen], at_ms)
+    bounds = {p: (b.earliest, b.log_end) for (_, p), b in found.items()}
+    at_time = {p: b.at_time for (_, p), b in found.items() if b.at_time is not None}
     starts = start_offsets(query, bounds, at_time)
     search.total = records_to_read(starts, bounds)
     reading = {p: start for p, start in starts.items() if start < bounds[p][1]}

@@ -133,6 +133,18 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def _after(self, action: Callable[[], str], where: str, done_at: str = "") -> None:
+        """Run a form's action and redirect: to `done_at` (else `where`) with what it says
+        it did, or to `where` with why it failed."""
+        try:
+            done = action()
+        except CommandError as exc:
+            self._redirect(where, failed=exc.message)
+        except (BadRequest, BrowseError) as exc:
+            self._redirect(where, failed=str(exc))
+        else:
+            self._redirect(done_at or where, done=done)
+
     def _form(self) -> dict[str, str]:
         text = self.headers.get("Content-Length") or "0"
         length = int(text) if text.isdigit() else -1
@@ -192,12 +204,12 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 configs[key.strip()] = value.strip()
         partitions = _whole(form, "partitions", -1)
         replicas = _whole(form, "replication_factor", -1)
-        try:
+
+        def create() -> str:
             self.console.backend.create_topic(name, partitions, replicas, configs)
-        except CommandError as exc:
-            self._redirect("/topics", failed=exc.message)
-            return
-        self._redirect(f"/topics/{path_part(name)}", done=f"Created topic {name}")
+            return f"Created topic {name}"
+
+        self._after(create, "/topics", done_at=f"/topics/{path_part(name)}")
 
     def topic(self, name: str) -> None:
         body = pages.topic_body(self.console.backend.topic(name))
@@ -209,38 +221,32 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         if not key:
             raise BadRequest("key: name the config to change")
         value = None if form.get("reset") else form.get("value", "")
-        where = f"/topics/{path_part(name)}"
-        try:
+
+        def alter() -> str:
             self.console.backend.alter_topic_config(name, key, value)
-        except CommandError as exc:
-            self._redirect(where, failed=exc.message)
-            return
-        done = f"{key} uses its default again" if value is None else f"Set {key} to {value!r}"
-        self._redirect(where, done=done)
+            return f"{key} uses its default again" if value is None else f"Set {key} to {value!r}"
+
+        self._after(alter, f"/topics/{path_part(name)}")
 
     def add_partitions(self, name: str) -> None:
         total = _whole(self._form(), "count", 0)
-        where = f"/topics/{path_part(name)}"
-        try:
+
+        def grow() -> str:
             self.console.backend.add_partitions(name, total)
-        except CommandError as exc:
-            self._redirect(where, failed=exc.message)
-            return
-        self._redirect(where, done=f"{name} has {total} partitions")
+            return f"{name} has {total} partitions"
+
+        self._after(grow, f"/topics/{path_part(name)}")
 
     def delete_topic(self, name: str) -> None:
-        if self._form().get("confirm", "") != name:
-            self._redirect(
-                f"/topics/{path_part(name)}",
-                failed=f"Not deleted: type {name} exactly to confirm",
-            )
-            return
-        try:
+        confirmed = self._form().get("confirm", "") == name
+
+        def delete() -> str:
+            if not confirmed:
+                raise BadRequest(f"Not deleted: type {name} exactly to confirm")
             self.console.backend.delete_topic(name)
-        except CommandError as exc:
-            self._redirect(f"/topics/{path_part(name)}", failed=exc.message)
-            return
-        self._redirect("/topics", done=f"Deleted topic {name}")
+            return f"Deleted topic {name}"
+
+        self._after(delete, f"/topics/{path_part(name)}", done_at="/topics")
 
     def messages(self, name: str) -> None:
         backend = self.console.backend
@@ -266,24 +272,21 @@ class ConsoleHandler(BaseHTTPRequestHandler):
 
     def produce(self, name: str) -> None:
         form = self._form()
-        where = f"/topics/{path_part(name)}/messages"
         chosen = form.get("partition", "any")
         partition = None if chosen in ("", "any") else _whole(form, "partition", 0)
         key = form.get("key", "")
-        try:
-            headers = parse_headers(form.get("headers", ""))
+
+        def produce() -> str:
             written = self.console.backend.produce(
                 name,
                 partition,
                 key.encode() if key else None,
                 form.get("value", "").encode(),
-                headers,
+                parse_headers(form.get("headers", "")),
             )
-        except (CommandError, BrowseError) as exc:
-            failure = exc.message if isinstance(exc, CommandError) else str(exc)
-            self._redirect(where, failed=failure)
-            return
-        self._redirect(where, done=f"Produced to partition {written[0]} at offset {written[1]}")
+            return f"Produced to partition {written[0]} at offset {written[1]}"
+
+        self._after(produce, f"/topics/{path_part(name)}/messages")
 
     def groups(self) -> None:
         found, warnings = groups.list_groups(self.console.backend)
@@ -299,17 +302,16 @@ class ConsoleHandler(BaseHTTPRequestHandler):
 
     def reset_group(self, group: str) -> None:
         form = self._form()
-        where = f"/groups/{path_part(group)}"
-        try:
+
+        def reset() -> str:
             target = _reset_target(form.get("to", ""), form.get("value", "").strip())
             plan, warnings = groups.reset_offsets(
                 self.console.backend, group, form.get("topic", "").strip() or None, target
             )
-        except (CommandError, BadRequest) as exc:
-            self._redirect(where, failed=exc.message if isinstance(exc, CommandError) else str(exc))
-            return
-        moved = ", ".join(f"{p.topic}:{p.partition} → {p.new}" for p in plan)
-        self._redirect(where, done=" ".join([f"Committed {moved}.", *warnings]))
+            moved = ", ".join(f"{p.topic}:{p.partition} → {p.new}" for p in plan)
+            return " ".join([f"Committed {moved}.", *warnings])
+
+        self._after(reset, f"/groups/{path_part(group)}")
 
     def security(self) -> None:
         view = groups.security(self.console.backend)
