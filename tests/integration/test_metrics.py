@@ -213,6 +213,10 @@ def test_prometheus_sees_traffic_and_an_under_replicated_partition_come_and_go(
             prometheus.wait_for('count(count_values("leader", strom_metadata_leader))', "==", 1)
             prometheus.wait_for("max(strom_metadata_voter_lag)", "<=", 5)
             prometheus.wait_for("sum(strom_under_replicated_partitions)", "==", 0)
+            # Followers fetch in sessions (KIP-227): a leader holds one per follower, with
+            # the partitions it leads for that follower (6 partitions, 2 followers each).
+            prometheus.wait_for("sum(strom_fetch_sessions)", ">=", 2)
+            prometheus.wait_for("sum(strom_fetch_session_partitions)", ">=", 12)
 
             # Node 3 killed: the partitions it was a replica of shrink their ISRs.
             cluster.kill(3)

@@ -54,7 +54,7 @@ IO_MODULES = frozenset(
         "time",
     }
 )
-CORES = ("protocol", "log", "replication", "raft", "group", "metadata", "txn", "share")
+CORES = ("protocol", "log", "replication", "raft", "group", "metadata", "txn", "share", "fetch")
 METRICS_CORES = (
     "metrics.health",
     "metrics.http_wire",

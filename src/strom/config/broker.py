@@ -109,6 +109,7 @@ class BrokerConfig:
     replica_high_watermark_checkpoint_interval_ms: int
     socket_request_max_bytes: int
     connections_max_idle_ms: int
+    max_incremental_fetch_session_cache_slots: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     offsets_retention_ms: int
@@ -370,6 +371,9 @@ def build_config(
         ),
         socket_request_max_bytes=v.integer("socket.request.max.bytes"),
         connections_max_idle_ms=v.integer("connections.max.idle.ms"),
+        max_incremental_fetch_session_cache_slots=v.integer(
+            "max.incremental.fetch.session.cache.slots"
+        ),
         offsets_topic_num_partitions=v.integer("offsets.topic.num.partitions"),
         offsets_topic_replication_factor=v.integer("offsets.topic.replication.factor"),
         offsets_retention_ms=v.integer("offsets.retention.minutes") * 60_000,

@@ -184,4 +184,11 @@ CONNECTION_KEYS: tuple[ConfigKey, ...] = (
         "Idle connections are closed after this long.",
         AtLeast(1),
     ),
+    ConfigKey(
+        "max.incremental.fetch.session.cache.slots",
+        INT,
+        "1000",
+        "Incremental fetch sessions (KIP-227) the broker keeps; 0 answers every fetch in full.",
+        AtLeast(0),
+    ),
 )

@@ -104,6 +104,8 @@ class PartitionTxns:
         return AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso)
 
     def first_unstable_offset(self) -> int | None:
+        if not self._open and not self._ended:
+            return None  # the common case, asked at every fetch of every partition
         firsts = [*self._open.values(), *(t.first_offset for t in self._ended)]
         return min(firsts) if firsts else None
 

@@ -310,6 +310,21 @@ def _node_families(stats: NodeStats) -> Iterator[Any]:
         "Offset of the last metadata record applied here (last-applied-record-offset)",
         stats.metadata_offset,
     )
+    yield gauge(
+        "strom_fetch_sessions",
+        "Incremental fetch sessions held (NumIncrementalFetchSessions)",
+        stats.fetch_sessions,
+    )
+    yield gauge(
+        "strom_fetch_session_partitions",
+        "Partitions held over all fetch sessions (NumIncrementalFetchPartitionsCached)",
+        stats.fetch_session_partitions,
+    )
+    yield CounterMetricFamily(
+        "strom_fetch_session_evictions",
+        "Fetch sessions evicted for new ones (IncrementalFetchSessionEvictionsPerSec)",
+        value=stats.fetch_session_evictions,
+    )
     yield from _store_families(stats)
     cluster = stats.cluster
     if cluster is None:

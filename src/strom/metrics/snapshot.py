@@ -76,6 +76,12 @@ class NodeStats:
     """The offset of the last metadata record this node applied."""
     store: StoreStats | None = None
     """A controller's view of the metadata store; None on a broker-only node."""
+    fetch_sessions: int = 0
+    """Incremental fetch sessions (KIP-227) held."""
+    fetch_session_partitions: int = 0
+    """Partitions held over all fetch sessions."""
+    fetch_session_evictions: int = 0
+    """Fetch sessions evicted to make place for others, since start."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
+from strom.fetch.sessions import FetchSessionCache
 from strom.metadata.image import MetadataImage
 from strom.metadata.stores import (
     Advertised,
@@ -81,6 +82,10 @@ class Broker:
         self.observability = Observability(self)
         """Metrics, /health and /ready (server/observability.py)."""
         self.rng = random.Random()
+        self.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, self.rng
+        )
+        """The fetch sessions (KIP-227) of consumers and followers fetching here."""
         self.local_cluster_id: str | None = None
         self.metadata = MetadataState(config.node_id)
         self.store: MetadataStore | None = None

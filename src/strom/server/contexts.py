@@ -47,6 +47,7 @@ def handler_contexts(broker: Broker) -> Contexts:
             metadata=broker.metadata,
             partitions=broker.partitions,
             stopping=lambda: broker.stopping,
+            sessions=broker.fetch_sessions,
             traffic=broker.observability.counters.traffic,
         ),
         groups=GroupContext(broker.metadata, broker.groups, broker.txn_verifier),

@@ -116,6 +116,9 @@ class Observability:
             cluster=_cluster_stats(broker) if active else None,
             metadata_offset=broker.metadata.image.offset,
             store=_store_stats(broker),
+            fetch_sessions=len(broker.fetch_sessions),
+            fetch_session_partitions=broker.fetch_sessions.partitions,
+            fetch_session_evictions=broker.fetch_sessions.evictions,
         )
 
 

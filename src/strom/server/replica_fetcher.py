@@ -15,6 +15,11 @@ A fetch asks for records from the follower's log end, which tells the leader tha
 follower holds everything below it: so where the topic asks for fsync before acks
 (flush.messages=1), the appended records are fsynced before the next fetch goes out.
 The leader's high watermark comes back with every answer and caps the follower's own.
+
+Each fetcher keeps one fetch session (KIP-227, strom.fetch.fetcher_session) with its
+leader: a fetch sends only the partitions whose fetch changed (their log end, epochs or
+log start) and forgets those waiting or truncating; the leader still reads all of them and
+answers those with news. A lost answer or a session error makes the next fetch full.
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, KafkaConnection
 from strom.config import BrokerConfig
+from strom.fetch.fetcher_session import FetcherSession
+from strom.fetch.sessions import PartitionFetch, PartitionKey
 from strom.metadata.image import MetadataImage
 from strom.metrics.traffic import Tally
 from strom.protocol.apis import ApiKey
@@ -39,6 +46,7 @@ from strom.server.partition import Partition
 from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FETCH_VERSION = 12  # topic names, replica_id in the body, last_fetched_epoch
 EPOCH_VERSION = 4
@@ -46,6 +54,11 @@ CONNECT_TIMEOUT_S = 3.0
 REQUEST_TIMEOUT_S = 30.0  # Kafka's replica.socket.timeout.ms
 FLUSH_TIMEOUT_S = 10.0
 WAIT_FOR_METADATA_S = 0.2
+_SESSION_ERRORS = (
+    ErrorCode.fetch_session_id_not_found,
+    ErrorCode.invalid_fetch_session_epoch,
+    ErrorCode.fetch_session_topic_id_error,
+)
 _EPOCH_ERRORS = (
     ErrorCode.fenced_leader_epoch,
     ErrorCode.unknown_leader_epoch,
@@ -126,6 +139,9 @@ class _LeaderFetcher:
         self._partitions: dict[tuple[str, int], _Followed] = {}
         self._wake = asyncio.Event()
         self._connection: KafkaConnection | None = None
+        self._session = FetcherSession()
+        """The fetch session (KIP-227) with the leader: each fetch sends only what
+        changed, and the answer carries only partitions with something new."""
         self.done = False
 
     def add(self, followed: _Followed) -> None:
@@ -205,6 +221,7 @@ class _LeaderFetcher:
         return self._connection
 
     def _drop_connection(self) -> None:
+        self._session.failed()  # what the last fetch did is unknown: start over in full
         if self._connection is not None:
             self._connection.close()
             self._connection = None
@@ -292,22 +309,22 @@ class _LeaderFetcher:
 
     async def _fetch(self, connection: KafkaConnection, items: list[_Followed]) -> None:
         config = self._ports.config()
-        topics: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[PartitionKey, PartitionFetch] = {}
         sent: dict[tuple[str, int], tuple[_Followed, int]] = {}
         for followed in items:
             partition = followed.partition
             fetch_offset = partition.log.log_end_offset
             sent[partition.key] = (followed, fetch_offset)
-            topics.setdefault(partition.topic, []).append(
-                {
-                    "partition": partition.index,
-                    "current_leader_epoch": followed.leader_epoch,
-                    "fetch_offset": fetch_offset,
-                    "last_fetched_epoch": partition.log.leader_epochs.latest_epoch,
-                    "log_start_offset": partition.log.log_start_offset,
-                    "partition_max_bytes": config.replica_fetch_max_bytes,
-                }
+            wanted[partition.key] = PartitionFetch(
+                partition.topic,
+                partition.index,
+                fetch_offset,
+                config.replica_fetch_max_bytes,
+                current_leader_epoch=followed.leader_epoch,
+                last_fetched_epoch=partition.log.leader_epochs.latest_epoch,
+                log_start_offset=partition.log.log_start_offset,
             )
+        plan = self._session.plan(wanted)
         wait_ms = config.replica_fetch_wait_max_ms
         response = await connection.request(
             ApiKey.FETCH,
@@ -318,18 +335,40 @@ class _LeaderFetcher:
                 "min_bytes": 1,
                 "max_bytes": config.replica_fetch_response_max_bytes,
                 "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
+                "session_id": plan.session_id,
+                "session_epoch": plan.epoch,
                 "topics": [
-                    {"topic": name, "partitions": partitions} for name, partitions in topics.items()
+                    {"topic": topic, "partitions": partitions}
+                    for topic, partitions in _by_topic(
+                        (str(f.topic), _wire_partition(f)) for f in plan.to_send
+                    ).items()
                 ],
-                "forgotten_topics_data": [],
+                "forgotten_topics_data": [
+                    {"topic": topic, "partitions": indexes}
+                    for topic, indexes in _by_topic(
+                        (str(topic), index) for topic, index in plan.to_forget
+                    ).items()
+                ],
                 "rack_id": "",
             },
             timeout_s=wait_ms / 1000 + REQUEST_TIMEOUT_S,
         )
-        if ErrorCode(response.error_code) != ErrorCode.none:
-            raise ClientError(f"fetch refused: {ErrorCode(response.error_code).name}")
+        error = ErrorCode(response.error_code)
+        keys = [
+            (topic.topic, int(data.partition_index))
+            for topic in response.responses
+            for data in topic.partitions
+        ]
+        if not self._session.answered(error, int(response.session_id), keys):
+            if error in _SESSION_ERRORS or error == ErrorCode.none:
+                log.debug(
+                    "[node %d] fetch session with leader %d restarts: %s",
+                    self._node_id,
+                    self.leader_id,
+                    error.name if error != ErrorCode.none else "unexpected partitions",
+                )
+                return  # the next fetch goes in full
+            raise ClientError(f"fetch refused: {error.name}")
         flushing: list[Partition] = []
         for topic in response.responses:
             for data in topic.partitions:
@@ -440,3 +479,22 @@ class _LeaderFetcher:
             last.base_offset + last.last_offset_delta + 1 - batches[0][1].base_offset,
         )
         return True
+
+
+def _wire_partition(fetch: PartitionFetch) -> dict[str, int]:
+    return {
+        "partition": fetch.partition,
+        "current_leader_epoch": fetch.current_leader_epoch,
+        "fetch_offset": fetch.fetch_offset,
+        "last_fetched_epoch": fetch.last_fetched_epoch,
+        "log_start_offset": fetch.log_start_offset,
+        "partition_max_bytes": fetch.max_bytes,
+    }
+
+
+def _by_topic(items: Iterable[tuple[str, T]]) -> dict[str, list[T]]:
+    """Items grouped by topic name, in the order each topic first comes."""
+    grouped: dict[str, list[T]] = {}
+    for topic, item in items:
+        grouped.setdefault(topic, []).append(item)
+    return grouped

@@ -61,6 +61,9 @@ def test_partition_state_and_the_counts_derived_from_it() -> None:
         ],
         connections={"PLAINTEXT": 4, "CONTROLLER": 2},
         metadata_offset=77,
+        fetch_sessions=2,
+        fetch_session_partitions=9,
+        fetch_session_evictions=5,
     )
     metrics = NodeMetrics(1, NodeCounters())
     metrics.counters.isr_changed(True, False)
@@ -86,6 +89,9 @@ def test_partition_state_and_the_counts_derived_from_it() -> None:
     assert got[("strom_isr_expands_total", ())] == 2
     assert got[("strom_connections", (("listener", "PLAINTEXT"),))] == 4
     assert got[("strom_metadata_applied_offset", ())] == 77
+    assert got[("strom_fetch_sessions", ())] == 2
+    assert got[("strom_fetch_session_partitions", ())] == 9
+    assert got[("strom_fetch_session_evictions_total", ())] == 5
     assert got[("strom_active_controller", ())] == 0
     assert ("strom_offline_partitions", ()) not in got  # the active controller's only
 

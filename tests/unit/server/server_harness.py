@@ -4,6 +4,7 @@ built by replaying records, and the handlers' contexts (server/handlers/ports.py
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.config import load_config
+from strom.fetch.sessions import FetchSessionCache
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
     ClusterRecord,
@@ -166,6 +168,9 @@ class Node:
     producer_ids: FixedProducerIds
     isr_proposals: list[ProposeIsr]
     stopping: bool = False
+    fetch_sessions: FetchSessionCache = field(
+        default_factory=lambda: FetchSessionCache(1000, random.Random(7))
+    )
 
     @property
     def produce(self) -> ProduceContext:
@@ -178,7 +183,9 @@ class Node:
 
     @property
     def fetch(self) -> FetchContext:
-        return FetchContext(self.metadata, self.partitions, lambda: self.stopping)
+        return FetchContext(
+            self.metadata, self.partitions, lambda: self.stopping, self.fetch_sessions
+        )
 
     def apply(self, image: MetadataImage, now_ms: int = 0) -> None:
         self.metadata.image = image

@@ -12,9 +12,11 @@ gets new records it may read.
 
 Leader epochs fence stale clients and replicas (KIP-320): `PartitionManager.led` checks a
 request's `current_leader_epoch`; a `last_fetched_epoch` that does not end where the
-fetch starts gets a `diverging_epoch` back, so the fetcher truncates. Fetch sessions
-(KIP-227) are not kept: strom answers with session id 0, which clients treat as "send
-full fetch requests".
+fetch starts gets a `diverging_epoch` back, so the fetcher truncates.
+
+Fetch sessions (KIP-227, strom.fetch.sessions) decide what a fetch reads and what its
+answer carries: every partition a full fetch names, or every partition of an incremental
+fetch's session, of which the answer carries only those with something new.
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from strom.fetch.sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    PartitionAnswer,
+    PartitionFetch,
+    SessionContext,
+    SessionKind,
+    SessionRequest,
+    TopicRef,
+)
 from strom.log.results import OffsetOutOfRange
+from strom.metadata.image import MetadataImage
 from strom.metrics.traffic import TopicTraffic
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response, ms
@@ -57,8 +70,10 @@ _READ_COMMITTED = 1
 class _Wanted:
     __slots__ = (
         "entry",
+        "fetch",
         "fetch_offset",
         "max_bytes",
+        "name",
         "partition",
         "read_committed",
         "replica",
@@ -67,21 +82,34 @@ class _Wanted:
 
     def __init__(
         self,
-        entry: FetchPartition,
+        fetch: PartitionFetch,
+        name: str | None,
         partition: Partition | None,
-        fetch_offset: int,
-        max_bytes: int,
         replica: bool,
         read_committed: bool = False,
     ) -> None:
-        self.entry = entry
+        self.fetch = fetch
+        self.name = name
+        self.entry = _empty_entry(fetch.partition)
         self.partition = partition
-        self.fetch_offset = fetch_offset
-        self.max_bytes = max_bytes
+        self.fetch_offset = fetch.fetch_offset
+        self.max_bytes = fetch.max_bytes
         self.replica = replica
         self.read_committed = read_committed and not replica
-        self.served_to = fetch_offset
+        self.served_to = fetch.fetch_offset
         """The offset after what the answer carries (metrics)."""
+
+    def answer(self) -> PartitionAnswer:
+        """What the answer says of this partition, as its fetch session compares it."""
+        entry = self.entry
+        return PartitionAnswer(
+            ErrorCode(entry["error_code"]),
+            entry["high_watermark"],
+            entry["last_stable_offset"],
+            entry["log_start_offset"],
+            has_records=bool(entry["records"]),
+            diverging="diverging_epoch" in entry,
+        )
 
 
 def replica_id_of(body: Any, version: int) -> int:
@@ -89,6 +117,42 @@ def replica_id_of(body: Any, version: int) -> int:
     if version >= 15:
         return int(body.replica_state.replica_id)
     return int(getattr(body, "replica_id", -1))
+
+
+def session_request_of(body: Any, version: int, follower: bool) -> SessionRequest:
+    """A fetch request as its session sees it: partitions named by topic id from v13 on,
+    by topic name before."""
+    by_id = version >= 13
+
+    def topic_of(entry: Any) -> TopicRef:
+        return entry.topic_id if by_id else entry.topic  # type: ignore[no-any-return]
+
+    partitions = tuple(
+        PartitionFetch(
+            topic_of(fetch_topic),
+            int(p.partition),
+            int(p.fetch_offset),
+            int(p.partition_max_bytes),
+            int(getattr(p, "current_leader_epoch", -1)),
+            int(getattr(p, "last_fetched_epoch", -1)),
+            int(getattr(p, "log_start_offset", -1)),
+        )
+        for fetch_topic in body.topics
+        for p in fetch_topic.partitions
+    )
+    forgotten = tuple(
+        (topic_of(topic), int(index))
+        for topic in getattr(body, "forgotten_topics_data", ())
+        for index in topic.partitions
+    )
+    return SessionRequest(
+        int(getattr(body, "session_id", INVALID_SESSION_ID)),
+        int(getattr(body, "session_epoch", FINAL_EPOCH)),
+        by_id,
+        follower,
+        partitions,
+        forgotten,
+    )
 
 
 def _diverging(
@@ -117,79 +181,23 @@ def _empty_entry(index: int) -> FetchPartition:
 async def handle_fetch(context: FetchContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
-    session_id = int(getattr(body, "session_id", 0))
-    if session_id != 0:
+    replica_id = replica_id_of(body, version)
+    current_ms = now_ms()
+    served = context.sessions.open(session_request_of(body, version, replica_id >= 0), current_ms)
+    if served.kind is SessionKind.REFUSED:
         refused: FetchResponse = {
             "throttle_time": 0,
-            "error_code": ErrorCode.fetch_session_id_not_found,
-            "session_id": 0,
+            "error_code": served.error,
+            "session_id": INVALID_SESSION_ID,
             "responses": [],
         }
         return build_response(ApiKey.FETCH, version, refused)
-    replica_id = replica_id_of(body, version)
     read_committed = int(getattr(body, "isolation_level", 0)) == _READ_COMMITTED
     image = context.metadata.image
-    current_ms = now_ms()
-    wanted: list[_Wanted] = []
-    responses: list[FetchTopic] = []
-    for fetch_topic in body.topics:
-        topic_id: uuid.UUID | None = getattr(fetch_topic, "topic_id", None)
-        name: str | None = getattr(fetch_topic, "topic", None)
-        if version >= 13 and topic_id is not None:
-            topic_image = image.topics_by_id.get(topic_id)
-            name = topic_image.name if topic_image is not None else None
-        entries: list[FetchPartition] = []
-        responses.append({"topic": name or "", "topic_id": topic_id, "partitions": entries})
-        for fetch_partition in fetch_topic.partitions:
-            entry = _empty_entry(fetch_partition.partition)
-            entries.append(entry)
-            partition, error = (
-                context.partitions.led(
-                    name,
-                    fetch_partition.partition,
-                    image,
-                    int(getattr(fetch_partition, "current_leader_epoch", -1)),
-                )
-                if name is not None
-                else (None, ErrorCode.unknown_topic_id)
-            )
-            fetch_offset = int(fetch_partition.fetch_offset)
-            if partition is not None and version >= 12:
-                diverging = _diverging(
-                    partition, fetch_offset, int(fetch_partition.last_fetched_epoch)
-                )
-                if diverging is not None:  # no error: the fetcher truncates and asks again
-                    entry["diverging_epoch"] = diverging
-                    entry["high_watermark"] = partition.high_watermark
-                    entry["log_start_offset"] = partition.log.log_start_offset
-                    partition = None
-            if partition is not None and replica_id >= 0:
-                error = partition.follower_fetch(
-                    replica_id,
-                    fetch_offset,
-                    current_ms,
-                    int(getattr(fetch_partition, "log_start_offset", -1)),
-                )
-                if error != ErrorCode.none:
-                    partition = None
-            if partition is None:
-                entry["error_code"] = (
-                    ErrorCode.unknown_topic_id
-                    if version >= 13 and name is None
-                    else error
-                    if name is not None
-                    else ErrorCode.unknown_topic_or_partition
-                )
-            wanted.append(
-                _Wanted(
-                    entry,
-                    partition,
-                    fetch_offset,
-                    int(fetch_partition.partition_max_bytes),
-                    replica_id >= 0,
-                    read_committed,
-                )
-            )
+    wanted = [
+        _wanted(context, image, fetch, version, replica_id, current_ms, read_committed)
+        for fetch in served.fetches
+    ]
     max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
     min_bytes = int(body.min_bytes)
     loop = asyncio.get_running_loop()
@@ -204,10 +212,68 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
     response: FetchResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
-        "session_id": 0,
-        "responses": responses,
+        "session_id": served.session_id,
+        "responses": _by_topic(served, wanted),
     }
     return build_response(ApiKey.FETCH, version, response)
+
+
+def _wanted(
+    context: FetchContext,
+    image: MetadataImage,
+    fetch: PartitionFetch,
+    version: int,
+    replica_id: int,
+    current_ms: int,
+    read_committed: bool,
+) -> _Wanted:
+    """One partition to read: the partition led here, or None with the entry's error."""
+    if isinstance(fetch.topic, uuid.UUID):
+        topic_image = image.topics_by_id.get(fetch.topic)
+        name = topic_image.name if topic_image is not None else None
+    else:
+        name = fetch.topic
+    if name is None:
+        partition, error = None, ErrorCode.unknown_topic_id
+    else:
+        partition, error = context.partitions.led(
+            name, fetch.partition, image, fetch.current_leader_epoch
+        )
+    item = _Wanted(fetch, name, partition, replica_id >= 0, read_committed)
+    entry = item.entry
+    if partition is not None and version >= 12 and fetch.last_fetched_epoch >= 0:
+        diverging = _diverging(partition, fetch.fetch_offset, fetch.last_fetched_epoch)
+        if diverging is not None:  # no error: the fetcher truncates and asks again
+            entry["diverging_epoch"] = diverging
+            entry["high_watermark"] = partition.high_watermark
+            entry["log_start_offset"] = partition.log.log_start_offset
+            item.partition = partition = None
+    if partition is not None and replica_id >= 0:
+        error = partition.follower_fetch(
+            replica_id, fetch.fetch_offset, current_ms, fetch.log_start_offset
+        )
+        if error != ErrorCode.none:
+            item.partition = partition = None
+    if partition is None and "diverging_epoch" not in entry:
+        entry["error_code"] = error
+    return item
+
+
+def _by_topic(served: SessionContext, wanted: list[_Wanted]) -> list[FetchTopic]:
+    """The partitions the answer carries, a topic entry for each run of one topic (as
+    an incremental session may order a topic's partitions apart)."""
+    responses: list[FetchTopic] = []
+    last: TopicRef | None = None
+    for item in wanted:
+        if not served.carries(item.fetch, item.answer()):
+            continue
+        topic = item.fetch.topic
+        if topic != last or not responses:
+            topic_id = topic if isinstance(topic, uuid.UUID) else None
+            responses.append({"topic": item.name or "", "topic_id": topic_id, "partitions": []})
+            last = topic
+        responses[-1]["partitions"].append(item.entry)
+    return responses
 
 
 def _count(traffic: TopicTraffic, wanted: list[_Wanted]) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig
+from strom.fetch.sessions import FetchSessionCache
 from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
@@ -163,6 +164,8 @@ class FetchContext:
     partitions: PartitionManager
     stopping: Callable[[], bool]
     """The broker is shutting down: long polls answer at once."""
+    sessions: FetchSessionCache
+    """The fetch sessions (KIP-227) of this broker."""
     traffic: TopicTraffic = field(default_factory=TopicTraffic)
     """Bytes and records sent to consumers and followers, per topic (metrics)."""
 
