@@ -5,14 +5,15 @@ incremental session, alternating in one run against one broker.
     .venv/bin/python bench/fetch_sessions.py [--partitions 1000] [--rounds 3]
         [--seconds 5] [--records 100000] [--busy 10]
 
-One broker of this tree (fsync durability), one topic of --partitions partitions. Each
-round runs both ways of each figure, no session first:
+One broker of this tree (fsync durability), two topics of --partitions partitions each,
+one never written to. Each round runs both ways of each figure, no session first:
 
-  idle fetch     strom's own client, over a real socket, fetches every partition at its
-                 end with max_wait 0, back to back for --seconds. No session: session id 0,
-                 epoch -1, every partition named each time. Session: one full fetch, then
-                 incremental ones naming nothing. Figures: fetches/s, request bytes, and
-                 the broker's CPU microseconds per fetch.
+  idle fetch     strom's own client, over a real socket, fetches every partition of the
+                 topic never written to, with max_wait 0, back to back for --seconds.
+                 No session: session id 0, epoch -1, every partition named each time.
+                 Session: one full fetch, then incremental ones naming nothing.
+                 Figures: fetches/s, request bytes, and the broker's CPU microseconds
+                 per fetch.
   kafka-python   a kafka-python 3 consumer of every partition (enable_incremental_fetch_
                  sessions off, then on, its default) reads --records records that were
                  written to --busy of the partitions; the others stay idle, as in a topic
@@ -40,6 +41,7 @@ from strom.protocol.apis import ApiKey
 
 FETCH_VERSION = 12
 TOPIC = "sessions"
+IDLE_TOPIC = "idle"
 
 
 def fetch_body(
@@ -55,7 +57,7 @@ def fetch_body(
         "session_epoch": epoch,
         "topics": [
             {
-                "topic": TOPIC,
+                "topic": IDLE_TOPIC,
                 "partitions": [
                     {
                         "partition": p,
@@ -166,6 +168,7 @@ def main() -> None:
 
     try:
         create_topic(broker.bootstrap, TOPIC, args.partitions, 1)
+        create_topic(broker.bootstrap, IDLE_TOPIC, args.partitions, 1)
         everything = list(range(args.partitions))
         log(
             f"request bytes: no session {request_bytes(fetch_body(everything, 0, -1))}, "

@@ -95,7 +95,8 @@ class SessionRequest:
 class PartitionAnswer:
     """What an answer says of one partition, as far as a session compares it."""
 
-    error: ErrorCode
+    error: int
+    """An ErrorCode; 0 for none."""
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
@@ -124,7 +125,7 @@ class CachedPartition:
         if answer.log_start_offset != self.log_start_offset:
             self.log_start_offset = answer.log_start_offset
             must = True
-        if answer.error != ErrorCode.none:
+        if answer.error:
             self.high_watermark = -1  # so the partition is sent again once the error clears
             must = True
         return must

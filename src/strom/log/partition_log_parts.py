@@ -123,6 +123,8 @@ class LogTransactions:
     def last_stable_offset(self, high_watermark: int) -> int:
         """Where read_committed reads stop; ended transactions whose markers are below
         ``high_watermark`` are forgotten first."""
+        if self._txns.idle:
+            return high_watermark
         self._txns.on_high_watermark(high_watermark)
         return self._txns.last_stable_offset(high_watermark)
 

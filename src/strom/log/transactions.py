@@ -103,9 +103,15 @@ class PartitionTxns:
         lso = min(firsts) if firsts else ended.last_offset + 1
         return AbortedTxn(ended.producer_id, ended.first_offset, ended.last_offset, lso)
 
+    @property
+    def idle(self) -> bool:
+        """No transaction open, none ended above the high watermark: the common case,
+        asked at every fetch of every partition."""
+        return not self._open and not self._ended
+
     def first_unstable_offset(self) -> int | None:
-        if not self._open and not self._ended:
-            return None  # the common case, asked at every fetch of every partition
+        if self.idle:
+            return None
         firsts = [*self._open.values(), *(t.first_offset for t in self._ended)]
         return min(firsts) if firsts else None
 

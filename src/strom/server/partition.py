@@ -163,6 +163,8 @@ class Partition:
         of an open transaction that DeleteRecords removed are nobody's to wait for."""
         high_watermark = self.high_watermark
         stable = self.log.last_stable_offset(high_watermark)
+        if stable >= high_watermark:
+            return high_watermark
         return min(high_watermark, max(stable, self.log.log_start_offset))
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

@@ -103,7 +103,7 @@ class _Wanted:
         """What the answer says of this partition, as its fetch session compares it."""
         entry = self.entry
         return PartitionAnswer(
-            ErrorCode(entry["error_code"]),
+            entry["error_code"],
             entry["high_watermark"],
             entry["last_stable_offset"],
             entry["log_start_offset"],
