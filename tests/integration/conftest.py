@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker import BrokerProcess
+from broker import BrokerProcess, free_port
 from zookeeper_fixtures import zk_chroot, zk_connect, zookeeper_server  # noqa: F401
 
 
@@ -23,6 +23,18 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield process
     finally:
         process.kill()
+
+
+@pytest.fixture
+def metered(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
+    """A broker with its metrics endpoint on a free port, and that endpoint's URL."""
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "data", extra=["--metrics", f"127.0.0.1:{port}"])
+    broker.start()
+    try:
+        yield broker, f"http://127.0.0.1:{port}"
+    finally:
+        broker.kill()
 
 
 @pytest.fixture(params=["raft", "zookeeper"])

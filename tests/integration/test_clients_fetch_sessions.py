@@ -6,33 +6,20 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import kafka
-import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker import BrokerProcess, free_port
+from broker import BrokerProcess
 from prometheus import scrape
 
 PARTITIONS = 12
 ROUNDS = 4
 PER_ROUND = 1_200
-
-
-@pytest.fixture
-def metered(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
-    port = free_port()
-    broker = BrokerProcess(tmp_path / "data", extra=["--metrics", f"127.0.0.1:{port}"])
-    broker.start()
-    try:
-        yield broker, f"http://127.0.0.1:{port}"
-    finally:
-        broker.kill()
 
 
 def produce(bootstrap: str, topic: str, first: int, count: int) -> None:

@@ -9,7 +9,6 @@ import json
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from broker import BrokerProcess, free_port
+from broker import BrokerProcess
 from cluster import free_ports, running_cluster
 from prometheus import PrometheusServer, get, prometheus_missing, scrape
 
@@ -36,18 +35,6 @@ def lag(group: str, topic: str) -> str:
         " - on (topic, partition) group_right max by (group, topic, partition)"
         f' (strom_group_committed_offset{{group="{group}", topic="{topic}"}}))'
     )
-
-
-@pytest.fixture
-def metered(tmp_path: Path) -> Iterator[tuple[BrokerProcess, str]]:
-    """A broker with its metrics endpoint on a free port, and that endpoint's URL."""
-    port = free_port()
-    broker = BrokerProcess(tmp_path / "data", extra=["--metrics", f"127.0.0.1:{port}"])
-    broker.start()
-    try:
-        yield broker, f"http://127.0.0.1:{port}"
-    finally:
-        broker.kill()
 
 
 def produce_and_consume(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
