@@ -68,14 +68,23 @@ _READ_COMMITTED = 1
 
 
 class _Wanted:
+    """One partition a fetch reads, and what its answer says of it (made into a response
+    entry only if the answer carries it)."""
+
     __slots__ = (
-        "entry",
+        "aborted",
+        "diverging",
+        "error",
         "fetch",
         "fetch_offset",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
         "max_bytes",
         "name",
         "partition",
         "read_committed",
+        "records",
         "replica",
         "served_to",
     )
@@ -90,26 +99,46 @@ class _Wanted:
     ) -> None:
         self.fetch = fetch
         self.name = name
-        self.entry = _empty_entry(fetch.partition)
         self.partition = partition
         self.fetch_offset = fetch.fetch_offset
         self.max_bytes = fetch.max_bytes
         self.replica = replica
         self.read_committed = read_committed and not replica
+        self.error = ErrorCode.none
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self.records = b""
+        self.aborted: list[AbortedTransaction] | None = None
+        self.diverging: EpochEndOffset | None = None
         self.served_to = fetch.fetch_offset
         """The offset after what the answer carries (metrics)."""
 
     def answer(self) -> PartitionAnswer:
         """What the answer says of this partition, as its fetch session compares it."""
-        entry = self.entry
         return PartitionAnswer(
-            entry["error_code"],
-            entry["high_watermark"],
-            entry["last_stable_offset"],
-            entry["log_start_offset"],
-            has_records=bool(entry["records"]),
-            diverging="diverging_epoch" in entry,
+            self.error,
+            self.high_watermark,
+            self.last_stable_offset,
+            self.log_start_offset,
+            has_records=bool(self.records),
+            diverging=self.diverging is not None,
         )
+
+    def entry(self) -> FetchPartition:
+        entry: FetchPartition = {
+            "partition_index": self.fetch.partition,
+            "error_code": self.error,
+            "high_watermark": self.high_watermark,
+            "last_stable_offset": self.last_stable_offset,
+            "log_start_offset": self.log_start_offset,
+            "aborted_transactions": self.aborted,
+            "preferred_read_replica": -1,
+            "records": self.records,
+        }
+        if self.diverging is not None:
+            entry["diverging_epoch"] = self.diverging
+        return entry
 
 
 def replica_id_of(body: Any, version: int) -> int:
@@ -163,19 +192,6 @@ def _diverging(
     if found is None:
         return None
     return {"epoch": found[0], "end_offset": found[1]}
-
-
-def _empty_entry(index: int) -> FetchPartition:
-    return {
-        "partition_index": index,
-        "error_code": ErrorCode.none,
-        "high_watermark": -1,
-        "last_stable_offset": -1,
-        "log_start_offset": -1,
-        "aborted_transactions": None,
-        "preferred_read_replica": -1,
-        "records": b"",
-    }
 
 
 async def handle_fetch(context: FetchContext, request: Request) -> Any:
@@ -240,13 +256,12 @@ def _wanted(
             name, fetch.partition, image, fetch.current_leader_epoch
         )
     item = _Wanted(fetch, name, partition, replica_id >= 0, read_committed)
-    entry = item.entry
     if partition is not None and version >= 12 and fetch.last_fetched_epoch >= 0:
         diverging = _diverging(partition, fetch.fetch_offset, fetch.last_fetched_epoch)
         if diverging is not None:  # no error: the fetcher truncates and asks again
-            entry["diverging_epoch"] = diverging
-            entry["high_watermark"] = partition.high_watermark
-            entry["log_start_offset"] = partition.log.log_start_offset
+            item.diverging = diverging
+            item.high_watermark = partition.high_watermark
+            item.log_start_offset = partition.log.log_start_offset
             item.partition = partition = None
     if partition is not None and replica_id >= 0:
         error = partition.follower_fetch(
@@ -254,8 +269,8 @@ def _wanted(
         )
         if error != ErrorCode.none:
             item.partition = partition = None
-    if partition is None and "diverging_epoch" not in entry:
-        entry["error_code"] = error
+    if partition is None and item.diverging is None:
+        item.error = error
     return item
 
 
@@ -272,7 +287,7 @@ def _by_topic(served: SessionContext, wanted: list[_Wanted]) -> list[FetchTopic]
             topic_id = topic if isinstance(topic, uuid.UUID) else None
             responses.append({"topic": item.name or "", "topic_id": topic_id, "partitions": []})
             last = topic
-        responses[-1]["partitions"].append(item.entry)
+        responses[-1]["partitions"].append(item.entry())
     return responses
 
 
@@ -283,7 +298,7 @@ def _count(traffic: TopicTraffic, wanted: list[_Wanted]) -> None:
         if partition is None or item.served_to <= item.fetch_offset:
             continue
         tally = traffic.replicated_out if item.replica else traffic.consumed
-        size = len(item.entry["records"] or b"")
+        size = len(item.records)
         tally.add(partition.topic, size, item.served_to - item.fetch_offset)
 
 
@@ -292,22 +307,22 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
     errors = False
     for item in wanted:
         partition = item.partition
-        entry = item.entry
         if partition is None:
             errors = True
             continue
         high_watermark = partition.high_watermark
         last_stable = partition.last_stable_offset
-        log_end = partition.log.log_end_offset
+        log_ = partition.log
+        log_end = log_.log_end_offset
         if item.replica:
             visible = log_end
         else:
             visible = last_stable if item.read_committed else high_watermark
-        entry["high_watermark"] = high_watermark
-        entry["last_stable_offset"] = last_stable
-        entry["log_start_offset"] = partition.log.log_start_offset
-        entry["aborted_transactions"] = [] if item.read_committed else None
-        entry["records"] = b""
+        item.high_watermark = high_watermark
+        item.last_stable_offset = last_stable
+        item.log_start_offset = log_.log_start_offset
+        item.aborted = [] if item.read_committed else None
+        item.records = b""
         item.served_to = item.fetch_offset
         if item.fetch_offset == visible:
             continue
@@ -317,24 +332,22 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
         try:
             if item.fetch_offset > visible and item.fetch_offset <= log_end:
                 continue  # written but not yet visible
-            result = partition.log.read(
+            result = log_.read(
                 item.fetch_offset,
                 max(budget, 0),
                 max_offset=visible,
                 min_one_batch=total == 0,
             )
         except OffsetOutOfRange:
-            entry["error_code"] = ErrorCode.offset_out_of_range
+            item.error = ErrorCode.offset_out_of_range
             errors = True
             continue
         if result.size_bytes:
-            entry["records"] = result.read_bytes()
+            item.records = result.read_bytes()
             item.served_to = result.next_offset
             total += result.size_bytes
             if item.read_committed:
-                entry["aborted_transactions"] = _aborted(
-                    partition, item.fetch_offset, result.next_offset
-                )
+                item.aborted = _aborted(partition, item.fetch_offset, result.next_offset)
     return total, errors
 
 
