@@ -310,15 +310,14 @@ class _LeaderFetcher:
     async def _fetch(self, connection: KafkaConnection, items: list[_Followed]) -> None:
         config = self._ports.config()
         wanted: dict[PartitionKey, PartitionFetch] = {}
-        sent: dict[tuple[str, int], tuple[_Followed, int]] = {}
+        followed_by_key: dict[PartitionKey, _Followed] = {}
         for followed in items:
             partition = followed.partition
-            fetch_offset = partition.log.log_end_offset
-            sent[partition.key] = (followed, fetch_offset)
+            followed_by_key[partition.key] = followed
             wanted[partition.key] = PartitionFetch(
                 partition.topic,
                 partition.index,
-                fetch_offset,
+                partition.log.log_end_offset,
                 config.replica_fetch_max_bytes,
                 current_leader_epoch=followed.leader_epoch,
                 last_fetched_epoch=partition.log.leader_epochs.latest_epoch,
@@ -372,14 +371,15 @@ class _LeaderFetcher:
         flushing: list[Partition] = []
         for topic in response.responses:
             for data in topic.partitions:
-                found = sent.get((topic.topic, int(data.partition_index)))
-                if found is None:
+                key = (topic.topic, int(data.partition_index))
+                answered = followed_by_key.get(key)
+                if answered is None:
                     continue
-                followed, fetch_offset = found
-                if not followed.current or followed.partition.log.log_end_offset != fetch_offset:
+                fetch_offset = wanted[key].fetch_offset
+                if not answered.current or answered.partition.log.log_end_offset != fetch_offset:
                     continue
-                if self._apply(followed, fetch_offset, data):
-                    flushing.append(followed.partition)
+                if self._apply(answered, fetch_offset, data):
+                    flushing.append(answered.partition)
         waits = [p.durable(p.log.log_end_offset) for p in flushing if p.fsync_before_ack]
         if waits:
             try:

@@ -76,11 +76,9 @@ class _Wanted:
         "diverging",
         "error",
         "fetch",
-        "fetch_offset",
         "high_watermark",
         "last_stable_offset",
         "log_start_offset",
-        "max_bytes",
         "name",
         "partition",
         "read_committed",
@@ -100,8 +98,6 @@ class _Wanted:
         self.fetch = fetch
         self.name = name
         self.partition = partition
-        self.fetch_offset = fetch.fetch_offset
-        self.max_bytes = fetch.max_bytes
         self.replica = replica
         self.read_committed = read_committed and not replica
         self.error = ErrorCode.none
@@ -295,11 +291,12 @@ def _count(traffic: TopicTraffic, wanted: list[_Wanted]) -> None:
     """What the answer sends, per topic: to consumers, or to followers."""
     for item in wanted:
         partition = item.partition
-        if partition is None or item.served_to <= item.fetch_offset:
+        fetch_offset = item.fetch.fetch_offset
+        if partition is None or item.served_to <= fetch_offset:
             continue
         tally = traffic.replicated_out if item.replica else traffic.consumed
         size = len(item.records)
-        tally.add(partition.topic, size, item.served_to - item.fetch_offset)
+        tally.add(partition.topic, size, item.served_to - fetch_offset)
 
 
 def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
@@ -313,6 +310,7 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
         high_watermark = partition.high_watermark
         last_stable = partition.last_stable_offset
         log_ = partition.log
+        fetch_offset = item.fetch.fetch_offset
         log_end = log_.log_end_offset
         if item.replica:
             visible = log_end
@@ -323,17 +321,17 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
         item.log_start_offset = log_.log_start_offset
         item.aborted = [] if item.read_committed else None
         item.records = b""
-        item.served_to = item.fetch_offset
-        if item.fetch_offset == visible:
+        item.served_to = fetch_offset
+        if fetch_offset == visible:
             continue
-        budget = min(item.max_bytes, max_bytes - total)
+        budget = min(item.fetch.max_bytes, max_bytes - total)
         if budget <= 0 and total > 0:
             continue
         try:
-            if item.fetch_offset > visible and item.fetch_offset <= log_end:
+            if fetch_offset > visible and fetch_offset <= log_end:
                 continue  # written but not yet visible
             result = log_.read(
-                item.fetch_offset,
+                fetch_offset,
                 max(budget, 0),
                 max_offset=visible,
                 min_one_batch=total == 0,
@@ -347,7 +345,7 @@ def _collect(wanted: list[_Wanted], max_bytes: int) -> tuple[int, bool]:
             item.served_to = result.next_offset
             total += result.size_bytes
             if item.read_committed:
-                item.aborted = _aborted(partition, item.fetch_offset, result.next_offset)
+                item.aborted = _aborted(partition, fetch_offset, result.next_offset)
     return total, errors
 
 
