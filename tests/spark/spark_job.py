@@ -46,9 +46,9 @@ def dying_in_commit_source() -> type:
         def commit(self, messages: list[Any], batchId: int) -> None:
             batch, marker, group = self.die_in
             if batchId == batch:
-                import strom.spark.source as source
+                import strom.spark.txn_coordinator as coordinator
 
-                end_transaction = source.end_transaction
+                end_transaction = coordinator.end_transaction
 
                 def end_and_die(bootstrap: str, pending: Any, *, commit: bool) -> None:
                     end_transaction(bootstrap, pending, commit=commit)
@@ -56,7 +56,7 @@ def dying_in_commit_source() -> type:
                     os.killpg(group, signal.SIGKILL)
                     os.kill(os.getpid(), signal.SIGKILL)  # if not in that group
 
-                source.end_transaction = end_and_die
+                coordinator.end_transaction = end_and_die  # source looks it up there
             super().commit(messages, batchId)
 
     class DyingInCommitSource(StromDataSource):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -50,8 +51,9 @@ from strom.spark.options import (
     parse_write_options,
 )
 from strom.spark.reader import StromBatchReader, StromStreamReader
-from strom.spark.txn_coordinator import PendingTransaction, end_transaction, open_transactions
-from strom.spark.txn_writer import fence, write_in_transaction
+
+if TYPE_CHECKING:  # the transactional parts load strom's client, which planning never needs
+    from strom.spark.txn_coordinator import PendingTransaction
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,8 @@ def _write(
 ) -> WriteCommit:
     if options.exactly_once:
         prefix, slot = _task_slot(options, streaming)
+        from strom.spark.txn_writer import write_in_transaction
+
         written = write_in_transaction(options, plan, slot, batches)
         if written is None:
             return WriteCommit(skipped=True, prefix=prefix)
@@ -189,7 +193,12 @@ def _end_transactions(
     transaction of the write's prefix still open: attempts whose messages Spark dropped
     (failed, speculative or killed ones, whose Python workers may still be running), and
     tasks of a run that died. A commit refused (a transaction the broker timed out)
-    raises: Spark fails the batch, and its replay writes again what did not commit."""
+    raises: Spark fails the batch, and its replay writes again what did not commit. A
+    write without exactlyOnce has no transactions."""
+    if not options.exactly_once:
+        return
+    from strom.spark.txn_coordinator import end_transaction
+
     for message in messages:
         if isinstance(message, WriteCommit) and message.pending is not None:
             if commit:
@@ -214,6 +223,9 @@ def _abort_the_others(options: WriteOptions, prefix: str) -> None:
     """Take over the id of every transaction of `prefix` still open, which aborts it, so
     that read_committed consumers do not wait for the broker's timeout. Best effort: one
     that cannot be aborted now ends at that timeout, or when the next write takes it."""
+    from strom.spark.txn_coordinator import open_transactions
+    from strom.spark.txn_writer import fence
+
     try:
         open_ids = open_transactions(options.bootstrap_servers)
     except StromSparkError as exc:

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from strom.spark import source
+from strom.spark import source, txn_coordinator, txn_writer
 from strom.spark.errors import BrokerError
 from strom.spark.options import WriteOptions
 from strom.spark.txn_coordinator import PendingTransaction
@@ -30,9 +30,10 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
         if pending.transactional_id.endswith("fenced"):
             raise BrokerError("strom: PRODUCER_FENCED")
 
-    monkeypatch.setattr(source, "end_transaction", end)
-    monkeypatch.setattr(source, "fence", lambda _o, tid: recorded.append(("fence", tid)))
-    monkeypatch.setattr(source, "open_transactions", lambda _bootstrap: set(OPEN))
+    # source imports them when it needs them (planning a query never does).
+    monkeypatch.setattr(txn_coordinator, "end_transaction", end)
+    monkeypatch.setattr(txn_writer, "fence", lambda _o, tid: recorded.append(("fence", tid)))
+    monkeypatch.setattr(txn_coordinator, "open_transactions", lambda _bootstrap: set(OPEN))
     return recorded
 
 
@@ -80,12 +81,22 @@ def test_abort_with_no_finished_task_of_a_stream_knows_no_prefix(calls: list[Any
     assert calls == [("fence", "job-p0-a1")]
 
 
+def test_a_write_without_exactly_once_has_no_transactions_to_end(
+    calls: list[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = WriteOptions("h:1", "out", {})
+    source._end_transactions(plain, [None, source.WriteCommit(10, {"out": 10})], commit=True)
+    source._end_transactions(plain, [None], commit=False)
+    assert calls == []
+    assert not caplog.records  # nothing about transactions left open
+
+
 def test_the_others_stay_open_when_the_brokers_cannot_list_them(
     calls: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def unreachable(_bootstrap: str) -> set[str]:
         raise BrokerError("strom: could not list the open transactions: refused")
 
-    monkeypatch.setattr(source, "open_transactions", unreachable)
+    monkeypatch.setattr(txn_coordinator, "open_transactions", unreachable)
     source._end_transactions(OPTIONS, [written("q-p0-a0")], commit=True)
     assert calls == [("commit", "q-p0-a0")]  # committed all the same; the rest time out
