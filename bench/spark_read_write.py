@@ -1,15 +1,19 @@
-"""Spark connector throughput: a streaming read into a no-op sink, next to plain confluent-kafka,
-and a batch write.
+"""Spark connector throughput: streaming reads into a no-op sink with each reader, next to
+plain confluent-kafka, and a batch write.
 
     .venv/bin/python bench/spark_read_write.py [--bootstrap HOST:PORT] [--records 1000000]
-        [--record-bytes 100] [--partitions 4] [--master local[2]] [--exactly-once] [--json FILE]
+        [--record-bytes 100] [--partitions 4] [--master local[2]] [--rounds 3]
+        [--exactly-once] [--json FILE]
 
 Without --bootstrap it starts `python -m strom serve` (the default fsync durability) on a
 free port with a fresh data directory, as produce_consume.py does, and stops it at the end.
-Steps: produce the records with confluent-kafka; read them all with one plain
-confluent-kafka consumer (the baseline); read them all with a Spark streaming query
-(Trigger.AvailableNow) into Spark's `noop` sink; write the same number of records from a
-Spark DataFrame with df.write.format("strom"). With --exactly-once the same write runs
+Steps: produce the records with confluent-kafka; then, --rounds times, read them all with
+one plain confluent-kafka consumer (the baseline) and with a Spark streaming query
+(Trigger.AvailableNow) into Spark's `noop` sink through each reader (`reader=batches`,
+whole record batches decoded at once, and `reader=consumer`, librdkafka record by record),
+the two readers' order alternating between rounds; each figure is printed as its median
+and range. Last, write the same number of records from a Spark DataFrame with
+df.write.format("strom"). With --exactly-once the same write runs
 again with exactlyOnce=true (to another topic), so both modes are measured in one run.
 Spark's start-up is not timed; a small warm-up query runs first so the timed one does not
 pay the JVM's first-query costs.
@@ -21,6 +25,7 @@ import argparse
 import json
 import secrets
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -47,8 +52,11 @@ def spark_session(master: str) -> Any:
     return strom.spark.local_session("strom-bench", master)
 
 
+READERS = ("batches", "consumer")
+
+
 def stream_read_s(
-    spark: Any, bootstrap: str, topic: str, checkpoint: Path
+    spark: Any, bootstrap: str, topic: str, checkpoint: Path, reader: str = "batches"
 ) -> tuple[float, float, int]:
     """(seconds from start() to the end of an AvailableNow query reading the whole topic into
     the noop sink, seconds its micro-batches took, records read)."""
@@ -57,6 +65,7 @@ def stream_read_s(
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
+        .option("reader", reader)
         .load()
     )
     started = time.perf_counter()
@@ -107,7 +116,8 @@ def warm_up(
     topic = f"bench-spark-warmup-{secrets.token_hex(3)}"
     create_topic(bootstrap, topic, partitions, 1)
     produce(bootstrap, topic, 10_000, 100)
-    stream_read_s(spark, bootstrap, topic, scratch / "warmup-checkpoint")
+    for reader in READERS:
+        stream_read_s(spark, bootstrap, topic, scratch / f"warmup-{reader}", reader)
     batch_write_s(spark, bootstrap, topic, 10_000, 100)
     if exactly_once:
         batch_write_s(spark, bootstrap, topic, 10_000, 100, exactly_once=True)
@@ -121,13 +131,14 @@ def main() -> None:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rounds", type=int, default=3, help="reads of each kind (default 3)")
     parser.add_argument(
         "--exactly-once", action="store_true", help="also time the write with exactlyOnce=true"
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write results here")
     args = parser.parse_args()
-    if min(args.records, args.record_bytes, args.partitions) < 1:
-        parser.error("--records, --record-bytes and --partitions must be positive")
+    if min(args.records, args.record_bytes, args.partitions, args.rounds) < 1:
+        parser.error("--records, --record-bytes, --partitions and --rounds must be positive")
 
     broker = Broker(args.bootstrap) if args.bootstrap else start_strom("fsync")
     replication = -1 if args.bootstrap else 1
@@ -143,13 +154,27 @@ def main() -> None:
         create_topic(broker.bootstrap, sink, args.partitions, replication)
         produce_s = produce(broker.bootstrap, source, args.records, args.record_bytes)
         log(f"produced {args.records:,} records in {produce_s:.2f} s")
-        plain_s = consume(broker.bootstrap, source, args.partitions, args.records)
-        log(f"confluent-kafka consumer: {plain_s:.2f} s")
-        checkpoint = scratch / "checkpoint"
-        spark_s, batch_s, rows = stream_read_s(spark, broker.bootstrap, source, checkpoint)
-        if rows != args.records:
-            raise SystemExit(f"the streaming query read {rows} records, not {args.records}")
-        log(f"Spark streaming read: {spark_s:.2f} s, {batch_s:.2f} s of it in micro-batches")
+        reads: dict[str, list[float]] = {"plain": []}
+        for round_ in range(args.rounds):
+            plain_s = consume(broker.bootstrap, source, args.partitions, args.records)
+            reads["plain"].append(plain_s)
+            log(f"round {round_ + 1}: confluent-kafka consumer {plain_s:.2f} s")
+            order = READERS if round_ % 2 == 0 else READERS[::-1]
+            for reader in order:
+                checkpoint = scratch / f"checkpoint-{reader}-{round_}"
+                spark_s, batch_s, rows = stream_read_s(
+                    spark, broker.bootstrap, source, checkpoint, reader
+                )
+                if rows != args.records:
+                    raise SystemExit(
+                        f"the streaming query ({reader}) read {rows} records, not {args.records}"
+                    )
+                reads.setdefault(f"{reader} query", []).append(spark_s)
+                reads.setdefault(f"{reader} batches", []).append(batch_s)
+                log(
+                    f"round {round_ + 1}: Spark streaming read, reader={reader}: {spark_s:.2f} s,"
+                    f" {batch_s:.2f} s of it in micro-batches"
+                )
         write_s = batch_write_s(spark, broker.bootstrap, sink, args.records, args.record_bytes)
         log(f"Spark batch write: {write_s:.2f} s")
         eos_s = None
@@ -174,18 +199,37 @@ def main() -> None:
 
     size_mb = args.records * args.record_bytes / 1_000_000
     rows_out = [
-        ("confluent-kafka consumer, plain Python (1 consumer)", plain_s),
-        (f"Spark streaming read, AvailableNow -> noop ({args.master})", spark_s),
-        ("  of which micro-batches (query start-up and stop excluded)", batch_s),
-        (f"Spark batch write, df.write ({args.master})", write_s),
+        ("confluent-kafka consumer, plain Python (1 consumer)", reads["plain"]),
     ]
+    for reader in READERS:
+        rows_out += [
+            (
+                f"Spark streaming read, reader={reader}, AvailableNow -> noop",
+                reads[f"{reader} query"],
+            ),
+            (
+                "  of which micro-batches (query start-up and stop excluded)",
+                reads[f"{reader} batches"],
+            ),
+        ]
+    rows_out.append((f"Spark batch write, df.write ({args.master})", [write_s]))
     if eos_s is not None:
-        rows_out.append((f"Spark batch write, exactlyOnce=true ({args.master})", eos_s))
+        rows_out.append((f"Spark batch write, exactlyOnce=true ({args.master})", [eos_s]))
     width = max(len(name) for name, _ in rows_out)
-    print(f"{'':{width}}  {'seconds':>8}  {'records/s':>10}  {'MB/s':>6}")
+    print(f"{'':{width}}  {'seconds':>8}  {'records/s, median (min-max)':>32}  {'MB/s':>6}")
     for name, seconds in rows_out:
-        rate = args.records / seconds
-        print(f"{name:{width}}  {seconds:8.2f}  {rate:10,.0f}  {size_mb / seconds:6.1f}")
+        mid = statistics.median(seconds)
+        rates = f"{args.records / mid:,.0f} ({args.records / max(seconds):,.0f}-"
+        rates += f"{args.records / min(seconds):,.0f})"
+        print(f"{name:{width}}  {mid:8.2f}  {rates:>32}  {size_mb / mid:6.1f}")
+    plain = statistics.median(reads["plain"])
+    for what in ("query", "batches"):
+        batches = statistics.median(reads[f"batches {what}"])
+        consumer = statistics.median(reads[f"consumer {what}"])
+        print(
+            f"reader=batches against reader=consumer ({what}): {consumer / batches:.2f}x; "
+            f"against the plain consumer: {plain / batches:.2f}x"
+        )
     command = shlex.join(["python", *sys.argv])
     if args.json:
         report = {
@@ -194,6 +238,7 @@ def main() -> None:
             "record_bytes": args.record_bytes,
             "partitions": args.partitions,
             "master": args.master,
+            "rounds": args.rounds,
             "seconds": {name: seconds for name, seconds in rows_out},
         }
         args.json.write_text(json.dumps(report, indent=2) + "\n")

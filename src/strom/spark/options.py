@@ -51,6 +51,7 @@ READ_OPTIONS = (
     "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs",
+    "reader",
 )
 # checkpointLocation is passed to sinks by Spark itself.
 WRITE_OPTIONS = (
@@ -91,6 +92,14 @@ _ROLE = {"read": "reader", "write": "writer"}
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_FETCH_RETRIES = 3
 DEFAULT_FETCH_RETRY_INTERVAL_MS = 1_000
+
+
+class ReaderKind(Enum):
+    """How read tasks read: whole record batches with strom's own client (plaintext
+    only), or records one by one through a librdkafka consumer."""
+
+    BATCHES = "batches"
+    CONSUMER = "consumer"
 
 
 class SubscriptionKind(Enum):
@@ -150,6 +159,7 @@ class ReadOptions:
     # (librdkafka's own default is read_committed); not in client_config.
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
     client_config: Mapping[str, str] = field(default_factory=dict)
+    reader: ReaderKind = ReaderKind.BATCHES
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +191,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     max_per_trigger = _positive(given, "maxOffsetsPerTrigger")
     if max_per_trigger is not None and not streaming:
         raise OptionError("maxOffsetsPerTrigger", "applies to streaming reads (readStream) only")
+    client_config = {
+        key: value
+        for key, value in _client_config(given).items()
+        if key != ISOLATION_LEVEL.removeprefix("kafka.")
+    }
     return ReadOptions(
         bootstrap_servers=bootstrap,
         subscription=subscription,
@@ -200,12 +215,25 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
             given, "fetchOffset.retryIntervalMs", DEFAULT_FETCH_RETRY_INTERVAL_MS
         ),
         isolation_level=_isolation_level(given),
-        client_config={
-            key: value
-            for key, value in _client_config(given).items()
-            if key != ISOLATION_LEVEL.removeprefix("kafka.")
-        },
+        client_config=client_config,
+        reader=_reader(given, client_config),
     )
+
+
+def _reader(given: Mapping[str, str], client_config: Mapping[str, str]) -> ReaderKind:
+    """`reader`; by default batches, unless the client must connect with TLS or SASL,
+    which only the consumer reader does."""
+    protocol = client_config.get("security.protocol", "plaintext").strip().lower()
+    if "reader" not in given:
+        return ReaderKind.BATCHES if protocol == "plaintext" else ReaderKind.CONSUMER
+    reader = _choice("reader", given["reader"], ReaderKind)
+    if reader is ReaderKind.BATCHES and protocol != "plaintext":
+        raise OptionError(
+            "reader",
+            f"batches connects in plaintext only, and kafka.security.protocol is "
+            f"{client_config['security.protocol']!r}; use reader=consumer",
+        )
+    return reader
 
 
 def _isolation_level(given: Mapping[str, str]) -> IsolationLevel:

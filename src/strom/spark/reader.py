@@ -48,7 +48,7 @@ from strom.spark.offsets import (
     split_ranges,
     timestamp_lookups,
 )
-from strom.spark.options import ReadOptions, SubscriptionKind
+from strom.spark.options import ReaderKind, ReadOptions, SubscriptionKind
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,11 @@ def read_partition(partition: InputPartition, options: ReadOptions) -> Iterator[
     value = getattr(partition, "value", None)
     if not isinstance(value, OffsetRange):  # Spark's placeholder when there is nothing to read
         return iter(())
+    if options.reader is ReaderKind.BATCHES:
+        # Imported here: only tasks need strom's client, not the driver's planning process.
+        from strom.spark.fetch_reader import read_range_batches
+
+        return read_range_batches(value, options)
     return read_range(value, options)
 
 

@@ -16,6 +16,7 @@ from strom.spark.offsets import (
 )
 from strom.spark.options import (
     READ_OPTIONS,
+    ReaderKind,
     SubscriptionKind,
     parse_read_options,
     parse_write_options,
@@ -96,6 +97,7 @@ def test_every_option_is_parsed() -> None:
                 "fetchOffset.numRetries": "0",
                 "fetchOffset.retryIntervalMs": "10",
                 "kafka.security.protocol": "PLAINTEXT",
+                "reader": "Consumer",
             }
         ),
         streaming=True,
@@ -111,7 +113,37 @@ def test_every_option_is_parsed() -> None:
     assert (options.poll_timeout_ms, options.fetch_retries) == (5000, 0)
     assert options.fetch_retry_interval_ms == 10
     assert options.client_config == {"security.protocol": "PLAINTEXT"}
-    assert len(READ_OPTIONS) == 20
+    assert options.reader is ReaderKind.CONSUMER
+    assert len(READ_OPTIONS) == 21
+
+
+@pytest.mark.parametrize(
+    ("given", "reader"),
+    [
+        ({}, ReaderKind.BATCHES),
+        ({"kafka.security.protocol": "plaintext"}, ReaderKind.BATCHES),
+        ({"kafka.security.protocol": "SASL_SSL"}, ReaderKind.CONSUMER),
+        ({"reader": "batches"}, ReaderKind.BATCHES),
+        ({"reader": "consumer"}, ReaderKind.CONSUMER),
+        ({"reader": "consumer", "kafka.security.protocol": "SSL"}, ReaderKind.CONSUMER),
+    ],
+)
+def test_the_reader_is_batches_unless_the_client_needs_tls_or_sasl(
+    given: dict[str, str], reader: ReaderKind
+) -> None:
+    assert parse_read_options(lowered(BASE | given), streaming=False).reader is reader
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"reader": "batches", "kafka.security.protocol": "SSL"}, "plaintext only.*'SSL'"),
+        ({"reader": "records"}, "expected one of batches, consumer, got 'records'"),
+    ],
+)
+def test_a_reader_that_cannot_read_is_refused(given: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=rf"option 'reader': .*{message}"):
+        parse_read_options(lowered(BASE | given), streaming=False)
 
 
 def test_batch_ending_options() -> None:
