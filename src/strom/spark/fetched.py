@@ -182,6 +182,14 @@ class RangeColumns:
             pa.int64(), rows, [None, pa.py_buffer(buffers.timestamps)]
         )
         tp = self.range.topic_partition
+        if (
+            rows > 1
+            and pc.min(pc.subtract(offsets.slice(1), offsets.slice(0, rows - 1))).as_py() < 1
+        ):
+            raise BrokerError(
+                f"strom: {tp}: the records fetched are not in offset order (a batch's "
+                "offset deltas disagree with its neighbours')"
+            )
         columns = [
             _binary(rows, buffers.key_validity, buffers.key_offsets, buffers.key_data),
             _binary(rows, buffers.value_validity, buffers.value_offsets, buffers.value_data),

@@ -14,9 +14,10 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from strom.protocol.batch_header import TimestampType
@@ -284,3 +285,43 @@ def test_a_corrupt_batch_fails_the_read_with_its_offset() -> None:
     columns = RangeColumns(OffsetRange(TP, 0, 1), include_headers=False, read_committed=False)
     with pytest.raises(BrokerError, match="offset 0 is corrupt"):
         columns.take(bytes(damaged))
+
+
+def _with_crc(batch: bytearray) -> bytes:
+    """The batch with its CRC made right again, so damage reaches the decoder."""
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=steps_st,
+    damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    committed=st.booleans(),
+    headers=st.booleans(),
+)
+def test_a_damaged_answer_fails_the_read_cleanly_or_reads_the_range(
+    steps: list[Any], damage: list[tuple[int, int]], committed: bool, headers: bool
+) -> None:
+    """Bytes a broker should never send, but with CRCs that match: either a BrokerError
+    naming the batch, or rows within the range; never another exception."""
+    log = build_log(steps)
+    assume(log.data)
+    damaged = bytearray(log.data)
+    for where, value in damage:  # anywhere, headers too, but the CRCs are made right
+        damaged[where % len(damaged)] = value
+    fixed = bytearray()
+    for index, start in enumerate(log.batch_starts):
+        end = log.batch_starts[index + 1] if index + 1 < len(log.batch_starts) else len(damaged)
+        fixed += _with_crc(damaged[start:end])
+    rng = OffsetRange(TP, 0, log.end)
+    columns = RangeColumns(rng, include_headers=headers, read_committed=committed)
+    try:
+        columns.take(bytes(fixed), [(p, first) for p, first, _ in log.aborted])
+        batch = columns.build()
+    except BrokerError as exc:
+        assert str(exc).startswith("strom: ")
+        return
+    offsets = batch.column("offset").to_pylist()
+    assert offsets == sorted(set(offsets))
+    assert all(0 <= o < log.end for o in offsets)
