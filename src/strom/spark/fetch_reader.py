@@ -171,7 +171,7 @@ class _RangeFetch:
                 )
             self._partition_bytes = min(self._partition_bytes * 2, MAX_PARTITION_BYTES)
             return True
-        committed = self._options.isolation_level is IsolationLevel.READ_COMMITTED
+        committed = columns.read_committed
         end = int(answer.last_stable_offset if committed else answer.high_watermark)
         if 0 <= end <= columns.position:  # the log ends before the range does
             self._clamp(int(answer.log_start_offset), end)
@@ -199,9 +199,7 @@ class _RangeFetch:
                 "max_wait": FETCH_WAIT_MS,
                 "min_bytes": 1,
                 "max_bytes": MAX_PARTITION_BYTES,
-                "isolation_level": int(
-                    self._options.isolation_level is IsolationLevel.READ_COMMITTED
-                ),
+                "isolation_level": int(self._columns.read_committed),
                 "session_id": 0,
                 "session_epoch": -1,
                 "topics": [
@@ -240,9 +238,7 @@ class _RangeFetch:
             ApiKey.LIST_OFFSETS,
             {
                 "replica_id": -1,
-                "isolation_level": int(
-                    self._options.isolation_level is IsolationLevel.READ_COMMITTED
-                ),
+                "isolation_level": int(self._columns.read_committed),
                 "topics": [
                     {
                         "name": tp.topic,

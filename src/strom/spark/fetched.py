@@ -268,6 +268,5 @@ def _headers(rows: int, buffers: ColumnBuffers) -> pa.Array:
     starts = pa.Array.from_buffers(
         pa.int32(), rows + 1, [None, pa.py_buffer(buffers.header_list_offsets)]
     )
-    lists = pa.ListArray.from_arrays(starts, entries)
-    empty = pc.equal(pc.list_value_length(lists), 0)
+    empty = pc.equal(pc.subtract(starts.slice(1), starts.slice(0, rows)), 0)
     return pa.ListArray.from_arrays(starts, entries, type=pa.list_(HEADER_TYPE), mask=empty)
