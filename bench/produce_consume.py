@@ -24,8 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -38,6 +40,7 @@ DURABILITY_SETTINGS = {
 STARTUP_LIMIT_S = 30.0
 STALL_LIMIT_S = 30.0
 MB = 1_000_000
+_NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,12 +127,20 @@ def admin(bootstrap: str, extra: dict[str, Any] | None = None) -> AdminClient:
     return AdminClient(config | (extra or {}))
 
 
-def start_strom(durability: str, extra: list[str] | None = None) -> Broker:
+def start_strom(
+    durability: str, extra: list[str] | None = None, more_listeners: Sequence[str] = ()
+) -> Broker:
     """Start a broker and wait until a TCP connect and a metadata request both succeed;
-    `extra` are more KEY=VALUE settings."""
+    `extra` are more KEY=VALUE settings, `more_listeners` listeners (e.g.
+    "SSL://localhost:9093", advertised as written) beside the PLAINTEXT one the returned
+    bootstrap names."""
     data_dir = Path(tempfile.mkdtemp(prefix=f"strom-bench-{durability}-"))
     port = free_port()
     command = [sys.executable, "-m", "strom", "serve", "--listen", f"127.0.0.1:{port}"]
+    if more_listeners:
+        listeners = ",".join([f"PLAINTEXT://127.0.0.1:{port}", *more_listeners])
+        command[-2:] = ["--set", f"listeners={listeners}"]
+        command += ["--set", f"advertised.listeners={listeners}"]
     command += ["--data-dir", str(data_dir / "data"), "--log-level", "warning"]
     for setting in [*DURABILITY_SETTINGS[durability], *(extra or [])]:
         command += ["--set", setting]
@@ -195,8 +206,15 @@ def delete_topic(bootstrap: str, name: str) -> None:
         log(f"could not delete {name}: {exc}")
 
 
-def produce(bootstrap: str, topic: str, records: int, record_bytes: int) -> float:
-    """Seconds to produce `records` values and have every one acknowledged (acks=all)."""
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_bytes: int,
+    client: Mapping[str, Any] = _NO_SETTINGS,
+) -> float:
+    """Seconds to produce `records` values and have every one acknowledged (acks=all);
+    `client`: more librdkafka settings (security.protocol, say)."""
     failures: list[str] = []
 
     def on_error(error: Any, _message: Any) -> None:
@@ -216,6 +234,7 @@ def produce(bootstrap: str, topic: str, records: int, record_bytes: int) -> floa
             "delivery.report.only.error": True,
             "on_delivery": on_error,
             "log_level": 0,
+            **client,
         }
     )
     pool = os.urandom(record_bytes + 255)  # 256 distinct values, sliced once
@@ -239,15 +258,23 @@ def produce(bootstrap: str, topic: str, records: int, record_bytes: int) -> floa
 
 
 def consume(
-    bootstrap: str, topic: str, partitions: int, records: int, *, client_defaults: bool = False
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    *,
+    client_defaults: bool = False,
+    client: Mapping[str, Any] = _NO_SETTINGS,
 ) -> float:
     """Seconds for one assigned consumer to read all `records` from the beginning; with
-    `client_defaults`, librdkafka's default fetch and queue settings."""
+    `client_defaults`, librdkafka's default fetch and queue settings; `client`: more
+    librdkafka settings."""
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": f"bench-{secrets.token_hex(4)}",
         "enable.auto.commit": False,
         "log_level": 0,
+        **client,
     }
     if not client_defaults:
         config |= {

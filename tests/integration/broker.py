@@ -25,11 +25,19 @@ class BrokerProcess:
     """A `strom serve` child process: start() -> (kill()|stop()) -> start() ..."""
 
     def __init__(
-        self, data_dir: Path, *, port: int | None = None, extra: Sequence[str] = ()
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        extra: Sequence[str] = (),
+        more_listeners: Sequence[str] = (),
     ) -> None:
+        """`more_listeners` (e.g. "SSL://127.0.0.1:9093") are served beside the
+        PLAINTEXT listener on `port`, advertised as they are written."""
         self.data_dir = data_dir
         self.port = port or free_port()
         self.extra = list(extra)
+        self.more_listeners = list(more_listeners)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self.ready_line = ""
@@ -49,8 +57,7 @@ class BrokerProcess:
                 "serve",
                 "--data-dir",
                 str(self.data_dir),
-                "--listen",
-                self.bootstrap,
+                *self._listen_options(),
                 *self.extra,
             ],
             stdout=subprocess.PIPE,
@@ -59,6 +66,12 @@ class BrokerProcess:
         )
         log_file.close()
         self.ready_line = self._wait_ready()
+
+    def _listen_options(self) -> list[str]:
+        if not self.more_listeners:
+            return ["--listen", self.bootstrap]
+        listeners = ",".join([f"PLAINTEXT://{self.bootstrap}", *self.more_listeners])
+        return ["--set", f"listeners={listeners}", "--set", f"advertised.listeners={listeners}"]
 
     def _wait_ready(self) -> str:
         assert self.process is not None and self.process.stdout is not None

@@ -65,11 +65,14 @@ class TestCluster:
         hosts: Sequence[str] | None = None,
         command_prefixes: Mapping[int, Sequence[str]] | None = None,
         node_settings: Mapping[int, Sequence[str]] | None = None,
+        more_listeners: Mapping[int, str] | None = None,
     ) -> None:
         """`hosts` (one per node) and `command_prefixes` (node id -> what to run its
         command under) put each node somewhere else than 127.0.0.1, e.g. in a network
         namespace of its own (tests/fault/network.py). `node_settings` (node id ->
-        KEY=VALUE) are keys of one node only, written after the others."""
+        KEY=VALUE) are keys of one node only, written after the others. `more_listeners`
+        (node id -> e.g. "SSL://localhost:9094") are client listeners a node serves and
+        advertises beside its PLAINTEXT one."""
         ports = free_ports(2 * nodes)
         self.zookeeper = zookeeper
         """zookeeper.connect of the nodes; None: the built-in Raft quorum."""
@@ -82,6 +85,14 @@ class TestCluster:
             zookeeper=zookeeper,
             hosts=hosts,
         )
+        for node_id, listener in (more_listeners or {}).items():
+            plan = self.plans[node_id - 1]
+            planned = dict(plan.properties)
+            for key in ("listeners", "advertised.listeners"):
+                planned[key] = f"{planned[key]},{listener}"
+            name = listener.partition(":")[0]
+            planned["listener.security.protocol.map"] += f",{name}:{name}"
+            self.plans[node_id - 1] = dataclasses.replace(plan, properties=tuple(planned.items()))
         for node_id, extra in (node_settings or {}).items():
             plan = self.plans[node_id - 1]
             properties = (*plan.properties, *parse_settings(extra))
@@ -211,6 +222,7 @@ def running_cluster(
     hosts: Sequence[str] | None = None,
     command_prefixes: Mapping[int, Sequence[str]] | None = None,
     node_settings: Mapping[int, Sequence[str]] | None = None,
+    more_listeners: Mapping[int, str] | None = None,
 ) -> Iterator[TestCluster]:
     """A started cluster; every process is killed at the end, also on failure."""
     cluster = TestCluster(
@@ -222,6 +234,7 @@ def running_cluster(
         hosts=hosts,
         command_prefixes=command_prefixes,
         node_settings=node_settings,
+        more_listeners=more_listeners,
     )
     try:
         try:

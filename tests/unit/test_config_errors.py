@@ -40,7 +40,29 @@ STATIC = ConfigSource.STATIC_BROKER_CONFIG
         ("listeners=PLAINTEXT://host:", "listeners", "0 to 65535"),
         ("listeners=PLAINTEXT://:9092,plaintext://:9093", "listeners", "used twice"),
         ("listeners=A://:9092,B://:9092", "listeners", "both use port 9092"),
-        ("listeners=SSL://:9093", "listener.security.protocol.map", "PLAINTEXT only"),
+        ("listeners=SSL://:9093", "inter.broker.listener.name", "PLAINTEXT only so far"),
+        (
+            "listeners=PLAINTEXT://:9092,SASL_SSL://:9093",
+            "listener.security.protocol.map",
+            "PLAINTEXT and SSL so far",
+        ),
+        (
+            "listener.name.ssl.ssl.keystore.locaton=/k",
+            "listener.name.ssl.ssl.keystore.locaton",
+            "did you mean listener.name.ssl.ssl.keystore.location?",
+        ),
+        (
+            "listener.name.ssl.num.partitions=3",
+            "listener.name.ssl.num.partitions",
+            "a listener may override the ssl.* keys",
+        ),
+        (
+            "listener.name.other.ssl.keystore.location=/k",
+            "listener.name.other.ssl.keystore.location",
+            "not in 'listeners'",
+        ),
+        ("listener.name.ssl=x", "listener.name.ssl", "listener.name.<listener>.<key>"),
+        ("ssl.client.auth=always", "ssl.client.auth", "must be one of none, requested"),
         ("listeners=INTERNAL://:9093", "listener.security.protocol.map", "INTERNAL:PLAINTEXT"),
         ("listeners=CONTROLLER://:9093", "listeners", "client listener"),
         (

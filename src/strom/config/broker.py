@@ -17,6 +17,7 @@ from types import MappingProxyType
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
 from strom.config.listener_setup import ListenerSetup
+from strom.config.listener_tls import listener_tls, split_listener_keys
 from strom.config.listeners import (
     Endpoint,
     Listener,
@@ -28,6 +29,7 @@ from strom.config.listeners import (
 )
 from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
+from strom.config.security_keys import TlsSettings
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
 
@@ -62,6 +64,10 @@ class BrokerConfig:
     controller_listener_names: tuple[str, ...]
     inter_broker_listener_name: str | None
     """A client listener's name; None on a controller-only node."""
+    listener_protocols: tuple[tuple[str, str], ...]
+    """(listener name, security protocol) of every listener."""
+    listener_tls: tuple[tuple[str, TlsSettings], ...]
+    """(listener name, its TLS settings) of every SSL listener."""
     controller_quorum_voters: tuple[QuorumVoter, ...]
     controller_quorum_bootstrap_servers: tuple[Endpoint, ...]
     controller_quorum_election_timeout_ms: int
@@ -240,14 +246,15 @@ def build_config(
 ) -> BrokerConfig:
     """The config from key texts; `layers` says who set each (`DYNAMIC_LAYER`: a dynamic
     config, whose source `dynamic_sources` gives)."""
-    for name in given:
+    plain, overrides = split_listener_keys(given)
+    for name in plain:
         if name not in CONFIG_KEYS_BY_NAME:
             raise unknown_key(name, tuple(CONFIG_KEYS_BY_NAME))
     typed: dict[str, ConfigValue] = {}
     raw: dict[str, str] = {}
     sources: dict[str, ConfigSource] = {}
     for key in CONFIG_KEYS:
-        text = given.get(key.name, key.default)
+        text = plain.get(key.name, key.default)
         if text is None or (key.default is None and not text.strip()):
             typed[key.name] = None
             continue
@@ -256,7 +263,7 @@ def build_config(
         raw[key.name] = format_value(value) or ""
         sources[key.name] = (
             dynamic_sources.get(key.name, ConfigSource.STATIC_BROKER_CONFIG)
-            if key.name in given
+            if key.name in plain
             else ConfigSource.DEFAULT_CONFIG
         )
     v = TypedValues(typed)
@@ -269,12 +276,12 @@ def build_config(
         for text in v.strings("controller.quorum.bootstrap.servers")
     )
     both_roles, zk = roles == frozenset(ProcessRole), v.optional_string("zookeeper.connect")
-    zookeeper = parse_zookeeper_connect(zk, given, both_roles, voters, bootstrap)
+    zookeeper = parse_zookeeper_connect(zk, plain, both_roles, voters, bootstrap)
     single_node = zookeeper is None and both_roles and len(voters) <= 1 and len(bootstrap) <= 1
-    node_id = _node_id(v, given, layers, single_node=single_node)
+    node_id = _node_id(v, plain, layers, single_node=single_node)
     for name in ("node.id", "broker.id"):
         raw[name] = str(node_id)
-        given_either = "node.id" in given or "broker.id" in given
+        given_either = "node.id" in plain or "broker.id" in plain
         sources[name] = (
             ConfigSource.STATIC_BROKER_CONFIG if given_either else ConfigSource.DEFAULT_CONFIG
         )
@@ -293,7 +300,7 @@ def build_config(
         )
     listeners = ListenerSetup.build(
         v,
-        given,
+        plain,
         is_broker=is_broker,
         is_controller=is_controller,
         single_node=single_node or zookeeper is not None,
@@ -320,6 +327,8 @@ def build_config(
         advertised_listeners=listeners.advertised,
         controller_listener_names=listeners.controller_names,
         inter_broker_listener_name=listeners.inter_broker_name,
+        listener_protocols=listeners.protocols,
+        listener_tls=listener_tls(listeners, v, overrides),
         controller_quorum_voters=voters,
         controller_quorum_bootstrap_servers=bootstrap,
         controller_quorum_election_timeout_ms=v.integer("controller.quorum.election.timeout.ms"),
@@ -406,7 +415,7 @@ def build_config(
         values=MappingProxyType(typed),
         ignored=tuple(
             name
-            for name in given
+            for name in plain
             if not CONFIG_KEYS_BY_NAME[name].effect and layers.get(name) != DYNAMIC_LAYER
         ),
         given=MappingProxyType(dict(given)),

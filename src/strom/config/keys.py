@@ -3,9 +3,10 @@
 Keys with `effect=False` are Kafka keys accepted so that Kafka's shipped `server.properties`
 files start strom unchanged; they change nothing (the broker logs them at start).
 
-The keys are written in node_keys, log_keys, cluster_keys and compat_keys; this module
-puts them in one registry, in their established order (a config's `raw` and `values`
-follow it), marks which are dynamic and which not yet in effect, and looks them up.
+The keys are written in node_keys, log_keys, cluster_keys, security_keys and compat_keys;
+this module puts them in one registry, in their established order (a config's `raw` and
+`values` follow it), marks which are dynamic and which not yet in effect, and looks them
+up.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from strom.config.compat_keys import KAFKA_ONLY_KEYS
 from strom.config.log_keys import LOG_KEYS
 from strom.config.node_keys import CONNECTION_KEYS, NODE_KEYS
 from strom.config.schema import ConfigKey, DynamicUpdateMode, unknown_key
+from strom.config.security_keys import SSL_KEYS
 
 __all__ = [
     "CLUSTER_WIDE_KEYS",
@@ -33,6 +35,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *LOG_KEYS,  # storage, log cleaner (log_keys.py)
     *REPLICATION_KEYS,  # topic defaults and replication (cluster_keys.py)
     *CONNECTION_KEYS,  # requests and connections (node_keys.py)
+    *SSL_KEYS,  # TLS on SSL listeners (security_keys.py)
     *GROUP_KEYS,  # consumer groups (cluster_keys.py)
     *TXN_KEYS,  # transactions (cluster_keys.py)
     *KAFKA_ONLY_KEYS,  # accepted for compatibility, no effect (compat_keys.py)

@@ -27,6 +27,11 @@ class ListenerSetup:
     advertised: tuple[Listener, ...]
     controller_names: tuple[str, ...]
     inter_broker_name: str | None
+    protocols: tuple[tuple[str, str], ...]
+    """(listener name, security protocol) for every listener."""
+
+    def protocol(self, name: str) -> str:
+        return dict(self.protocols)[name]
 
     @classmethod
     def build(
@@ -40,7 +45,9 @@ class ListenerSetup:
     ) -> ListenerSetup:
         listeners = _parse_listeners(v.strings("listeners"))
         names = [listener.name for listener in listeners]
-        _check_protocols(listeners, _protocol_map(v.strings("listener.security.protocol.map")))
+        protocols = _protocols(
+            listeners, _protocol_map(v.strings("listener.security.protocol.map"))
+        )
         controller_names = tuple(
             dict.fromkeys(name.upper() for name in v.strings("controller.listener.names"))
         )
@@ -86,7 +93,31 @@ class ListenerSetup:
                     )
         advertised = _advertised(v, listeners, client)
         inter_broker_name = _inter_broker_name(v, given, client) if is_broker else None
-        return cls(listeners, client, controller, advertised, controller_names, inter_broker_name)
+        for listener in listeners:
+            # strom's own connections between nodes speak plaintext so far.
+            protocol = protocols[listener.name]
+            if protocol != "PLAINTEXT" and listener.name in controller_names:
+                raise ConfigError(
+                    f"controller listener {listener.name!r} uses {protocol}: strom's "
+                    "controller listeners speak PLAINTEXT only so far",
+                    key="listener.security.protocol.map",
+                )
+            if protocol != "PLAINTEXT" and listener.name == inter_broker_name:
+                raise ConfigError(
+                    f"inter-broker listener {listener.name!r} uses {protocol}: strom's "
+                    "brokers reach each other over PLAINTEXT only so far; set "
+                    "'inter.broker.listener.name' to a PLAINTEXT listener",
+                    key="inter.broker.listener.name",
+                )
+        return cls(
+            listeners,
+            client,
+            controller,
+            advertised,
+            controller_names,
+            inter_broker_name,
+            tuple(protocols.items()),
+        )
 
 
 def _parse_listeners(texts: Sequence[str]) -> tuple[Listener, ...]:
@@ -128,7 +159,8 @@ def _protocol_map(entries: Sequence[str]) -> dict[str, str]:
     return result
 
 
-def _check_protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]) -> None:
+def _protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]) -> dict[str, str]:
+    result: dict[str, str] = {}
     for listener in listeners:
         protocol = protocols.get(listener.name)
         if protocol is None and listener.name in SECURITY_PROTOCOLS:
@@ -139,12 +171,15 @@ def _check_protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]
                 f"{listener.name}:PLAINTEXT to 'listener.security.protocol.map'",
                 key="listener.security.protocol.map",
             )
-        if protocol != "PLAINTEXT":
+        if protocol not in ("PLAINTEXT", "SSL"):
             raise ConfigError(
                 f"listener {listener.name!r} uses {protocol} "
-                "(see 'listener.security.protocol.map'): strom speaks PLAINTEXT only",
+                "(see 'listener.security.protocol.map'): strom's listeners speak PLAINTEXT "
+                "and SSL so far",
                 key="listener.security.protocol.map",
             )
+        result[listener.name] = protocol
+    return result
 
 
 def _advertised(

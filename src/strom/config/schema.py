@@ -161,7 +161,8 @@ class ConfigKey:
 
     `effect=False` marks a Kafka key strom accepts so Kafka's files start unchanged, but
     that changes nothing; the broker logs those once at start. `dynamic` says whether
-    AlterConfigs may change it at run time.
+    AlterConfigs may change it at run time. `sensitive` (Kafka's PASSWORD type): its value
+    is never shown, DescribeConfigs answers null for it.
     """
 
     name: str
@@ -171,6 +172,7 @@ class ConfigKey:
     validator: Validator | None = None
     effect: bool = True
     dynamic: DynamicUpdateMode = DynamicUpdateMode.READ_ONLY
+    sensitive: bool = False
 
     def parse(self, text: str) -> ConfigValue:
         """The typed, validated value of `text`; ConfigError naming this key otherwise."""

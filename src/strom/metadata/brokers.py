@@ -30,6 +30,7 @@ from strom.metadata.elections import (
 )
 from strom.metadata.image import BrokerImage, MetadataImage
 from strom.metadata.records import (
+    BrokerEndpoint,
     MetadataRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
@@ -102,6 +103,7 @@ def register_broker(
     rack: str | None,
     *,
     session_alive: bool,
+    endpoints: tuple[BrokerEndpoint, ...] = (),
     unclean: UncleanPolicy = _never,
 ) -> tuple[list[MetadataRecord], RegistrationResult]:
     """Register (or re-register) a broker process, fenced until it has caught up.
@@ -110,7 +112,7 @@ def register_broker(
     incarnation is refused while the old one is unfenced and its session alive; otherwise
     the old registration is fenced (moving its leaderships) and replaced.
     """
-    problem = _bad_address(broker_id, host, port)
+    problem = _bad_address(broker_id, host, port) or _bad_endpoints(broker_id, endpoints)
     if problem is not None:
         return [], RegistrationResult(ErrorCode.invalid_request, problem, -1)
     existing = image.brokers.get(broker_id)
@@ -127,7 +129,9 @@ def register_broker(
             )
         records.extend(fence_brokers(image, [broker_id], unclean=unclean))
     records.append(
-        RegisterBrokerRecord(broker_id, incarnation_id, host, port, rack or None, fenced=True)
+        RegisterBrokerRecord(
+            broker_id, incarnation_id, host, port, rack or None, fenced=True, endpoints=endpoints
+        )
     )
     return records, RegistrationResult(ErrorCode.none, None, image.offset + 1)
 
@@ -139,6 +143,20 @@ def _bad_address(broker_id: int, host: str, port: int) -> str | None:
         return f"broker {broker_id} registered without a host"
     if not 0 <= port <= 65535:
         return f"broker {broker_id} registered port {port}, which is not 0..65535"
+    return None
+
+
+def _bad_endpoints(broker_id: int, endpoints: tuple[BrokerEndpoint, ...]) -> str | None:
+    names: set[str] = set()
+    for endpoint in endpoints:
+        if not endpoint.name:
+            return f"broker {broker_id} registered a listener without a name"
+        if endpoint.name in names:
+            return f"broker {broker_id} registered listener {endpoint.name!r} twice"
+        names.add(endpoint.name)
+        problem = _bad_address(broker_id, endpoint.host, endpoint.port)
+        if problem is not None:
+            return f"{problem} (listener {endpoint.name!r})"
     return None
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from strom.metadata.records import (
     CLUSTER_DEFAULT,
+    BrokerEndpoint,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -53,6 +54,19 @@ class BrokerImage:
     epoch: int = -1
     """The metadata offset of the entry that registered this incarnation."""
     fenced: bool = False
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    """Its advertised client listeners; empty: `host`:`port` on every listener."""
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client that reached the cluster on `listener` finds this broker: that
+        listener's endpoint; None if this broker has no such listener (Kafka leaves such
+        a broker out of the answer). `listener` None: the inter-broker address."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +231,7 @@ class _Replay:
                     record.rack,
                     epoch=self.offset if record.epoch is None else record.epoch,
                     fenced=record.fenced,
+                    endpoints=record.endpoints,
                 )
             case FenceBrokerRecord() | UnfenceBrokerRecord() | UnregisterBrokerRecord():
                 self._broker_state(record)

@@ -12,10 +12,11 @@ MetadataDecodeError, never a half-built record.
 Compatibility: a RegisterBrokerRecord written before brokers were fenced has no `fenced`
 field; it decodes as unfenced (`fenced=False`), because the single-node store that wrote
 it had no heartbeats that could ever unfence it. New registrations are fenced until the
-broker has caught up with the metadata log (KRaft's rule). Partition records written
-before reassignments existed have no `adding_replicas`/`removing_replicas`: a
-PartitionRecord decodes with none pending, a PartitionChangeRecord as leaving them as
-they are (their defaults).
+broker has caught up with the metadata log (KRaft's rule). A registration written before
+brokers advertised several listeners has no `endpoints`: its `host` and `port` serve
+every listener. Partition records written before reassignments existed have no
+`adding_replicas`/`removing_replicas`: a PartitionRecord decodes with none pending, a
+PartitionChangeRecord as leaving them as they are (their defaults).
 """
 
 from __future__ import annotations
@@ -33,6 +34,31 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+
+
+class SecurityProtocol(IntEnum):
+    """A listener's security protocol, by Kafka's ids (BrokerRegistration's listeners)."""
+
+    PLAINTEXT = 0
+    SSL = 1
+    SASL_PLAINTEXT = 2
+    SASL_SSL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """One client listener a broker advertises: clients that reach it on listener `name`
+    are given `host`:`port` for it."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+
+    def __str__(self) -> str:
+        """`NAME://host:port`, an IPv6 host in brackets."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
 
 
 CLUSTER_DEFAULT = ""
@@ -56,9 +82,13 @@ class RegisterBrokerRecord:
     incarnation_id: uuid.UUID
     host: str
     port: int
+    """The address other brokers reach this one on (its inter-broker listener)."""
     rack: str | None
     fenced: bool = True
     epoch: int | None = None
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    """Every advertised client listener; empty in records written before brokers had more
+    than one, which meant `host`:`port` on every listener."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +240,24 @@ def _resource_type(value: object) -> ConfigResourceType:
     return ConfigResourceType(_int(value))
 
 
+def endpoints_from_json(value: object) -> tuple[BrokerEndpoint, ...]:
+    """Endpoints as `record_to_json` writes them; ValueError naming the problem."""
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of endpoints, got {value!r}")
+    result = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"name", "host", "port", "security_protocol"}:
+            raise ValueError(f"expected {{name, host, port, security_protocol}}, got {item!r}")
+        try:
+            protocol = SecurityProtocol(_int(item["security_protocol"]))
+        except ValueError:
+            raise ValueError(f"unknown security protocol {item['security_protocol']!r}") from None
+        result.append(
+            BrokerEndpoint(_str(item["name"]), _str(item["host"]), _int(item["port"]), protocol)
+        )
+    return tuple(result)
+
+
 def _optional(decode: Callable[[object], Any]) -> Callable[[object], Any]:
     return lambda value: None if value is None else decode(value)
 
@@ -224,6 +272,7 @@ _DECODERS: dict[str, Callable[[object], Any]] = {
     "int | None": _optional(_int),
     "str | None": _optional(_str),
     "tuple[int, ...] | None": _optional(_ints),
+    "tuple[BrokerEndpoint, ...]": endpoints_from_json,
 }
 # Per record type: field name -> (decoder, whether the field may be left out).
 _SCHEMAS: dict[type[Any], dict[str, tuple[Callable[[object], Any], bool]]] = {
@@ -234,6 +283,15 @@ _SCHEMAS: dict[type[Any], dict[str, tuple[Callable[[object], Any], bool]]] = {
 _LEGACY_DEFAULTS: dict[type[Any], dict[str, object]] = {RegisterBrokerRecord: {"fenced": False}}
 
 
+def endpoint_json(endpoint: BrokerEndpoint) -> dict[str, Any]:
+    return {
+        "name": endpoint.name,
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "security_protocol": int(endpoint.security_protocol),
+    }
+
+
 def record_to_json(record: MetadataRecord) -> dict[str, Any]:
     """The JSON object of one record: its fields plus "type"."""
     body: dict[str, Any] = {"type": type(record).__name__}
@@ -242,7 +300,9 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
         if isinstance(value, uuid.UUID):
             value = str(value)
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [
+                endpoint_json(item) if isinstance(item, BrokerEndpoint) else item for item in value
+            ]
         elif isinstance(value, IntEnum):
             value = int(value)
         body[f.name] = value

@@ -50,6 +50,7 @@ def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
                 broker.rack,
                 fenced=broker.fenced,
                 epoch=broker.epoch,
+                endpoints=broker.endpoints,
             )
         )
     for name in sorted(image.topics_by_name):

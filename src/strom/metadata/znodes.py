@@ -1,6 +1,6 @@
 """The metadata image as Kafka's classic ZooKeeper znodes, and back.
 
-    diff(old, new, controller_epoch=e) -> [ZnodeOp]       one ZooKeeper multi
+    znode_diff.diff(old, new, controller_epoch=e) -> [ZnodeOp]   one ZooKeeper multi
     image_from_znodes(tree, offset=n)  -> MetadataImage   records replayed, as a snapshot is
 
 The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS are empty):
@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from strom.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from strom.metadata.records import (
     CLUSTER_DEFAULT,
+    BrokerEndpoint,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -47,6 +48,8 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    endpoint_json,
+    endpoints_from_json,
 )
 from strom.metadata.topic_names import validate_topic_name
 
@@ -139,7 +142,7 @@ def config_path(resource_type: ConfigResourceType, name: str) -> str:
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _json(value: object) -> bytes:
+def json_bytes(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
 
 
@@ -148,175 +151,51 @@ def kafka_uuid(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
 
 
-def _cluster_data(image: MetadataImage) -> bytes | None:
+def cluster_data(image: MetadataImage) -> bytes | None:
     if not image.cluster_id:
         return None
-    return _json({"version": "1", "id": image.cluster_id, "name": image.cluster_name})
+    return json_bytes({"version": "1", "id": image.cluster_id, "name": image.cluster_name})
 
 
-def _producer_data(image: MetadataImage) -> bytes | None:
+def producer_data(image: MetadataImage) -> bytes | None:
     if not image.next_producer_id:
         return None
-    return _json({"version": 1, "next_producer_id": str(image.next_producer_id)})
+    return json_bytes({"version": 1, "next_producer_id": str(image.next_producer_id)})
 
 
-def _broker_data(broker: BrokerImage | None) -> bytes | None:
+def broker_data(broker: BrokerImage | None) -> bytes | None:
     if broker is None:
         return None
     body = {name: getattr(broker, name) for name in ("host", "port", "rack", "epoch", "fenced")}
-    return _json({**body, "version": 1, "incarnation_id": str(broker.incarnation_id)})
+    if broker.endpoints:
+        body["endpoints"] = [endpoint_json(endpoint) for endpoint in broker.endpoints]
+    return json_bytes({**body, "version": 1, "incarnation_id": str(broker.incarnation_id)})
 
 
-def _topic_data(topic: TopicImage) -> bytes:
+def topic_data(topic: TopicImage) -> bytes:
     parts = sorted(topic.partitions.items())
     replicas = {str(i): list(p.replicas) for i, p in parts}
     adding = {str(i): list(p.adding_replicas) for i, p in parts if p.adding_replicas}
     removing = {str(i): list(p.removing_replicas) for i, p in parts if p.removing_replicas}
     body = {"version": 3, "topic_id": kafka_uuid(topic.topic_id), "partitions": replicas}
-    return _json({**body, "adding_replicas": adding, "removing_replicas": removing})
+    return json_bytes({**body, "adding_replicas": adding, "removing_replicas": removing})
 
 
-def _state_data(p: PartitionImage, controller_epoch: int) -> bytes:
+def state_data(p: PartitionImage, controller_epoch: int) -> bytes:
     body = {name: getattr(p, name) for name in ("leader", "leader_epoch", "partition_epoch")}
-    return _json({**body, "version": 1, "controller_epoch": controller_epoch, "isr": list(p.isr)})
+    return json_bytes(
+        {**body, "version": 1, "controller_epoch": controller_epoch, "isr": list(p.isr)}
+    )
 
 
-def _config_data(image: MetadataImage, key: tuple[ConfigResourceType, str]) -> bytes | None:
+def config_data(image: MetadataImage, key: tuple[ConfigResourceType, str]) -> bytes | None:
     """Every topic has its config znode; a broker entity only while it has overrides."""
     overrides = image.configs.get(key)
     if overrides is None and not (
         key[0] is ConfigResourceType.TOPIC and key[1] in image.topics_by_name
     ):
         return None
-    return _json({"version": 1, "config": dict(overrides or {})})
-
-
-# --- diff ------------------------------------------------------------------------------------
-
-
-class _Ops:
-    """One diff's ops by kind; `ordered` lists them as a multi needs them."""
-
-    def __init__(self) -> None:
-        self.deletes: list[ZnodeOp] = []  # children before parents
-        self.creates: list[ZnodeOp] = []  # parents before children
-        self.sets: list[ZnodeOp] = []
-        self.notifies: list[ZnodeOp] = []
-
-    def put(self, path: str, before: bytes | None, after: bytes | None) -> None:
-        if before == after:
-            return
-        if after is None:
-            self.deletes.append(ZnodeOp(OpKind.DELETE, path))
-        elif before is None:
-            self.creates.append(ZnodeOp(OpKind.CREATE, path, after))
-        else:
-            self.sets.append(ZnodeOp(OpKind.SET, path, after))
-
-    def ordered(self) -> list[ZnodeOp]:
-        return self.deletes + self.creates + self.sets + self.notifies
-
-
-def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> list[ZnodeOp]:
-    """The ops that take ZooKeeper from `old`'s znodes to `new`'s, in one multi's order:
-    deletes (children first), creates (parents first), sets, then config change notices.
-
-    Unchanged parts cost nothing but an identity check: a topic whose TopicImage `is` the
-    same is skipped, and in a changed topic only partitions whose state differs are
-    written, with `controller_epoch`. A topic recreated under its name is deleted first.
-    """
-    ops = _Ops()
-    ops.put(CLUSTER_ID, _cluster_data(old), _cluster_data(new))
-    ops.put(PRODUCER_ID_BLOCK, _producer_data(old), _producer_data(new))
-    if old.brokers is not new.brokers:
-        for broker_id in sorted(old.brokers.keys() | new.brokers.keys()):
-            before, after = old.brokers.get(broker_id), new.brokers.get(broker_id)
-            if before != after:
-                ops.put(broker_path(broker_id), _broker_data(before), _broker_data(after))
-    reborn: list[str] = []  # topic names that appeared, vanished or changed id
-    was, now = old.topics_by_name, new.topics_by_name
-    if was is not now:
-        changed = {name for name in was.keys() | now.keys() if was.get(name) is not now.get(name)}
-        for name in sorted(changed):
-            if _diff_topic(ops, was.get(name), now.get(name), controller_epoch):
-                reborn.append(name)
-    _diff_configs(ops, old, new, reborn)
-    return ops.ordered()
-
-
-def _diff_topic(
-    ops: _Ops, before: TopicImage | None, after: TopicImage | None, controller_epoch: int
-) -> bool:
-    """Adds the ops of one topic; True if it was created or deleted."""
-    if before is not None and (after is None or after.topic_id != before.topic_id):
-        for index in sorted(before.partitions):
-            _delete_partition(ops, before.name, index)
-        path = topic_path(before.name)
-        ops.deletes += [ZnodeOp(OpKind.DELETE, f"{path}/partitions"), ZnodeOp(OpKind.DELETE, path)]
-        before = None
-        if after is None:
-            return True
-    assert after is not None
-    if before is None:
-        path = topic_path(after.name)
-        ops.creates.append(ZnodeOp(OpKind.CREATE, path, _topic_data(after)))
-        ops.creates.append(ZnodeOp(OpKind.CREATE, f"{path}/partitions"))
-        for index in sorted(after.partitions):
-            _create_partition(ops, after.name, index, after.partitions[index], controller_epoch)
-        return True
-    reassigned = before.partitions.keys() != after.partitions.keys()
-    for index in sorted(after.partitions):
-        was, now = before.partitions.get(index), after.partitions[index]
-        if was is now:
-            continue
-        if was is None:
-            _create_partition(ops, after.name, index, now, controller_epoch)
-            continue
-        reassigned = reassigned or _assignment(was) != _assignment(now)
-        if _leadership(was) != _leadership(now):
-            state = _state_data(now, controller_epoch)
-            ops.sets.append(ZnodeOp(OpKind.SET, state_path(after.name, index), state))
-    for index in sorted(before.partitions.keys() - after.partitions.keys()):
-        _delete_partition(ops, after.name, index)
-    if reassigned:
-        ops.sets.append(ZnodeOp(OpKind.SET, topic_path(after.name), _topic_data(after)))
-    return False
-
-
-def _assignment(p: PartitionImage) -> tuple[tuple[int, ...], ...]:
-    return p.replicas, p.adding_replicas, p.removing_replicas
-
-
-def _leadership(p: PartitionImage) -> tuple[object, ...]:
-    return p.leader, p.leader_epoch, p.isr, p.partition_epoch
-
-
-def _create_partition(
-    ops: _Ops, name: str, index: int, partition: PartitionImage, controller_epoch: int
-) -> None:
-    state = state_path(name, index)
-    ops.creates.append(ZnodeOp(OpKind.CREATE, state.removesuffix("/state")))
-    ops.creates.append(ZnodeOp(OpKind.CREATE, state, _state_data(partition, controller_epoch)))
-
-
-def _delete_partition(ops: _Ops, name: str, index: int) -> None:
-    state = state_path(name, index)
-    ops.deletes.append(ZnodeOp(OpKind.DELETE, state))
-    ops.deletes.append(ZnodeOp(OpKind.DELETE, state.removesuffix("/state")))
-
-
-def _diff_configs(ops: _Ops, old: MetadataImage, new: MetadataImage, reborn: list[str]) -> None:
-    """Config znodes of changed entities and of reborn topics; a notice per changed entity."""
-    keys = {(ConfigResourceType.TOPIC, name) for name in reborn}
-    if old.configs is not new.configs:
-        both = old.configs.keys() | new.configs.keys()
-        keys.update(key for key in both if old.configs.get(key) != new.configs.get(key))
-    for key in sorted(keys):
-        path = config_path(*key)
-        ops.put(path, _config_data(old, key), _config_data(new, key))
-        if old.configs.get(key, {}) != new.configs.get(key, {}):
-            notice = _json({"version": 2, "entity_path": path.removeprefix("/config/")})
-            ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))
+    return json_bytes({"version": 1, "config": dict(overrides or {})})
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -352,6 +231,13 @@ class _Fields:
         if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
             return value
         raise ZnodeError(f"{self.what}: {name}: expected {kind.__name__}, got {value!r:.80}")
+
+    def endpoints(self, key: str) -> tuple[BrokerEndpoint, ...]:
+        value = self.optional(key, list, [])
+        try:
+            return endpoints_from_json(value)
+        except ValueError as exc:
+            raise ZnodeError(f"{self.what}: {key}: {exc}") from None
 
     def ints(self, key: str) -> tuple[int, ...]:
         return tuple(self.check(item, int, key) for item in self.get(key, list))
@@ -463,20 +349,20 @@ def broker_registration(
     host: str,
     port: int,
     rack: str | None,
-    endpoints: Sequence[str],
+    endpoints: Sequence[BrokerEndpoint],
     incarnation_id: uuid.UUID,
     timestamp_ms: int,
 ) -> bytes:
-    """A broker's ephemeral /brokers/ids/<id> znode, Kafka's version 5 with the incarnation."""
-    listeners = [_endpoint(text, f"broker {broker_id}")[0] for text in endpoints]
-    return _json(
+    """A broker's ephemeral /brokers/ids/<id> znode, Kafka's version 5 with the incarnation:
+    `endpoints` as LISTENER://host:port texts and each listener's security protocol."""
+    return json_bytes(
         {
             "version": 5,
             "host": host,
             "port": port,
             "rack": rack,
-            "endpoints": list(endpoints),
-            "listener_security_protocol_map": dict.fromkeys(listeners, "PLAINTEXT"),
+            "endpoints": [str(endpoint) for endpoint in endpoints],
+            "listener_security_protocol_map": {e.name: e.security_protocol.name for e in endpoints},
             "jmx_port": -1,
             "timestamp": str(timestamp_ms),
             "features": {},
@@ -501,7 +387,7 @@ def parse_broker_registration(data: bytes) -> BrokerRegistration:
 def controller_json(broker_id: int, timestamp_ms: int) -> bytes:
     """The ephemeral /controller znode of the active controller."""
     body = {"version": 2, "brokerid": broker_id, "kraftControllerEpoch": -1}
-    return _json({**body, "timestamp": str(timestamp_ms)})
+    return json_bytes({**body, "timestamp": str(timestamp_ms)})
 
 
 def parse_controller(data: bytes) -> int:
@@ -538,6 +424,7 @@ def image_from_znodes(tree: Mapping[str, bytes], *, offset: int) -> MetadataImag
                         fields.optional("rack", str, None),
                         fenced=fields.get("fenced", bool),
                         epoch=fields.get("epoch", int),
+                        endpoints=fields.endpoints("endpoints"),
                     )
                 )
             case ["", "brokers", "topics", name]:

@@ -52,6 +52,10 @@ class Request:
     body: Any
     client_host: str = ""
     """The peer's address, set by the connection (groups report it per member)."""
+    listener: str = ""
+    """The name of the listener the request arrived on; "" when not on a listener."""
+    principal: str = "User:ANONYMOUS"
+    """Who the peer is: from its TLS certificate, or ANONYMOUS."""
 
 
 def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
@@ -96,7 +100,9 @@ def _payload_class(module: Any, suffix: str) -> type[Any]:
     raise LookupError(f"no {suffix} class in {module.__name__}")
 
 
-def decode_request(frame: bytes, *, client_host: str = "") -> Request:
+def decode_request(
+    frame: bytes, *, client_host: str = "", listener: str = "", principal: str = "User:ANONYMOUS"
+) -> Request:
     """Decode one request frame (without its size prefix).
 
     Raises UnsupportedVersion for a known API at an unserved version and RequestError for
@@ -119,7 +125,9 @@ def decode_request(frame: bytes, *, client_host: str = "") -> Request:
         raise RequestError(f"malformed {key.name} v{api_version} request: {exc!r}") from None
     # Bytes after the body are ignored, as Kafka does: librdkafka leaves three
     # placeholder bytes after a null topic array in Metadata requests.
-    return Request(key, api_version, correlation_id, header.client_id, body, client_host)
+    return Request(
+        key, api_version, correlation_id, header.client_id, body, client_host, listener, principal
+    )
 
 
 _WRITERS: dict[type[Any], tuple[Callable[..., None], Callable[..., None]]] = {}

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
+from strom.config.errors import ConfigError
 from strom.fetch.sessions import FetchSessionCache
 from strom.metadata.image import MetadataImage
 from strom.metadata.stores import (
@@ -49,6 +50,7 @@ from strom.server.handlers.ports import (
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
+from strom.server.listener_security import ListenerSecurity, advertised_endpoints
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
 from strom.server.observability import Observability
@@ -154,6 +156,7 @@ class Broker:
             on_failure=lambda error: self.fail(f"a background task ended: {error!r}"),
         )
         self.bound: list[tuple[Listener, int]] = []
+        self.security = ListenerSecurity(self.node_id, ())  # _bind() reads the TLS settings
         self.stopping = False
         self.forward = ForwardPort(self.node_id, self.channel, self.metadata)
         """How handlers reach the active controller (handlers/forward.py)."""
@@ -219,7 +222,7 @@ class Broker:
             node_id=self.node_id,
             incarnation_id=self.incarnation_id,
             config=lambda: self.config,
-            advertised=lambda: self.advertised_listener,
+            advertised=lambda: advertised_endpoints(self.config, self.bound),
             metadata=self.metadata,
             controller=self.to_controller,
         )
@@ -255,9 +258,7 @@ class Broker:
             watches=lambda: (
                 self.controller if self.controller is not None and self.controller.active else None
             ),
-            advertised=lambda: Advertised(
-                self.config.advertised_listeners[0].name, *self.advertised_listener
-            ),
+            advertised=self._advertised,
             cluster_id=lambda: self.metadata.image.cluster_id or self.local_cluster_id,
             incarnation_id=self.incarnation_id,
             rack=self.config.broker_rack,
@@ -323,21 +324,21 @@ class Broker:
 
     async def _bind(self) -> None:
         config = self.config
+        try:
+            self.security = ListenerSecurity(self.node_id, config.listener_tls)
+        except ConfigError as exc:
+            raise ListenError(str(exc)) from None
         listeners = list(config.client_listeners) if self.is_broker else []
         controller_listeners = list(config.controller_listeners) if self.is_controller else []
         for listener in [*listeners, *controller_listeners]:
             is_client = listener in listeners
             try:
-                server = await asyncio.start_server(
+                server = await self.security.start_server(
+                    listener,
                     functools.partial(
                         self._on_client_connection if is_client else self._on_controller_connection,
                         listener.name,
                     ),
-                    listener.host,
-                    listener.port,
-                    reuse_address=True,
-                    limit=1 << 20,
-                    start_serving=False,
                 )
             except OSError as exc:
                 for opened in self._servers:
@@ -353,11 +354,12 @@ class Broker:
 
     @property
     def advertised_listener(self) -> tuple[str, int]:
-        listener = self.config.advertised_listeners[0]
-        port = listener.port
-        if port == 0:
-            port = self.bound[0][1]
-        return listener.host, port
+        """The address other brokers reach this one on (its inter-broker listener)."""
+        return self._advertised().host, self._advertised().port
+
+    def _advertised(self) -> Advertised:
+        endpoints = advertised_endpoints(self.config, self.bound)
+        return Advertised(endpoints[0].name, endpoints[0].host, endpoints[0].port, endpoints)
 
     @property
     def cluster_id(self) -> str:
@@ -439,10 +441,16 @@ class Broker:
     async def _on_client_connection(
         self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        principal = self.security.principal(listener, writer)
+        if principal is None:
+            writer.close()
+            return
         if self._client_serves_controller:
             # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
             # listeners: it serves the controller's APIs and strom's private ones there.
-            await self._serve_nodes(listener, reader, writer, self._dispatch_with_controller)
+            await self._serve_nodes(
+                listener, reader, writer, self._dispatch_with_controller, principal
+            )
             return
         await self._serve(
             listener,
@@ -454,6 +462,8 @@ class Broker:
                 idle_timeout_s=self.config.connections_max_idle_ms / 1000,
                 node_id=self.node_id,
                 observe=self.observability.request_observer,
+                listener=listener,
+                principal=principal,
             ),
         )
 
@@ -468,6 +478,7 @@ class Broker:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         dispatch: Callable[[Request], Awaitable[Any | None]],
+        principal: str = "User:ANONYMOUS",
     ) -> None:
         """A connection that other nodes use too: strom's private APIs and larger frames."""
         await self._serve(
@@ -482,6 +493,8 @@ class Broker:
                 private=PrivateSession(self._private).handle,
                 apis=frozenset(SERVED_APIS),
                 observe=self.observability.request_observer,
+                listener=listener,
+                principal=principal,
             ),
         )
 

@@ -91,6 +91,8 @@ class Connection:
         private: PrivateHandler | None = None,
         apis: Collection[ApiKey] = frozenset(SUPPORTED_APIS),
         observe: RequestObserver | None = None,
+        listener: str = "",
+        principal: str = "User:ANONYMOUS",
     ) -> None:
         """`private` serves strom's own node-to-node APIs (server/private.py); a
         connection without it (a client listener) closes on any of them. `observe`
@@ -109,6 +111,8 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.host = f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
         self._draining = False
+        self.listener = listener
+        self.principal = principal
 
     def abort(self) -> None:
         """Drop the connection at once, unsent answers included (a crash)."""
@@ -179,7 +183,9 @@ class Connection:
             task = self._start_private(frame)
             return None if task is None else (task, None)
         try:
-            request = decode_request(frame, client_host=self.host)
+            request = decode_request(
+                frame, client_host=self.host, listener=self.listener, principal=self.principal
+            )
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:
                 # Answer in v0, which every client can read, listing what we support.

@@ -32,7 +32,13 @@ from strom.metadata import elect_leaders, isr, reassignments
 from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
 from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import ClusterRecord, ConfigResourceType, MetadataRecord, encode_entry
+from strom.metadata.records import (
+    BrokerEndpoint,
+    ClusterRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    encode_entry,
+)
 from strom.metadata.stores import Liveness, NotMetadataLeader, StoreCapabilities
 from strom.server.clock import now_ms
 from strom.server.tasks import TaskSet
@@ -329,6 +335,7 @@ class ControllerService:
         host: str,
         port: int,
         rack: str | None,
+        endpoints: tuple[BrokerEndpoint, ...] = (),
     ) -> tuple[ErrorCode, str | None, int]:
         """(error, message, broker epoch) for a BrokerRegistration."""
         if cluster_id != self._speculative.cluster_id:
@@ -341,7 +348,14 @@ class ControllerService:
         alive = self.session_alive(broker_id)
         result = await self.decide(
             lambda image: broker_decisions.register_broker(
-                image, broker_id, incarnation_id, host, port, rack, session_alive=alive
+                image,
+                broker_id,
+                incarnation_id,
+                host,
+                port,
+                rack,
+                session_alive=alive,
+                endpoints=endpoints,
             )
         )
         if result.error_code != ErrorCode.none:

@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from strom.metadata.brokers import HeartbeatResult, ProducerIdsResult
+from strom.metadata.records import BrokerEndpoint
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
 from strom.server.controller import NotController
@@ -49,6 +50,7 @@ class LocalController(Protocol):
         host: str,
         port: int,
         rack: str | None,
+        endpoints: tuple[BrokerEndpoint, ...] = (),
     ) -> tuple[ErrorCode, str | None, int]: ...
 
     async def broker_heartbeat(

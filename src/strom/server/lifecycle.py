@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from strom.config import BrokerConfig
 from strom.metadata.brokers import HeartbeatResult
 from strom.metadata.image import MetadataImage
+from strom.metadata.records import BrokerEndpoint
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import build, request_class
 from strom.server.controller import NotController
@@ -62,8 +63,8 @@ class Registration:
 
 class BrokerLifecycle:
     """Ports, each read when it is used: `config`, the broker's config now (heartbeat
-    interval, advertised listener name, rack); `advertised`, the host and port this
-    broker advertises; `metadata`, the cluster id to register in and the offset the
+    interval, rack); `advertised`, the client listeners this broker advertises, the
+    inter-broker one first; `metadata`, the cluster id to register in and the offset the
     heartbeats report; `controller`, the active controller."""
 
     def __init__(
@@ -72,7 +73,7 @@ class BrokerLifecycle:
         node_id: int,
         incarnation_id: uuid.UUID,
         config: Callable[[], BrokerConfig],
-        advertised: Callable[[], tuple[str, int]],
+        advertised: Callable[[], tuple[BrokerEndpoint, ...]],
         metadata: LifecycleMetadata,
         controller: ActiveController,
     ) -> None:
@@ -125,10 +126,9 @@ class BrokerLifecycle:
         if not image.cluster_id:
             raise NotController(None)  # the quorum has not formed the cluster yet
         cluster_id = image.cluster_id
-        host, port = self._advertised()
-        config = self._config()
-        listener = config.advertised_listeners[0]
-        rack = config.broker_rack
+        endpoints = self._advertised()
+        host, port = endpoints[0].host, endpoints[0].port
+        rack = self._config().broker_rack
         incarnation_id = self.incarnation_id
 
         async def here(controller: LocalController) -> Registration:
@@ -140,6 +140,7 @@ class BrokerLifecycle:
                     host=host,
                     port=port,
                     rack=rack,
+                    endpoints=endpoints,
                 )
             )
 
@@ -153,7 +154,13 @@ class BrokerLifecycle:
                 "cluster_id": cluster_id,
                 "incarnation_id": incarnation_id,
                 "listeners": [
-                    {"name": listener.name, "host": host, "port": port, "security_protocol": 0}
+                    {
+                        "name": e.name,
+                        "host": e.host,
+                        "port": e.port,
+                        "security_protocol": int(e.security_protocol),
+                    }
+                    for e in endpoints
                 ],
                 "features": [],
                 "rack": rack,

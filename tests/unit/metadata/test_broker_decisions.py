@@ -18,7 +18,13 @@ from kio.schema.errors import ErrorCode
 
 from strom.metadata import brokers
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import FenceBrokerRecord, RegisterBrokerRecord, UnfenceBrokerRecord
+from strom.metadata.records import (
+    BrokerEndpoint,
+    FenceBrokerRecord,
+    RegisterBrokerRecord,
+    SecurityProtocol,
+    UnfenceBrokerRecord,
+)
 
 # ---------------------------------------------------------------- registration
 
@@ -83,6 +89,57 @@ def test_bad_addresses_are_refused() -> None:
     for broker_id, host, port in ((-1, "h", 1), (1, "", 1), (1, "h", 70000)):
         records, result = brokers.register_broker(
             image, broker_id, incarnation(1), host, port, None, session_alive=False
+        )
+        assert records == [] and result.error_code == ErrorCode.invalid_request
+        assert result.message
+
+
+_PLAIN = BrokerEndpoint("PLAINTEXT", "10.0.0.1", 9092)
+_TLS = BrokerEndpoint("SSL", "broker-1.example", 9093, SecurityProtocol.SSL)
+
+
+def test_a_registration_keeps_every_listener_and_clients_get_their_own() -> None:
+    records, result = brokers.register_broker(
+        MetadataImage.empty(),
+        1,
+        incarnation(1),
+        "10.0.0.1",
+        9092,
+        None,
+        session_alive=False,
+        endpoints=(_PLAIN, _TLS),
+    )
+    assert result.error_code == ErrorCode.none
+    broker = commit(MetadataImage.empty(), records).brokers[1]
+    assert broker.endpoints == (_PLAIN, _TLS)
+    assert broker.address("SSL") == ("broker-1.example", 9093)
+    assert broker.address("PLAINTEXT") == ("10.0.0.1", 9092)
+    assert broker.address("EXTERNAL") is None  # Kafka leaves such a broker out
+    assert broker.address(None) == ("10.0.0.1", 9092)  # the inter-broker address
+
+
+def test_a_registration_from_before_listeners_serves_every_listener() -> None:
+    broker = register(MetadataImage.empty(), 1).brokers[1]
+    assert broker.endpoints == ()
+    assert broker.address("SSL") == broker.address("PLAINTEXT") == (broker.host, broker.port)
+
+
+def test_bad_listeners_are_refused() -> None:
+    for endpoints in (
+        (_PLAIN, _PLAIN),
+        (BrokerEndpoint("", "h", 1),),
+        (BrokerEndpoint("SSL", "", 1),),
+        (BrokerEndpoint("SSL", "h", 65536),),
+    ):
+        records, result = brokers.register_broker(
+            MetadataImage.empty(),
+            1,
+            incarnation(1),
+            "h",
+            1,
+            None,
+            session_alive=False,
+            endpoints=endpoints,
         )
         assert records == [] and result.error_code == ErrorCode.invalid_request
         assert result.message

@@ -8,6 +8,7 @@ import pytest
 
 from strom.metadata import records
 from strom.metadata.records import (
+    BrokerEndpoint,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -18,6 +19,7 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    SecurityProtocol,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
@@ -29,6 +31,17 @@ EVERY_RECORD = [
     ClusterRecord("abc", "strom"),
     RegisterBrokerRecord(1, TOPIC_ID, "h", 1, "r"),
     RegisterBrokerRecord(2, TOPIC_ID, "h", 2, None, fenced=False, epoch=12),
+    RegisterBrokerRecord(
+        3,
+        TOPIC_ID,
+        "h",
+        3,
+        None,
+        endpoints=(
+            BrokerEndpoint("PLAINTEXT", "h", 3),
+            BrokerEndpoint("SSL", "::1", 4, SecurityProtocol.SSL),
+        ),
+    ),
     FenceBrokerRecord(1, 5),
     UnfenceBrokerRecord(1, 5),
     UnregisterBrokerRecord(1, 5),
@@ -94,6 +107,18 @@ def test_registrations_default_to_fenced_but_old_ones_decode_as_unfenced() -> No
         (
             b'[{"type":"ClusterRecord","cluster_id":"a","cluster_name":1}]',
             "expected a string",
+        ),
+        (
+            b'[{"type":"RegisterBrokerRecord","broker_id":1,"incarnation_id":"%s","host":"h",'
+            b'"port":1,"rack":null,"endpoints":[{"name":"SSL","host":"h","port":2,'
+            b'"security_protocol":9}]}]' % str(TOPIC_ID).encode(),
+            "unknown security protocol 9",
+        ),
+        (
+            b'[{"type":"RegisterBrokerRecord","broker_id":1,"incarnation_id":"%s","host":"h",'
+            b'"port":1,"rack":null,"endpoints":[{"name":"SSL","host":"h"}]}]'
+            % str(TOPIC_ID).encode(),
+            "RegisterBrokerRecord.endpoints",
         ),
     ],
 )

@@ -24,7 +24,8 @@ from strom.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from strom.metadata.znodes import OpKind, ZnodeOp, diff
+from strom.metadata.znode_diff import diff
+from strom.metadata.znodes import OpKind, ZnodeOp
 
 # ----------------------------------------------------------------- diffs, by example
 

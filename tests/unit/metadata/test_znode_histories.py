@@ -35,7 +35,8 @@ from strom.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
-from strom.metadata.znodes import config_path, diff, image_from_znodes, operator_topics
+from strom.metadata.znode_diff import diff
+from strom.metadata.znodes import config_path, image_from_znodes, operator_topics
 
 # ----------------------------------------------------------------- random images
 

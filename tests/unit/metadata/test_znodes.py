@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from znode_harness import BROKER, EPOCH, ORDERS, TOPIC, example, notified, render
 
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import TopicRecord
+from strom.metadata.records import (
+    BrokerEndpoint,
+    RegisterBrokerRecord,
+    SecurityProtocol,
+    TopicRecord,
+)
+from strom.metadata.znode_diff import diff
 from strom.metadata.znodes import (
     PARENTS,
     BrokerRegistration,
@@ -26,7 +32,6 @@ from strom.metadata.znodes import (
     broker_registration,
     config_path,
     controller_json,
-    diff,
     image_from_znodes,
     kafka_uuid,
     operator_topics,
@@ -86,6 +91,22 @@ def test_a_topic_without_overrides_still_has_its_config_znode() -> None:
     assert image_from_znodes(render(image), offset=image.offset) == image
 
 
+def test_a_broker_s_listeners_survive_the_znode_round_trip() -> None:
+    endpoints = (
+        BrokerEndpoint("PLAINTEXT", "b1.example", 9092),
+        BrokerEndpoint("SSL", "::1", 9093, SecurityProtocol.SSL),
+    )
+    image = MetadataImage.empty().replay(
+        [RegisterBrokerRecord(1, uuid.UUID(int=1), "b1.example", 9092, None, endpoints=endpoints)]
+    )
+    tree = render(image)
+    assert (
+        b'"endpoints":[{"host":"b1.example","name":"PLAINTEXT","port":9092,'
+        in (tree["/strom/brokers/1"])
+    )
+    assert image_from_znodes(tree, offset=image.offset) == image
+
+
 def test_kafka_uuids_are_unpadded_url_safe_base64() -> None:
     assert kafka_uuid(uuid.UUID(int=0)) == "AAAAAAAAAAAAAAAAAAAAAA"
     assert kafka_uuid(ORDERS) == "eh47UlHETB-dbguaT2wtEA"
@@ -109,14 +130,17 @@ def test_a_broker_registers_in_kafkas_version_5_shape() -> None:
         host="b1.example",
         port=9092,
         rack=None,
-        endpoints=["PLAINTEXT://b1.example:9092", "INTERNAL://[::1]:9093"],
+        endpoints=[
+            BrokerEndpoint("PLAINTEXT", "b1.example", 9092),
+            BrokerEndpoint("INTERNAL", "::1", 9093, SecurityProtocol.SSL),
+        ],
         incarnation_id=uuid.UUID(int=1),
         timestamp_ms=1_700_000_000_000,
     )
     assert data == (
         b'{"endpoints":["PLAINTEXT://b1.example:9092","INTERNAL://[::1]:9093"],"features":{},'
         b'"host":"b1.example","incarnation_id":"00000000-0000-0000-0000-000000000001",'
-        b'"jmx_port":-1,"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT",'
+        b'"jmx_port":-1,"listener_security_protocol_map":{"INTERNAL":"SSL",'
         b'"PLAINTEXT":"PLAINTEXT"},"port":9092,"rack":null,"timestamp":"1700000000000",'
         b'"version":5}'
     )

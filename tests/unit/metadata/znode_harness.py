@@ -18,7 +18,8 @@ from strom.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from strom.metadata.znodes import CONFIG_CHANGE_PREFIX, PARENTS, OpKind, ZnodeOp, diff
+from strom.metadata.znode_diff import diff
+from strom.metadata.znodes import CONFIG_CHANGE_PREFIX, PARENTS, OpKind, ZnodeOp
 
 TOPIC = ConfigResourceType.TOPIC
 BROKER = ConfigResourceType.BROKER

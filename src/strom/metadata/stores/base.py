@@ -36,7 +36,7 @@ from enum import Enum
 from typing import Protocol
 
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import ConfigResourceType
+from strom.metadata.records import BrokerEndpoint, ConfigResourceType
 from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry, Snapshot
 
@@ -153,11 +153,13 @@ class StoreWatches(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Advertised:
-    """This node's first advertised listener, as other nodes reach it."""
+    """This node's inter-broker listener, as other nodes reach it, and every client
+    listener it advertises (the inter-broker one first)."""
 
     listener_name: str
     host: str
     port: int
+    endpoints: tuple[BrokerEndpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import controller
-from strom.metadata.image import MetadataImage, PartitionImage, TopicImage
+from strom.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from strom.protocol.apis import SUPPORTED_APIS, ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.cluster import (
@@ -81,23 +81,39 @@ def _live(image: MetadataImage, *, include_fenced: bool = False) -> list[Any]:
     ]
 
 
-def _metadata_brokers(image: MetadataImage) -> list[MetadataBroker]:
+def _addresses(
+    image: MetadataImage, listener: str, *, include_fenced: bool = False
+) -> list[tuple[BrokerImage, str, int]]:
+    """Each broker with its address on `listener` (the one the request came in on), as
+    Kafka answers: a broker without that listener is left out. "" (not on a listener):
+    the inter-broker addresses."""
+    result = []
+    for broker in _live(image, include_fenced=include_fenced):
+        address = broker.address(listener or None)
+        if address is not None:
+            result.append((broker, *address))
+    return result
+
+
+def _metadata_brokers(image: MetadataImage, listener: str) -> list[MetadataBroker]:
     return [
-        {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-        for b in _live(image)
+        {"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
+        for b, host, port in _addresses(image, listener)
     ]
 
 
-def _cluster_brokers(image: MetadataImage, *, include_fenced: bool) -> list[DescribeClusterBroker]:
+def _cluster_brokers(
+    image: MetadataImage, listener: str, *, include_fenced: bool
+) -> list[DescribeClusterBroker]:
     return [
         {
             "broker_id": b.broker_id,
-            "host": b.host,
-            "port": b.port,
+            "host": host,
+            "port": port,
             "rack": b.rack,
             "is_fenced": b.fenced,
         }
-        for b in _live(image, include_fenced=include_fenced)
+        for b, host, port in _addresses(image, listener, include_fenced=include_fenced)
     ]
 
 
@@ -207,7 +223,7 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
                 topics.append(_error_entry(wanted.name, code))
     response: MetadataResponse = {
         "throttle_time": 0,
-        "brokers": _metadata_brokers(image),
+        "brokers": _metadata_brokers(image, request.listener),
         "cluster_id": context.cluster_id(),
         "controller_id": controller_id(context, image),
         "topics": topics,
@@ -227,7 +243,7 @@ async def handle_describe_cluster(context: ClusterContext, request: Request) -> 
         "endpoint_type": int(getattr(request.body, "endpoint_type", 1)),
         "cluster_id": context.cluster_id(),
         "controller_id": controller_id(context, image),
-        "brokers": _cluster_brokers(image, include_fenced=include_fenced),
+        "brokers": _cluster_brokers(image, request.listener, include_fenced=include_fenced),
         "cluster_authorized_operations": _OMITTED_OPERATIONS,
     }
     return build_response(ApiKey.DESCRIBE_CLUSTER, request.api_version, response)

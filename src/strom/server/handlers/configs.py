@@ -10,6 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig, ConfigSource, effective_topic_config
+from strom.config.keys import CONFIG_KEYS_BY_NAME
 from strom.metadata.configs import (
     AlterConfigOp,
     ConfigEntryChange,
@@ -34,12 +35,14 @@ log = logging.getLogger(__name__)
 
 
 def _entry(name: str, value: str | None, source: ConfigSource) -> DescribeConfigsEntry:
+    key = CONFIG_KEYS_BY_NAME.get(name)
+    sensitive = key is not None and key.sensitive
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": False,
         "config_source": int(source),
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": [],
         "config_type": 0,
         "documentation": None,

@@ -28,7 +28,7 @@ _GROUP = 0
 _TRANSACTION = 1
 
 
-async def _coordinator(context: TxnContext, key: str, key_type: int) -> Coordinator:
+async def _coordinator(context: TxnContext, key: str, key_type: int, listener: str) -> Coordinator:
     entry: Coordinator = {
         "key": key,
         "node_id": -1,
@@ -57,13 +57,18 @@ async def _coordinator(context: TxnContext, key: str, key_type: int) -> Coordina
         entry["error_message"] = str(exc)
         return entry
     leader = context.metadata.image.brokers.get(leader_id)
+    address = None if leader is None else leader.address(listener or None)
     if leader is None or leader.fenced:
         entry["error_code"] = ErrorCode.coordinator_not_available
         entry["error_message"] = f"{topic}-{index} has no leader now"
+    elif address is None:
+        entry["error_code"] = ErrorCode.coordinator_not_available
+        entry["error_message"] = (
+            f"{topic}-{index} is led by broker {leader_id}, which has no listener {listener}"
+        )
     else:
         entry["node_id"] = leader.broker_id
-        entry["host"] = leader.host
-        entry["port"] = leader.port
+        entry["host"], entry["port"] = address
     return entry
 
 
@@ -71,9 +76,12 @@ async def handle_find_coordinator(context: TxnContext, request: Request) -> Any:
     body = request.body
     key_type = int(getattr(body, "key_type", _GROUP))
     if request.api_version >= 4:
-        coordinators = [await _coordinator(context, key, key_type) for key in body.coordinator_keys]
+        coordinators = [
+            await _coordinator(context, key, key_type, request.listener)
+            for key in body.coordinator_keys
+        ]
     else:
-        coordinators = [await _coordinator(context, body.key, key_type)]
+        coordinators = [await _coordinator(context, body.key, key_type, request.listener)]
     # v0-v3 answer their one key at the top level, v4+ in `coordinators`; the codec
     # keeps what the asked version has.
     first = coordinators[0] if coordinators else None

@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.metadata.isr import IsrChange, IsrMember
+from strom.metadata.records import BrokerEndpoint, SecurityProtocol
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.quorum import (
@@ -45,16 +46,19 @@ async def handle_broker_registration(context: QuorumContext, request: Request) -
     body = request.body
     controller = _active(context)
     error, epoch = ErrorCode.not_controller, -1
-    if controller is not None and body.listeners:
-        listener = body.listeners[0]
+    endpoints = _endpoints(body.listeners)
+    if controller is not None and endpoints:
+        # The first listener is the one other brokers use (lifecycle.py sends it first).
+        first = endpoints[0]
         try:
             error, _message, epoch = await controller.register_broker(
                 broker_id=int(body.broker_id),
                 cluster_id=body.cluster_id,
                 incarnation_id=body.incarnation_id,
-                host=listener.host,
-                port=int(listener.port),
+                host=first.host,
+                port=first.port,
                 rack=body.rack,
+                endpoints=endpoints,
             )
         except NotController:
             error, epoch = ErrorCode.not_controller, -1
@@ -66,6 +70,18 @@ async def handle_broker_registration(context: QuorumContext, request: Request) -
         "broker_epoch": epoch,
     }
     return build_response(ApiKey.BROKER_REGISTRATION, request.api_version, response)
+
+
+def _endpoints(listeners: Any) -> tuple[BrokerEndpoint, ...]:
+    """The registration's listeners; () if any names an unknown security protocol."""
+    result = []
+    for listener in listeners:
+        try:
+            protocol = SecurityProtocol(int(listener.security_protocol))
+        except ValueError:
+            return ()
+        result.append(BrokerEndpoint(listener.name, listener.host, int(listener.port), protocol))
+    return tuple(result)
 
 
 async def handle_broker_heartbeat(context: QuorumContext, request: Request) -> Any:

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.config.zookeeper import ZooKeeperConnect
-from strom.metadata import znode_batches, znodes
+from strom.metadata import znode_batches, znode_diff, znodes
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import ConfigResourceType, decode_entry
+from strom.metadata.records import BrokerEndpoint, ConfigResourceType, decode_entry
 from strom.metadata.stores.base import (
     ControllerListener,
     Liveness,
@@ -140,7 +140,7 @@ class ZooKeeperStore:
         index = self._next_index
         self._next_index += 1
         new = self._image.replay(decode_entry(data), offset=index)
-        ops = znodes.diff(self._image, new, controller_epoch=self.term)
+        ops = znode_diff.diff(self._image, new, controller_epoch=self.term)
         self._image = new
         self._queue.put_nowait((Entry(index, self.term, data), ops))
         self._commit_timer.proposed(index, time.monotonic())
@@ -232,7 +232,8 @@ class ZooKeeperStore:
             host=host,
             port=port,
             rack=self._ports.rack,
-            endpoints=[f"{advertised.listener_name}://{host}:{port}"],
+            endpoints=advertised.endpoints
+            or [BrokerEndpoint(advertised.listener_name, host, port)],
             incarnation_id=self._ports.incarnation_id,
             timestamp_ms=self._ports.clock_ms(),
         )

@@ -1,0 +1,122 @@
+"""What TLS costs: one broker with a PLAINTEXT and an SSL listener, the same
+confluent-kafka producer and consumer on each in turn (alternating which goes first each
+round, a fresh topic each time); prints each figure's median and spread and the ratio
+SSL / PLAINTEXT.
+
+    .venv/bin/python bench/tls.py [--rounds 3] [--records 500000] [--record-bytes 100]
+        [--partitions 1] [--durability fsync]
+
+The certificates (a private CA, EC P-256 keys) are made for the run by
+tests/tls_material.py; clients verify the broker's certificate and present none. Broker
+CPU is the broker process's user and system time over the phase, per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from produce_consume import (
+    Broker,
+    consume,
+    cpu_s,
+    create_topic,
+    free_port,
+    log,
+    produce,
+    start_strom,
+    stop,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from tls_material import make_tls_material
+
+Figures = dict[str, float]
+
+
+def one_run(
+    broker: Broker, label: str, bootstrap: str, client: dict[str, Any], args: argparse.Namespace
+) -> Figures:
+    assert broker.process is not None
+    topic = f"tls-bench-{label}-{secrets.token_hex(4)}"
+    create_topic(broker.bootstrap, topic, args.partitions, 1)
+    before = cpu_s(broker.process.pid)
+    produce_s = produce(bootstrap, topic, args.records, args.record_bytes, client)
+    middle = cpu_s(broker.process.pid)
+    consume_s = consume(bootstrap, topic, args.partitions, args.records, client=client)
+    after = cpu_s(broker.process.pid)
+    assert before is not None and middle is not None and after is not None
+    figures = {
+        "produce rec/s": args.records / produce_s,
+        "consume rec/s": args.records / consume_s,
+        "broker CPU µs/record, produce": (middle - before) * 1e6 / args.records,
+        "broker CPU µs/record, consume": (after - middle) * 1e6 / args.records,
+    }
+    log(f"{label}: " + ", ".join(f"{name} {value:,.1f}" for name, value in figures.items()))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--durability", default="fsync", choices=["fsync", "interval"])
+    args = parser.parse_args()
+
+    material = make_tls_material(Path(tempfile.mkdtemp(prefix="strom-bench-tls-")))
+    ssl_port = free_port()
+    broker = start_strom(
+        args.durability,
+        extra=[
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={material.server.keystore_pem_path}",
+        ],
+        more_listeners=[f"SSL://localhost:{ssl_port}"],
+    )
+    runs: dict[str, tuple[str, dict[str, Any]]] = {
+        "PLAINTEXT": (broker.bootstrap, {}),
+        "SSL": (
+            f"localhost:{ssl_port}",
+            {"security.protocol": "SSL", "ssl.ca.location": str(material.ca_cert_path)},
+        ),
+    }
+    results: dict[str, list[Figures]] = {name: [] for name in runs}
+    try:
+        for round_index in range(args.rounds):
+            order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
+            for name in order:
+                bootstrap, client = runs[name]
+                results[name].append(one_run(broker, name, bootstrap, client, args))
+    finally:
+        stop(broker)
+
+    print(
+        f"\n{args.records:,} records of {args.record_bytes} bytes, {args.partitions} "
+        f"partition(s), {args.durability} durability, {args.rounds} rounds\n"
+    )
+    print("| figure | PLAINTEXT, median (min-max) | SSL, median (min-max) | SSL / PLAINTEXT |")
+    print("|---|---|---|---|")
+    for figure in results["PLAINTEXT"][0]:
+        cells = []
+        medians = []
+        for name in runs:
+            values = [run[figure] for run in results[name]]
+            median = statistics.median(values)
+            medians.append(median)
+            digits = 0 if median >= 100 else 2
+            cells.append(
+                f"{median:,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+            )
+        print(f"| {figure} | {cells[0]} | {cells[1]} | {medians[1] / medians[0]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""The `ssl.*` keys of SSL listeners, and the TLS settings they make.
+
+Kafka's names and defaults. strom reads key and trust stores in PEM and PKCS12, not JKS
+(Kafka's default type): convert one with `keytool -importkeystore -deststoretype PKCS12`.
+`TlsSettings` lives here, not in `strom.security.tls` (which builds the SSL contexts
+from it and re-exports it), so that config, a pure package, can build it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import Enum
+
+from strom.config.schema import ConfigKey, ConfigType, ConfigValue, OneOf
+
+__all__ = ["SSL_KEYS", "ClientAuth", "TlsSettings", "tls_settings"]
+
+STRING = ConfigType.STRING
+LIST = ConfigType.LIST
+
+
+class ClientAuth(Enum):
+    """`ssl.client.auth`: whether a server asks its clients for a certificate."""
+
+    NONE = "none"
+    """Never asks: every client is ANONYMOUS."""
+    REQUESTED = "requested"
+    """Asks; a client without one is ANONYMOUS, one with a bad one is refused."""
+    REQUIRED = "required"
+    """Refuses a client without a certificate the trust store vouches for."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The TLS settings of one listener (or of strom's own connections), as Kafka's
+    `ssl.*` keys give them. None: the key is not set.
+
+    Key store: a file (`keystore_location`, of `keystore_type` PEM or PKCS12; a PEM file
+    holds the private key and the certificate chain) or inline PEM text
+    (`keystore_certificate_chain` and `keystore_key`, with `keystore_type` PEM). A PEM
+    key may be encrypted with `key_password`. Trust store: a file (`truststore_location`,
+    PEM certificates or PKCS12) or inline PEM certificates (`truststore_certificates`).
+    """
+
+    keystore_type: str = "JKS"
+    keystore_location: str | None = None
+    keystore_password: str | None = None
+    key_password: str | None = None
+    keystore_certificate_chain: str | None = None
+    keystore_key: str | None = None
+    truststore_type: str = "JKS"
+    truststore_location: str | None = None
+    truststore_password: str | None = None
+    truststore_certificates: str | None = None
+    client_auth: ClientAuth = ClientAuth.NONE
+    enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+    cipher_suites: tuple[str, ...] = ()
+    """Empty: the TLS library's defaults. IANA names (as Kafka takes them) or OpenSSL's."""
+    principal_mapping_rules: str = "DEFAULT"
+
+    def __repr__(self) -> str:
+        """Without the passwords and the inline private key."""
+        hidden = {"keystore_password", "key_password", "truststore_password", "keystore_key"}
+        shown = (
+            f"{field.name}={'<hidden>' if field.name in hidden else repr(value)}"
+            for field in fields(self)
+            if (value := getattr(self, field.name)) is not None
+        )
+        return f"TlsSettings({', '.join(shown)})"
+
+
+SSL_KEYS: tuple[ConfigKey, ...] = (
+    # --- key store: this side's certificate
+    ConfigKey(
+        "ssl.keystore.type",
+        STRING,
+        "JKS",
+        "Key store format: strom reads PEM and PKCS12, not JKS (Kafka's default): convert it.",
+    ),
+    ConfigKey(
+        "ssl.keystore.location",
+        STRING,
+        None,
+        "Key store file: this side's private key and certificate chain.",
+    ),
+    ConfigKey(
+        "ssl.keystore.password",
+        STRING,
+        None,
+        "Password of a PKCS12 key store file.",
+        sensitive=True,
+    ),
+    ConfigKey(
+        "ssl.key.password",
+        STRING,
+        None,
+        "Password of an encrypted PEM private key (file or ssl.keystore.key).",
+        sensitive=True,
+    ),
+    ConfigKey(
+        "ssl.keystore.certificate.chain",
+        STRING,
+        None,
+        "Certificate chain as PEM text, this side's certificate first (with type PEM).",
+    ),
+    ConfigKey(
+        "ssl.keystore.key",
+        STRING,
+        None,
+        "Private key as PEM text, PKCS#8, maybe encrypted (with type PEM).",
+        sensitive=True,
+    ),
+    # --- trust store: who is believed
+    ConfigKey(
+        "ssl.truststore.type",
+        STRING,
+        "JKS",
+        "Format of the trust store: strom reads PEM and PKCS12 (not JKS).",
+    ),
+    ConfigKey(
+        "ssl.truststore.location",
+        STRING,
+        None,
+        "Trust store file: the CA certificates peers' certificates are checked against.",
+    ),
+    ConfigKey(
+        "ssl.truststore.password",
+        STRING,
+        None,
+        "Password of a PKCS12 trust store file.",
+        sensitive=True,
+    ),
+    ConfigKey(
+        "ssl.truststore.certificates",
+        STRING,
+        None,
+        "Trusted certificates as PEM text (with type PEM).",
+    ),
+    # --- the handshake
+    ConfigKey(
+        "ssl.client.auth",
+        STRING,
+        "none",
+        "Whether an SSL listener asks clients for a certificate: none, requested, required.",
+        OneOf(tuple(mode.value for mode in ClientAuth)),
+    ),
+    ConfigKey(
+        "ssl.enabled.protocols",
+        LIST,
+        "TLSv1.2,TLSv1.3",
+        "TLS versions allowed; strom allows TLSv1.2 and TLSv1.3 only.",
+    ),
+    ConfigKey(
+        "ssl.protocol",
+        STRING,
+        "TLSv1.3",
+        "Kafka's SSLContext protocol; strom accepts it, ssl.enabled.protocols decides.",
+        effect=False,
+    ),
+    ConfigKey(
+        "ssl.cipher.suites",
+        LIST,
+        "",
+        "TLS 1.2 suites, IANA or OpenSSL names; empty: OpenSSL's. TLS 1.3 suites: all or none.",
+    ),
+    ConfigKey(
+        "ssl.principal.mapping.rules",
+        STRING,
+        "DEFAULT",
+        "Client certificate name to principal: RULE:pattern/replacement/[LU] or DEFAULT, ...",
+    ),
+    ConfigKey(
+        "ssl.endpoint.identification.algorithm",
+        STRING,
+        "https",
+        "Kafka's host name check on outgoing TLS; strom's own links are plaintext so far.",
+        effect=False,
+    ),
+)
+
+_DEFAULTS: dict[str, ConfigValue] = {key.name: key.default_value for key in SSL_KEYS}
+
+
+def tls_settings(values: Mapping[str, ConfigValue]) -> TlsSettings:
+    """TlsSettings from typed values keyed by the plain `ssl.*` names.
+
+    A key missing from `values` takes its default; a key whose value is None is unset
+    (the types, client auth and mapping rules then take their defaults, the protocols
+    and cipher suites become empty).
+    """
+
+    def text(name: str) -> str | None:
+        value = values.get(name, _DEFAULTS[name])
+        assert value is None or isinstance(value, str), name
+        return value
+
+    def text_or_default(name: str) -> str:
+        value = text(name)
+        if value is None:
+            default = _DEFAULTS[name]
+            assert isinstance(default, str), name
+            return default
+        return value
+
+    def strings(name: str) -> tuple[str, ...]:
+        value = values.get(name, _DEFAULTS[name])
+        assert value is None or isinstance(value, tuple), name
+        return value or ()
+
+    return TlsSettings(
+        keystore_type=text_or_default("ssl.keystore.type"),
+        keystore_location=text("ssl.keystore.location"),
+        keystore_password=text("ssl.keystore.password"),
+        key_password=text("ssl.key.password"),
+        keystore_certificate_chain=text("ssl.keystore.certificate.chain"),
+        keystore_key=text("ssl.keystore.key"),
+        truststore_type=text_or_default("ssl.truststore.type"),
+        truststore_location=text("ssl.truststore.location"),
+        truststore_password=text("ssl.truststore.password"),
+        truststore_certificates=text("ssl.truststore.certificates"),
+        client_auth=ClientAuth(text_or_default("ssl.client.auth")),
+        enabled_protocols=strings("ssl.enabled.protocols"),
+        cipher_suites=strings("ssl.cipher.suites"),
+        principal_mapping_rules=text_or_default("ssl.principal.mapping.rules"),
+    )

@@ -1,0 +1,154 @@
+"""The ZooKeeper multi that takes the znodes of one metadata image to those of the next
+(the layout is znodes.py's): deletes (children first), creates (parents first), sets,
+then config change notices.
+"""
+
+from __future__ import annotations
+
+from strom.metadata.image import MetadataImage, PartitionImage, TopicImage
+from strom.metadata.records import ConfigResourceType
+from strom.metadata.znodes import (
+    CLUSTER_ID,
+    CONFIG_CHANGE_PREFIX,
+    PRODUCER_ID_BLOCK,
+    OpKind,
+    ZnodeOp,
+    broker_data,
+    broker_path,
+    cluster_data,
+    config_data,
+    config_path,
+    json_bytes,
+    producer_data,
+    state_data,
+    state_path,
+    topic_data,
+    topic_path,
+)
+
+__all__ = ["diff"]
+
+
+class _Ops:
+    """One diff's ops by kind; `ordered` lists them as a multi needs them."""
+
+    def __init__(self) -> None:
+        self.deletes: list[ZnodeOp] = []  # children before parents
+        self.creates: list[ZnodeOp] = []  # parents before children
+        self.sets: list[ZnodeOp] = []
+        self.notifies: list[ZnodeOp] = []
+
+    def put(self, path: str, before: bytes | None, after: bytes | None) -> None:
+        if before == after:
+            return
+        if after is None:
+            self.deletes.append(ZnodeOp(OpKind.DELETE, path))
+        elif before is None:
+            self.creates.append(ZnodeOp(OpKind.CREATE, path, after))
+        else:
+            self.sets.append(ZnodeOp(OpKind.SET, path, after))
+
+    def ordered(self) -> list[ZnodeOp]:
+        return self.deletes + self.creates + self.sets + self.notifies
+
+
+def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> list[ZnodeOp]:
+    """The ops that take ZooKeeper from `old`'s znodes to `new`'s, in one multi's order:
+    deletes (children first), creates (parents first), sets, then config change notices.
+
+    Unchanged parts cost nothing but an identity check: a topic whose TopicImage `is` the
+    same is skipped, and in a changed topic only partitions whose state differs are
+    written, with `controller_epoch`. A topic recreated under its name is deleted first.
+    """
+    ops = _Ops()
+    ops.put(CLUSTER_ID, cluster_data(old), cluster_data(new))
+    ops.put(PRODUCER_ID_BLOCK, producer_data(old), producer_data(new))
+    if old.brokers is not new.brokers:
+        for broker_id in sorted(old.brokers.keys() | new.brokers.keys()):
+            before, after = old.brokers.get(broker_id), new.brokers.get(broker_id)
+            if before != after:
+                ops.put(broker_path(broker_id), broker_data(before), broker_data(after))
+    reborn: list[str] = []  # topic names that appeared, vanished or changed id
+    was, now = old.topics_by_name, new.topics_by_name
+    if was is not now:
+        changed = {name for name in was.keys() | now.keys() if was.get(name) is not now.get(name)}
+        for name in sorted(changed):
+            if _diff_topic(ops, was.get(name), now.get(name), controller_epoch):
+                reborn.append(name)
+    _diff_configs(ops, old, new, reborn)
+    return ops.ordered()
+
+
+def _diff_topic(
+    ops: _Ops, before: TopicImage | None, after: TopicImage | None, controller_epoch: int
+) -> bool:
+    """Adds the ops of one topic; True if it was created or deleted."""
+    if before is not None and (after is None or after.topic_id != before.topic_id):
+        for index in sorted(before.partitions):
+            _delete_partition(ops, before.name, index)
+        path = topic_path(before.name)
+        ops.deletes += [ZnodeOp(OpKind.DELETE, f"{path}/partitions"), ZnodeOp(OpKind.DELETE, path)]
+        before = None
+        if after is None:
+            return True
+    assert after is not None
+    if before is None:
+        path = topic_path(after.name)
+        ops.creates.append(ZnodeOp(OpKind.CREATE, path, topic_data(after)))
+        ops.creates.append(ZnodeOp(OpKind.CREATE, f"{path}/partitions"))
+        for index in sorted(after.partitions):
+            _create_partition(ops, after.name, index, after.partitions[index], controller_epoch)
+        return True
+    reassigned = before.partitions.keys() != after.partitions.keys()
+    for index in sorted(after.partitions):
+        was, now = before.partitions.get(index), after.partitions[index]
+        if was is now:
+            continue
+        if was is None:
+            _create_partition(ops, after.name, index, now, controller_epoch)
+            continue
+        reassigned = reassigned or _assignment(was) != _assignment(now)
+        if _leadership(was) != _leadership(now):
+            state = state_data(now, controller_epoch)
+            ops.sets.append(ZnodeOp(OpKind.SET, state_path(after.name, index), state))
+    for index in sorted(before.partitions.keys() - after.partitions.keys()):
+        _delete_partition(ops, after.name, index)
+    if reassigned:
+        ops.sets.append(ZnodeOp(OpKind.SET, topic_path(after.name), topic_data(after)))
+    return False
+
+
+def _assignment(p: PartitionImage) -> tuple[tuple[int, ...], ...]:
+    return p.replicas, p.adding_replicas, p.removing_replicas
+
+
+def _leadership(p: PartitionImage) -> tuple[object, ...]:
+    return p.leader, p.leader_epoch, p.isr, p.partition_epoch
+
+
+def _create_partition(
+    ops: _Ops, name: str, index: int, partition: PartitionImage, controller_epoch: int
+) -> None:
+    state = state_path(name, index)
+    ops.creates.append(ZnodeOp(OpKind.CREATE, state.removesuffix("/state")))
+    ops.creates.append(ZnodeOp(OpKind.CREATE, state, state_data(partition, controller_epoch)))
+
+
+def _delete_partition(ops: _Ops, name: str, index: int) -> None:
+    state = state_path(name, index)
+    ops.deletes.append(ZnodeOp(OpKind.DELETE, state))
+    ops.deletes.append(ZnodeOp(OpKind.DELETE, state.removesuffix("/state")))
+
+
+def _diff_configs(ops: _Ops, old: MetadataImage, new: MetadataImage, reborn: list[str]) -> None:
+    """Config znodes of changed entities and of reborn topics; a notice per changed entity."""
+    keys = {(ConfigResourceType.TOPIC, name) for name in reborn}
+    if old.configs is not new.configs:
+        both = old.configs.keys() | new.configs.keys()
+        keys.update(key for key in both if old.configs.get(key) != new.configs.get(key))
+    for key in sorted(keys):
+        path = config_path(*key)
+        ops.put(path, config_data(old, key), config_data(new, key))
+        if old.configs.get(key, {}) != new.configs.get(key, {}):
+            notice = json_bytes({"version": 2, "entity_path": path.removeprefix("/config/")})
+            ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))

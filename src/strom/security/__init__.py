@@ -1,0 +1,1 @@
+"""Listener security: TLS contexts and client principals."""

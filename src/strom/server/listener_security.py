@@ -1,0 +1,108 @@
+"""What a broker's listeners need from their security settings: a TLS context per SSL
+listener, the principal of each connection, and the endpoints the broker registers.
+
+The TLS contexts are built once at start (a broken keystore stops the start with a
+message naming the key); the handshake runs in the event loop's TLS layer, before the
+connection's first request, so every request of a TLS connection carries the principal
+its certificate maps to (`ssl.principal.mapping.rules`), or ANONYMOUS without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from strom.config import BrokerConfig, Listener
+from strom.config.security_keys import TlsSettings
+from strom.metadata.records import BrokerEndpoint, SecurityProtocol
+from strom.security.principal import ANONYMOUS, NoMatchingRule, PrincipalRule
+from strom.security.tls import peer_principal, principal_rules, server_context
+
+__all__ = [
+    "HANDSHAKE_TIMEOUT_S",
+    "ListenerSecurity",
+    "advertised_endpoints",
+]
+
+log = logging.getLogger(__name__)
+
+HANDSHAKE_TIMEOUT_S = 10.0
+"""A TLS handshake that takes longer closes the connection (a peer that connects and
+says nothing holds no more than this)."""
+
+
+class ListenerSecurity:
+    """The TLS contexts of a broker's SSL listeners, and who a connection's peer is."""
+
+    def __init__(self, node_id: int, tls: Sequence[tuple[str, TlsSettings]]) -> None:
+        """ConfigError naming the key if a listener's keystore or trust store is unusable."""
+        self._node_id = node_id
+        self.contexts: dict[str, ssl.SSLContext] = {}
+        self._rules: dict[str, tuple[PrincipalRule, ...]] = {}
+        for name, settings in tls:
+            prefix = f"listener.name.{name.lower()}."
+            self.contexts[name] = server_context(settings, key_prefix=prefix)
+            self._rules[name] = principal_rules(settings, key_prefix=prefix)
+
+    async def start_server(
+        self,
+        listener: Listener,
+        on_connection: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    ) -> asyncio.Server:
+        """`listener`'s server, not yet serving; TLS on an SSL listener. OSError if its
+        address cannot be bound."""
+        context = self.contexts.get(listener.name)
+        return await asyncio.start_server(
+            on_connection,
+            listener.host,
+            listener.port,
+            reuse_address=True,
+            limit=1 << 20,
+            start_serving=False,
+            ssl=context,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if context is not None else None,
+        )
+
+    def principal(self, listener: str, writer: asyncio.StreamWriter) -> str | None:
+        """`User:<name>` of the peer on `listener`: from its certificate on an SSL
+        listener, ANONYMOUS otherwise. None when its certificate's name matches no rule
+        of `ssl.principal.mapping.rules` (Kafka refuses such a client)."""
+        ssl_object = writer.get_extra_info("ssl_object")
+        rules = self._rules.get(listener)
+        if ssl_object is None or rules is None:
+            return f"User:{ANONYMOUS}"
+        try:
+            return f"User:{peer_principal(ssl_object, rules)}"
+        except NoMatchingRule as exc:
+            peer = writer.get_extra_info("peername")
+            where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            log.info(
+                "[node %d] refused a TLS client on %s from %s: %s",
+                self._node_id,
+                listener,
+                where,
+                exc,
+            )
+            return None
+
+
+def advertised_endpoints(
+    config: BrokerConfig, bound: Sequence[tuple[Listener, int]]
+) -> tuple[BrokerEndpoint, ...]:
+    """The client listeners this broker registers, the inter-broker one first; a listener
+    configured with port 0 is advertised with the port it was bound to."""
+    ports: Mapping[str, int] = {listener.name: port for listener, port in bound}
+    protocols = dict(config.listener_protocols)
+    endpoints = [
+        BrokerEndpoint(
+            listener.name,
+            listener.host,
+            listener.port or ports.get(listener.name, 0),
+            SecurityProtocol[protocols[listener.name]],
+        )
+        for listener in config.advertised_listeners
+    ]
+    endpoints.sort(key=lambda endpoint: endpoint.name != config.inter_broker_listener_name)
+    return tuple(endpoints)
