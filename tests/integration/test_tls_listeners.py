@@ -24,7 +24,7 @@ from broker import BrokerProcess, free_port
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic, wait_until
 from cluster import free_ports, running_cluster
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -399,3 +399,60 @@ def test_a_cluster_tells_each_client_the_brokers_on_its_own_listener(
         assert _consume(_tls_conf(material, ssl_ports[3]), topic, 500) == [
             f"value-{i}".encode() for i in range(500)
         ]
+
+
+def _served_certificate(port: int) -> bytes:
+    """The DER certificate the listener on `port` presents to a new handshake."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        certificate = tls.getpeercert(binary_form=True)
+    assert certificate is not None
+    return certificate
+
+
+def _set_broker_config(admin: AdminClient, name: str, value: str) -> None:
+    resource = ConfigResource(
+        ConfigResource.Type.BROKER,
+        "1",
+        incremental_configs=[ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=CLIENT_TIMEOUT_S)
+
+
+def test_a_new_key_store_is_taken_without_a_restart(tmp_path: Path, material: TlsMaterial) -> None:
+    """Kafka's dynamic listener reconfiguration: a new key store set for one broker is
+    checked where its file is, then served to new handshakes; open connections go on."""
+    broker, ssl_port = _tls_broker(tmp_path, material)
+    rotated = make_tls_material(tmp_path / "rotated")
+    old_der = ssl.PEM_cert_to_DER_cert(material.server.cert_pem)
+    new_der = ssl.PEM_cert_to_DER_cert(rotated.server.cert_pem)
+    key = "listener.name.ssl.ssl.keystore.location"
+    try:
+        assert _served_certificate(ssl_port) == old_der
+        topic = unique_topic("rotate")
+        producer = Producer({**_tls_conf(material, ssl_port), "acks": "all"})
+        producer.produce(topic, b"before", partition=0)
+        assert producer.flush(CLIENT_TIMEOUT_S) == 0
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+        with pytest.raises(KafkaException, match=r"missing\.pem"):
+            _set_broker_config(admin, key, str(tmp_path / "missing.pem"))
+        assert _served_certificate(ssl_port) == old_der
+
+        _set_broker_config(admin, key, str(rotated.server.keystore_pem_path))
+        wait_until(
+            lambda: _served_certificate(ssl_port) == new_der,
+            CLIENT_TIMEOUT_S,
+            "the listener to present the new certificate",
+        )
+        producer.produce(topic, b"after", partition=0)  # on its connection from before
+        assert producer.flush(CLIENT_TIMEOUT_S) == 0
+        assert _consume(_tls_conf(rotated, ssl_port), topic, 2) == [b"before", b"after"]
+        assert "reloaded its key and trust stores" in broker.read_log()
+    finally:
+        broker.kill()

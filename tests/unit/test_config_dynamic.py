@@ -14,6 +14,7 @@ from strom.config import (
     load_config,
     validate_dynamic_broker_configs,
 )
+from strom.config.dynamic import shown
 from strom.config.keys import CLUSTER_WIDE_KEYS
 
 STATIC = ConfigSource.STATIC_BROKER_CONFIG
@@ -167,3 +168,43 @@ def test_auto_leader_rebalance_is_a_real_setting_now() -> None:
     config = load_config(overrides=["auto.leader.rebalance.enable=false"])
     assert config.auto_leader_rebalance_enable is False and config.ignored == ()
     assert all(key.name != "auto.leader.rebalance.enable" or key.effect for key in CONFIG_KEYS)
+
+
+# ---------------------------------------------------------------- TLS stores
+
+_SSL = ["listeners=PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.type=PEM"]
+
+
+def test_tls_stores_change_per_broker_also_for_one_listener() -> None:
+    for name in ("ssl.keystore.location", "listener.name.ssl.ssl.keystore.location"):
+        validate_dynamic_broker_configs({name: "/etc/strom/new.pem"}, per_broker=True)
+        with pytest.raises(ConfigError, match="only be set for one broker"):
+            validate_dynamic_broker_configs({name: "/etc/strom/new.pem"}, per_broker=False)
+    for name in ("ssl.client.auth", "listener.name.ssl.ssl.client.auth", "ssl.enabled.protocols"):
+        with pytest.raises(ConfigError, match="static broker setting"):
+            validate_dynamic_broker_configs({name: "required"}, per_broker=True)
+    with pytest.raises(ConfigError, match="a listener may override the ssl"):
+        validate_dynamic_broker_configs({"listener.name.ssl.num.partitions": "3"}, per_broker=True)
+
+
+def test_a_dynamic_listener_store_overrides_the_static_one() -> None:
+    static = load_config(overrides=[*_SSL, "ssl.keystore.location=/etc/strom/old.pem"])
+    assert dict(static.listener_tls)["SSL"].keystore_location == "/etc/strom/old.pem"
+    rotated = static.with_dynamic(
+        {}, {"listener.name.ssl.ssl.keystore.location": "/etc/strom/new.pem"}
+    )
+    assert dict(rotated.listener_tls)["SSL"].keystore_location == "/etc/strom/new.pem"
+    assert rotated.dynamic_problems == ()
+    elsewhere = static.with_dynamic(
+        {}, {"listener.name.other.ssl.keystore.location": "/etc/strom/new.pem"}
+    )
+    assert dict(elsewhere.listener_tls)["SSL"].keystore_location == "/etc/strom/old.pem"
+    assert "not in 'listeners'" in elsewhere.dynamic_problems[0]
+
+
+def test_log_lines_never_show_a_password() -> None:
+    line = shown({"ssl.keystore.password": "hunter2", "listener.name.ssl.ssl.key.password": "x"})
+    assert "hunter2" not in line and "'x'" not in line
+    assert line.count("(sensitive)") == 2
+    assert shown({"log.retention.ms": "1000"}) == "{'log.retention.ms': '1000'}"
+    assert shown({}) == "{}"

@@ -16,6 +16,7 @@ from dataclasses import replace
 from strom.config.broker import DYNAMIC_LAYER, BrokerConfig, build_config
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS_BY_NAME
+from strom.config.listener_tls import LISTENER_PREFIX, split_listener_keys
 from strom.config.schema import ConfigKey, DynamicUpdateMode, format_value, unknown_key
 
 # A read-only key whose dynamic form is another key: named in the refusal.
@@ -29,7 +30,12 @@ _DYNAMIC_FORM = {
 
 def dynamic_config_key(name: str, *, per_broker: bool) -> ConfigKey:
     """The broker key `name` if it may be set dynamically for one broker (`per_broker`) or
-    as the cluster-wide default; ConfigError saying why not otherwise."""
+    as the cluster-wide default; ConfigError saying why not otherwise. A
+    `listener.name.<listener>.<key>` name stands for its key."""
+    if name.startswith(LISTENER_PREFIX):
+        _listener, _dot, base = name[len(LISTENER_PREFIX) :].partition(".")
+        split_listener_keys({name: ""})  # ConfigError if it names no key a listener has
+        return replace(dynamic_config_key(base, per_broker=per_broker), name=name)
     key = CONFIG_KEYS_BY_NAME.get(name)
     if key is None:
         raise unknown_key(name, tuple(CONFIG_KEYS_BY_NAME), "broker config key")
@@ -65,7 +71,7 @@ def canonical_dynamic_broker_configs(
     """Checked as `validate_dynamic_broker_configs` does, in canonical text (None left out)."""
     validate_dynamic_broker_configs(changes, per_broker=per_broker)
     return {
-        name: format_value(CONFIG_KEYS_BY_NAME[name].parse(text)) or ""
+        name: format_value(dynamic_config_key(name, per_broker=per_broker).parse(text)) or ""
         for name, text in changes.items()
         if text is not None
     }
@@ -115,3 +121,19 @@ def _is_dynamic(config: BrokerConfig) -> bool:
         source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
         for source in config.sources.values()
     )
+
+
+def shown(configs: Mapping[str, str]) -> str:
+    """Dynamic configs as a log line may show them: sensitive values (passwords, private
+    keys) replaced by "(sensitive)"."""
+    if not configs:
+        return "{}"
+
+    def value(name: str, text: str) -> str:
+        try:
+            sensitive = dynamic_config_key(name, per_broker=True).sensitive
+        except ConfigError:
+            sensitive = False
+        return "(sensitive)" if sensitive else repr(text)
+
+    return "{" + ", ".join(f"{name!r}: {value(name, text)}" for name, text in configs.items()) + "}"

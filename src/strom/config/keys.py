@@ -60,7 +60,8 @@ NOT_YET_IN_EFFECT = frozenset(
 # broker keys behind topic configs, the log cleaner's and the thread pools'). The
 # hours/minutes forms (log.retention.hours, log.roll.hours, ...) are read-only in Kafka:
 # their millisecond forms are the dynamic ones. Kafka's per-broker keys (listeners and
-# their security settings) stay read-only here: strom cannot rebind a listener live.
+# their TLS settings but the stores) stay read-only here: strom cannot rebind a
+# listener live.
 CLUSTER_WIDE_KEYS = frozenset(
     {
         "log.segment.bytes",
@@ -98,8 +99,24 @@ CLUSTER_WIDE_KEYS = frozenset(
         "max.connections.per.ip",
     }
 )
-PER_BROKER_KEYS: frozenset[str] = frozenset()
-"""Keys that may change per broker but not as a cluster default (none in strom yet)."""
+PER_BROKER_KEYS: frozenset[str] = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
+"""Keys that may change per broker but not as a cluster default: an SSL listener's key
+and trust stores (also in their `listener.name.<listener>.` forms), which a running
+listener reloads for its next handshakes, as Kafka's dynamic listener reconfiguration
+does."""
 
 
 def _finish(key: ConfigKey) -> ConfigKey:

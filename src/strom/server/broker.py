@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom.config import BrokerConfig, Listener
+from strom.config.dynamic import shown
 from strom.config.errors import ConfigError
 from strom.fetch.sessions import FetchSessionCache
 from strom.metadata.image import MetadataImage
@@ -571,13 +572,15 @@ class Broker:
         self._dynamic = dynamic
         self.config = self.static_config.with_dynamic(*dynamic)
         self.partitions.reconfigure(self.config)
-        for problem in self.config.dynamic_problems:
+        problems = [*self.config.dynamic_problems]
+        problems += self.security.reconfigure(self.config.listener_tls)
+        for problem in problems:
             log.warning("[node %d] dynamic config skipped: %s", self.node_id, problem)
         log.info(
             "[node %d] dynamic broker configs now: cluster default %s, this broker %s",
             self.node_id,
-            dynamic[0] or "{}",
-            dynamic[1] or "{}",
+            shown(dynamic[0]),
+            shown(dynamic[1]),
         )
 
     def _on_store_change(self) -> None:

@@ -15,10 +15,16 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from strom.config import BrokerConfig, Listener
+from strom.config.errors import ConfigError
 from strom.config.security_keys import TlsSettings
 from strom.metadata.records import BrokerEndpoint, SecurityProtocol
 from strom.security.principal import ANONYMOUS, NoMatchingRule, PrincipalRule
-from strom.security.tls import peer_principal, principal_rules, server_context
+from strom.security.tls import (
+    peer_principal,
+    principal_rules,
+    reload_certificates,
+    server_context,
+)
 
 __all__ = [
     "HANDSHAKE_TIMEOUT_S",
@@ -39,12 +45,31 @@ class ListenerSecurity:
     def __init__(self, node_id: int, tls: Sequence[tuple[str, TlsSettings]]) -> None:
         """ConfigError naming the key if a listener's keystore or trust store is unusable."""
         self._node_id = node_id
+        self._settings = dict(tls)
         self.contexts: dict[str, ssl.SSLContext] = {}
         self._rules: dict[str, tuple[PrincipalRule, ...]] = {}
         for name, settings in tls:
             prefix = f"listener.name.{name.lower()}."
             self.contexts[name] = server_context(settings, key_prefix=prefix)
             self._rules[name] = principal_rules(settings, key_prefix=prefix)
+
+    def reconfigure(self, tls: Sequence[tuple[str, TlsSettings]]) -> list[str]:
+        """Reload the key and trust stores of each SSL listener whose settings changed
+        (dynamic configs): its next handshakes use them, open connections keep theirs.
+        Returns what could not be reloaded; such a listener keeps its certificates."""
+        problems = []
+        for name, settings in tls:
+            context = self.contexts.get(name)
+            if context is None or self._settings.get(name) == settings:
+                continue
+            try:
+                reload_certificates(context, settings, key_prefix=f"listener.name.{name.lower()}.")
+            except ConfigError as exc:
+                problems.append(f"listener {name} keeps its certificates: {exc}")
+                continue
+            self._settings[name] = settings
+            log.info("[node %d] listener %s reloaded its key and trust stores", self._node_id, name)
+        return problems
 
     async def start_server(
         self,
@@ -86,6 +111,20 @@ class ListenerSecurity:
                 exc,
             )
             return None
+
+
+def check_tls_change(now: BrokerConfig, then: BrokerConfig) -> str | None:
+    """What is wrong with the TLS settings `then` would give the SSL listeners that `now`
+    has (a trial context is built for each changed one); None if they would work."""
+    current = dict(now.listener_tls)
+    for name, settings in then.listener_tls:
+        if name not in current or current[name] == settings:
+            continue
+        try:
+            server_context(settings, key_prefix=f"listener.name.{name.lower()}.")
+        except ConfigError as exc:
+            return str(exc)
+    return None
 
 
 def advertised_endpoints(

@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig, ConfigSource, effective_topic_config
 from strom.config.keys import CONFIG_KEYS_BY_NAME
+from strom.config.listener_tls import LISTENER_PREFIX
 from strom.metadata.configs import (
     AlterConfigOp,
     ConfigEntryChange,
@@ -30,6 +31,7 @@ from strom.protocol.responses.admin import (
 )
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
+from strom.server.listener_security import check_tls_change
 
 log = logging.getLogger(__name__)
 
@@ -203,12 +205,57 @@ async def _alter_here(context: AdminContext, request: Request) -> Any:
     return _alter_response(request, results)
 
 
-async def handle_alter_configs(context: AdminContext, request: Request) -> Any:
+def _tls_problem(context: AdminContext, request: Request) -> tuple[str, str] | None:
+    """(resource name, what is wrong) if the request changes this broker's TLS stores to
+    ones its SSL listeners could not load: checked here, where the files are, before
+    the controller stores the change (as Kafka checks a new key store)."""
+    incremental = request.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    image = context.metadata.image
+    for change in _changes(request, incremental=incremental):
+        if change.resource_type != ConfigResourceType.BROKER or change.resource_name != str(
+            context.node_id
+        ):
+            continue
+        if not any(e.name.startswith(("ssl.", LISTENER_PREFIX)) for e in change.entries):
+            continue
+        configs = dict(image.broker_configs(context.node_id)) if incremental else {}
+        for entry in change.entries:
+            if entry.op is AlterConfigOp.DELETE or entry.value is None:
+                configs.pop(entry.name, None)
+            elif entry.op is AlterConfigOp.SET:
+                configs[entry.name] = entry.value
+        now = context.config()
+        problem = check_tls_change(now, now.with_dynamic(image.cluster_default_configs(), configs))
+        if problem is not None:
+            return change.resource_name, problem
+    return None
+
+
+async def _alter(context: AdminContext, request: Request) -> Any:
+    problem = None if request.body.validate_only else _tls_problem(context, request)
+    if problem is not None:
+        name, message = problem
+        results = [
+            ConfigResult(
+                int(r.resource_type),
+                r.resource_name,
+                ErrorCode.invalid_config,
+                message
+                if r.resource_name == name
+                else f"not applied: the configs of broker {name} were refused",
+            )
+            for r in request.body.resources
+        ]
+        return _alter_response(request, results)
     return await at_controller(context, request, _alter_here, _alter_error)
+
+
+async def handle_alter_configs(context: AdminContext, request: Request) -> Any:
+    return await _alter(context, request)
 
 
 async def handle_incremental_alter_configs(context: AdminContext, request: Request) -> Any:
-    return await at_controller(context, request, _alter_here, _alter_error)
+    return await _alter(context, request)
 
 
 async def controller_alter_configs(context: AdminContext, request: Request) -> Any:
