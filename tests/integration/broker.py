@@ -114,3 +114,10 @@ class BrokerProcess:
             self.process.wait(10)
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def serve_refused(data_dir: Path, *settings: str) -> subprocess.CompletedProcess[str]:
+    """`strom serve` with `settings` (KEY=VALUE) that must not start: its exit, stderr."""
+    options = [part for setting in settings for part in ("--set", setting)]
+    command = [sys.executable, "-m", "strom", "serve", "--data-dir", str(data_dir), *options]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)

@@ -20,7 +20,7 @@ from typing import Any
 
 import kafka
 import pytest
-from broker import BrokerProcess, free_port
+from broker import BrokerProcess, free_port, serve_refused
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic, wait_until
 from cluster import free_ports, running_cluster
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -342,25 +342,11 @@ def test_a_kafka_request_in_plaintext_on_the_tls_port_is_refused(
 
 
 def test_a_missing_key_store_stops_the_start_naming_the_key(tmp_path: Path) -> None:
-    ssl_port = free_port()
-    process = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "strom",
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--set",
-            f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{ssl_port}",
-            "--set",
-            "ssl.keystore.type=PEM",
-            "--set",
-            f"ssl.keystore.location={tmp_path / 'missing.pem'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    process = serve_refused(
+        tmp_path / "data",
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:{free_port()}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={tmp_path / 'missing.pem'}",
     )
     assert process.returncode == 1, process.stderr
     assert "listener.name.ssl.ssl.keystore.location" in process.stderr, process.stderr

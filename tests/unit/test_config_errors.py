@@ -43,8 +43,13 @@ STATIC = ConfigSource.STATIC_BROKER_CONFIG
         ("listeners=SSL://:9093", "inter.broker.listener.name", "PLAINTEXT only so far"),
         (
             "listeners=PLAINTEXT://:9092,SASL_SSL://:9093",
-            "listener.security.protocol.map",
-            "PLAINTEXT and SSL so far",
+            "sasl.enabled.mechanisms",
+            "needs mechanisms strom serves (PLAIN so far)",
+        ),
+        (
+            "listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+            "sasl.enabled.mechanisms",
+            "invalid value 'GSSAPI'",
         ),
         (
             "listener.name.ssl.ssl.keystore.locaton=/k",

@@ -153,3 +153,60 @@ def test_listener_keys_are_kept_with_the_given_keys() -> None:
     config = load_config(overrides=[_TWO, "listener.name.ssl.ssl.keystore.type=PEM"])
     assert config.given["listener.name.ssl.ssl.keystore.type"] == "PEM"
     assert "listener.name.ssl.ssl.keystore.type" not in config.raw
+
+
+# ---------------------------------------------------------------- SASL listeners
+
+_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="s3cret";'
+
+
+def test_a_sasl_listener_takes_its_mechanisms_and_its_jaas_config() -> None:
+    config = load_config(
+        overrides=[
+            "listeners=PLAINTEXT://:9092,SASL_SSL://:9093,SASL_PLAINTEXT://:9094",
+            "sasl.enabled.mechanisms=GSSAPI",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms=plain",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.sasl_ssl.plain.sasl.jaas.config={_JAAS}",
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_JAAS}",
+            "connection.failed.authentication.delay.ms=250",
+        ]
+    )
+    sasl = dict(config.listener_sasl)
+    assert set(sasl) == {"SASL_SSL", "SASL_PLAINTEXT"}
+    assert sasl["SASL_SSL"].mechanisms == ("PLAIN",)
+    assert sasl["SASL_SSL"].jaas_configs == (("PLAIN", _JAAS),)
+    assert sasl["SASL_SSL"].failed_authentication_delay_ms == 250
+    assert set(dict(config.listener_tls)) == {"SASL_SSL"}  # TLS under SASL_SSL only
+    assert "s3cret" not in repr(sasl["SASL_SSL"])
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "fragment"),
+    [
+        (
+            ["sasl.enabled.mechanisms=PLAIN"],
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            "offers PLAIN",
+        ),
+        (
+            [
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_JAAS}",
+            ],
+            "sasl.enabled.mechanisms",
+            "PLAIN so far",
+        ),
+        (
+            ["listener.name.sasl_plaintext.sasl.enabled.mechanisms=OAUTHBEARER"],
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+            "PLAIN so far",
+        ),
+    ],
+)
+def test_sasl_mistakes_name_the_key(settings: list[str], key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9093", *settings])
+    assert info.value.key == key
+    assert fragment in str(info.value)
+    assert "s3cret" not in str(info.value)

@@ -16,8 +16,8 @@ from types import MappingProxyType
 
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
+from strom.config.listener_settings import listener_sasl, listener_tls, split_listener_keys
 from strom.config.listener_setup import ListenerSetup
-from strom.config.listener_tls import listener_tls, split_listener_keys
 from strom.config.listeners import (
     Endpoint,
     Listener,
@@ -29,7 +29,7 @@ from strom.config.listeners import (
 )
 from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
-from strom.config.security_keys import TlsSettings
+from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
 
@@ -67,7 +67,9 @@ class BrokerConfig:
     listener_protocols: tuple[tuple[str, str], ...]
     """(listener name, security protocol) of every listener."""
     listener_tls: tuple[tuple[str, TlsSettings], ...]
-    """(listener name, its TLS settings) of every SSL listener."""
+    """(listener name, its TLS settings) of every SSL and SASL_SSL listener."""
+    listener_sasl: tuple[tuple[str, SaslSettings], ...]
+    """(listener name, its SASL settings) of every SASL_PLAINTEXT and SASL_SSL listener."""
     controller_quorum_voters: tuple[QuorumVoter, ...]
     controller_quorum_bootstrap_servers: tuple[Endpoint, ...]
     controller_quorum_election_timeout_ms: int
@@ -329,6 +331,7 @@ def build_config(
         inter_broker_listener_name=listeners.inter_broker_name,
         listener_protocols=listeners.protocols,
         listener_tls=listener_tls(listeners, v, overrides),
+        listener_sasl=listener_sasl(listeners, v, overrides),
         controller_quorum_voters=voters,
         controller_quorum_bootstrap_servers=bootstrap,
         controller_quorum_election_timeout_ms=v.integer("controller.quorum.election.timeout.ms"),

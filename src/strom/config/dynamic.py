@@ -16,7 +16,7 @@ from dataclasses import replace
 from strom.config.broker import DYNAMIC_LAYER, BrokerConfig, build_config
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS_BY_NAME
-from strom.config.listener_tls import LISTENER_PREFIX, split_listener_keys
+from strom.config.listener_settings import LISTENER_PREFIX, override_key, split_listener_keys
 from strom.config.schema import ConfigKey, DynamicUpdateMode, format_value, unknown_key
 
 # A read-only key whose dynamic form is another key: named in the refusal.
@@ -94,7 +94,9 @@ def apply_dynamic(
             try:
                 dynamic_config_key(name, per_broker=is_per_broker).parse(text)
             except ConfigError as exc:
-                problems.append(f"{scope} dynamic config {name}={text!r} ignored: {exc}")
+                problems.append(
+                    f"{scope} dynamic config {name}={_shown(name, text)} ignored: {exc}"
+                )
                 continue
             given.pop(name, None)
             given[name] = text
@@ -129,11 +131,11 @@ def shown(configs: Mapping[str, str]) -> str:
     if not configs:
         return "{}"
 
-    def value(name: str, text: str) -> str:
-        try:
-            sensitive = dynamic_config_key(name, per_broker=True).sensitive
-        except ConfigError:
-            sensitive = False
-        return "(sensitive)" if sensitive else repr(text)
+    return (
+        "{" + ", ".join(f"{name!r}: {_shown(name, text)}" for name, text in configs.items()) + "}"
+    )
 
-    return "{" + ", ".join(f"{name!r}: {value(name, text)}" for name, text in configs.items()) + "}"
+
+def _shown(name: str, text: str) -> str:
+    key = override_key(name) or CONFIG_KEYS_BY_NAME.get(name)
+    return "(sensitive)" if key is not None and key.sensitive else repr(text)

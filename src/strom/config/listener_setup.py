@@ -171,13 +171,6 @@ def _protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]) -> d
                 f"{listener.name}:PLAINTEXT to 'listener.security.protocol.map'",
                 key="listener.security.protocol.map",
             )
-        if protocol not in ("PLAINTEXT", "SSL"):
-            raise ConfigError(
-                f"listener {listener.name!r} uses {protocol} "
-                "(see 'listener.security.protocol.map'): strom's listeners speak PLAINTEXT "
-                "and SSL so far",
-                key="listener.security.protocol.map",
-            )
         result[listener.name] = protocol
     return result
 

@@ -12,9 +12,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
 
-from strom.config.schema import ConfigKey, ConfigType, ConfigValue, OneOf
+from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, OneOf
 
-__all__ = ["SSL_KEYS", "ClientAuth", "TlsSettings", "tls_settings"]
+__all__ = [
+    "SASL_KEYS",
+    "SASL_MECHANISMS",
+    "SERVED_SASL_MECHANISMS",
+    "SSL_KEYS",
+    "ClientAuth",
+    "SaslSettings",
+    "TlsSettings",
+    "tls_settings",
+]
 
 STRING = ConfigType.STRING
 LIST = ConfigType.LIST
@@ -178,6 +187,51 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
         effect=False,
     ),
 )
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+"""Kafka's SASL mechanisms, as Kafka spells them."""
+SERVED_SASL_MECHANISMS = ("PLAIN",)
+"""The ones strom's SASL listeners offer so far."""
+
+SASL_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "sasl.enabled.mechanisms",
+        LIST,
+        "GSSAPI",
+        "Mechanisms a SASL listener offers; strom serves PLAIN (Kafka's default is GSSAPI).",
+    ),
+    ConfigKey(
+        "connection.failed.authentication.delay.ms",
+        ConfigType.INT,
+        "100",
+        "How long a broker waits before closing a connection whose authentication failed.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.mechanism.inter.broker.protocol",
+        STRING,
+        "GSSAPI",
+        "Kafka's mechanism between brokers; strom's brokers reach each other in plaintext.",
+        effect=False,
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SaslSettings:
+    """The SASL settings of one SASL listener: the mechanisms it offers, in order, and
+    the JAAS config text of each (`listener.name.<l>.<mechanism>.sasl.jaas.config`),
+    parsed when the listener starts."""
+
+    mechanisms: tuple[str, ...]
+    jaas_configs: tuple[tuple[str, str], ...]
+    """(mechanism, its sasl.jaas.config text) for each mechanism."""
+    failed_authentication_delay_ms: int
+
+    def __repr__(self) -> str:
+        """Without the JAAS texts, which hold passwords."""
+        return f"SaslSettings(mechanisms={self.mechanisms!r})"
+
 
 _DEFAULTS: dict[str, ConfigValue] = {key.name: key.default_value for key in SSL_KEYS}
 

@@ -326,7 +326,9 @@ class Broker:
     async def _bind(self) -> None:
         config = self.config
         try:
-            self.security = ListenerSecurity(self.node_id, config.listener_tls)
+            self.security = ListenerSecurity(
+                self.node_id, config.listener_tls, config.listener_sasl
+            )
         except ConfigError as exc:
             raise ListenError(str(exc)) from None
         listeners = list(config.client_listeners) if self.is_broker else []
@@ -446,9 +448,9 @@ class Broker:
         if principal is None:
             writer.close()
             return
-        if self._client_serves_controller:
+        if self._client_serves_controller and listener == self.config.inter_broker_listener_name:
             # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
-            # listeners: it serves the controller's APIs and strom's private ones there.
+            # listener they use: it serves the controller's APIs and strom's private ones.
             await self._serve_nodes(
                 listener, reader, writer, self._dispatch_with_controller, principal
             )
@@ -465,6 +467,7 @@ class Broker:
                 observe=self.observability.request_observer,
                 listener=listener,
                 principal=principal,
+                sasl=self.security.sasl_gate(listener, writer),
             ),
         )
 

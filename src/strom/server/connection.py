@@ -32,6 +32,7 @@ from strom.protocol.codec import (
 )
 from strom.protocol.responses.groups import ApiVersionsResponse
 from strom.server.private import FIRST_PRIVATE_KEY, PrivatePayloadError
+from strom.server.sasl_gate import SaslGate, SaslStep
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ RequestObserver = Callable[[str, float, float, float, float, float], None]
 # never reads its answers can make the broker hold.
 _MAX_IN_FLIGHT = 16
 _SIZE = struct.Struct(">i")
+# What a client may send before it has authenticated on a SASL listener (Kafka's
+# sasl.server.max.receive.size default): a hostile peer cannot make the broker hold more.
+_MAX_SASL_BYTES = 512 * 1024
 _PRIVATE_HEADER = struct.Struct(">hhi")
 
 
@@ -93,6 +97,7 @@ class Connection:
         observe: RequestObserver | None = None,
         listener: str = "",
         principal: str = "User:ANONYMOUS",
+        sasl: SaslGate | None = None,
     ) -> None:
         """`private` serves strom's own node-to-node APIs (server/private.py); a
         connection without it (a client listener) closes on any of them. `observe`
@@ -113,6 +118,10 @@ class Connection:
         self._draining = False
         self.listener = listener
         self.principal = principal
+        self._sasl = sasl
+        """Until it has authenticated, a SASL listener's client may send only ApiVersions,
+        SaslHandshake and SaslAuthenticate (sasl_gate.py)."""
+        self._close_after_answer = False
 
     def abort(self) -> None:
         """Drop the connection at once, unsent answers included (a crash)."""
@@ -157,14 +166,19 @@ class Connection:
                 self._reader.readexactly(4), timeout=self._idle_timeout_s
             )
             (size,) = _SIZE.unpack(size_bytes)
-            if size < 8 or size > self._max_request_bytes:
+            gate = self._sasl
+            unauthenticated = gate is not None and gate.principal is None
+            smallest = 0 if gate is not None and gate.raw_tokens else 8
+            largest = _MAX_SASL_BYTES if unauthenticated else self._max_request_bytes
+            if size < smallest or size > largest:
                 log.warning(
-                    "[node %d] closing connection from %s: request size %d is outside "
-                    "8..%d (socket.request.max.bytes)",
+                    "[node %d] closing connection from %s: request size %d is outside %d..%d (%s)",
                     self._node_id,
                     self.peer,
                     size,
-                    self._max_request_bytes,
+                    smallest,
+                    largest,
+                    "before authentication" if unauthenticated else "socket.request.max.bytes",
                 )
                 return
             # A client that stalls inside a frame is as idle as one that sends nothing.
@@ -175,11 +189,23 @@ class Connection:
             if answer is None:
                 return
             await self._responses.put(answer)
+            if self._close_after_answer:
+                return
 
     def _start(self, frame: bytes, read_at: float) -> _Answer | None:
         """The task answering `frame` (and its timing, for the metrics), or None to close
         the connection."""
+        gate = self._sasl
+        if gate is not None and gate.raw_tokens:
+            return self._sasl_answer(0, gate.raw_token(frame))
         if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) >= FIRST_PRIVATE_KEY:
+            if gate is not None:  # strom's nodes never talk on a SASL listener
+                log.warning(
+                    "[node %d] closing connection from %s: node-to-node frame on a SASL listener",
+                    self._node_id,
+                    self.peer,
+                )
+                return None
             task = self._start_private(frame)
             return None if task is None else (task, None)
         try:
@@ -197,6 +223,8 @@ class Connection:
         except RequestError as exc:
             log.warning("[node %d] closing connection from %s: %s", self._node_id, self.peer, exc)
             return None
+        if gate is not None and gate.principal is None:
+            return self._authenticating(gate, request)
         if request.api_key not in self._apis:
             log.warning(
                 "[node %d] closing connection from %s: %s is served on the controller "
@@ -232,6 +260,35 @@ class Connection:
         return asyncio.create_task(
             self._answer_private(api_key, api_version, correlation_id, payload)
         )
+
+    def _authenticating(self, gate: SaslGate, request: Request) -> _Answer | None:
+        """A request before SASL authentication completed: SaslHandshake and
+        SaslAuthenticate go to the gate, ApiVersions is served, anything else closes."""
+        if gate.refuses(request.api_key):
+            log.warning(
+                "[node %d] closing connection from %s: %s before SASL authentication",
+                self._node_id,
+                self.peer,
+                request.api_key.name,
+            )
+            return None
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            return self._sasl_answer(request.correlation_id, gate.handshake(request))
+        if request.api_key == ApiKey.SASL_AUTHENTICATE:
+            return self._sasl_answer(request.correlation_id, gate.authenticate(request))
+        return asyncio.create_task(self._answer(request, None)), None
+
+    def _sasl_answer(self, correlation_id: int, step: SaslStep) -> _Answer:
+        if step.raw is not None:
+            frame: bytes | None = _SIZE.pack(len(step.raw)) + step.raw
+        elif step.body is not None:
+            frame = encode_response(correlation_id, step.body)
+        else:
+            frame = None
+        if self._sasl is not None and self._sasl.principal is not None:
+            self.principal = self._sasl.principal
+        self._close_after_answer = step.close
+        return asyncio.create_task(_delayed(frame, step.delay_s)), None
 
     async def _answer_private(
         self, api_key: int, api_version: int, correlation_id: int, payload: bytes
@@ -308,4 +365,10 @@ class Connection:
 
 
 async def _ready(frame: bytes) -> bytes:
+    return frame
+
+
+async def _delayed(frame: bytes | None, delay_s: float) -> bytes | None:
+    if delay_s > 0:
+        await asyncio.sleep(delay_s)
     return frame

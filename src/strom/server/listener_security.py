@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from strom.config import BrokerConfig, Listener
 from strom.config.errors import ConfigError
-from strom.config.security_keys import TlsSettings
+from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.metadata.records import BrokerEndpoint, SecurityProtocol
 from strom.security.principal import ANONYMOUS, NoMatchingRule, PrincipalRule
 from strom.security.tls import (
@@ -25,6 +25,7 @@ from strom.security.tls import (
     reload_certificates,
     server_context,
 )
+from strom.server.sasl_gate import ListenerSasl, SaslGate
 
 __all__ = [
     "HANDSHAKE_TIMEOUT_S",
@@ -42,8 +43,14 @@ says nothing holds no more than this)."""
 class ListenerSecurity:
     """The TLS contexts of a broker's SSL listeners, and who a connection's peer is."""
 
-    def __init__(self, node_id: int, tls: Sequence[tuple[str, TlsSettings]]) -> None:
-        """ConfigError naming the key if a listener's keystore or trust store is unusable."""
+    def __init__(
+        self,
+        node_id: int,
+        tls: Sequence[tuple[str, TlsSettings]],
+        sasl: Sequence[tuple[str, SaslSettings]] = (),
+    ) -> None:
+        """ConfigError naming the key if a listener's keystore or trust store is unusable,
+        or a SASL listener's JAAS config does not parse."""
         self._node_id = node_id
         self._settings = dict(tls)
         self.contexts: dict[str, ssl.SSLContext] = {}
@@ -52,6 +59,7 @@ class ListenerSecurity:
             prefix = f"listener.name.{name.lower()}."
             self.contexts[name] = server_context(settings, key_prefix=prefix)
             self._rules[name] = principal_rules(settings, key_prefix=prefix)
+        self._sasl = {name: ListenerSasl(name, settings) for name, settings in sasl}
 
     def reconfigure(self, tls: Sequence[tuple[str, TlsSettings]]) -> list[str]:
         """Reload the key and trust stores of each SSL listener whose settings changed
@@ -90,6 +98,11 @@ class ListenerSecurity:
             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if context is not None else None,
         )
 
+    def sasl_gate(self, listener: str, writer: asyncio.StreamWriter) -> SaslGate | None:
+        """A new connection's way through SASL on a SASL listener; None on the others."""
+        sasl = self._sasl.get(listener)
+        return None if sasl is None else sasl.gate(self._node_id, _peer(writer))
+
     def principal(self, listener: str, writer: asyncio.StreamWriter) -> str | None:
         """`User:<name>` of the peer on `listener`: from its certificate on an SSL
         listener, ANONYMOUS otherwise. None when its certificate's name matches no rule
@@ -101,16 +114,19 @@ class ListenerSecurity:
         try:
             return f"User:{peer_principal(ssl_object, rules)}"
         except NoMatchingRule as exc:
-            peer = writer.get_extra_info("peername")
-            where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
             log.info(
                 "[node %d] refused a TLS client on %s from %s: %s",
                 self._node_id,
                 listener,
-                where,
+                _peer(writer),
                 exc,
             )
             return None
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
 
 def check_tls_change(now: BrokerConfig, then: BrokerConfig) -> str | None:

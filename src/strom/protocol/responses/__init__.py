@@ -59,6 +59,7 @@ from strom.protocol.responses.quorum import (
     BrokerRegistrationResponse,
     DescribeQuorumResponse,
 )
+from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from strom.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -97,6 +98,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsResponse,
     ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
     ApiKey.API_VERSIONS: ApiVersionsResponse,
+    ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,
+    ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
     ApiKey.JOIN_GROUP: JoinGroupResponse,
     ApiKey.SYNC_GROUP: SyncGroupResponse,
     ApiKey.HEARTBEAT: HeartbeatResponse,

@@ -28,6 +28,7 @@ from strom.server.handlers import (
     produce,
     quorum,
     reassignments,
+    sasl,
     topic_partitions,
     transactions,
     txn_admin,
@@ -70,6 +71,8 @@ class Contexts:
 def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
     return {
         ApiKey.API_VERSIONS: partial(cluster.handle_api_versions, contexts.cluster),
+        ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+        ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
         ApiKey.METADATA: partial(cluster.handle_metadata, contexts.cluster),
         ApiKey.DESCRIBE_CLUSTER: partial(cluster.handle_describe_cluster, contexts.cluster),
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: partial(

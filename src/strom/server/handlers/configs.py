@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig, ConfigSource, effective_topic_config
 from strom.config.keys import CONFIG_KEYS_BY_NAME
-from strom.config.listener_tls import LISTENER_PREFIX
+from strom.config.listener_settings import LISTENER_PREFIX
 from strom.metadata.configs import (
     AlterConfigOp,
     ConfigEntryChange,

@@ -1,10 +1,11 @@
-"""What TLS costs: one broker with a PLAINTEXT and an SSL listener, the same
-confluent-kafka producer and consumer on each in turn (alternating which goes first each
-round, a fresh topic each time); prints each figure's median and spread and the ratio
-SSL / PLAINTEXT.
+"""What listener security costs: one broker with a PLAINTEXT, an SSL and a SASL_SSL
+(PLAIN) listener, the same confluent-kafka producer and consumer on each in turn (the order
+rotating each round, a fresh topic each time), and the time a fresh client takes to get
+its first metadata answer on each (connect, TLS handshake, SASL authentication, Metadata);
+prints each figure's median and spread and the ratio to PLAINTEXT.
 
-    .venv/bin/python bench/tls.py [--rounds 3] [--records 500000] [--record-bytes 100]
-        [--partitions 1] [--durability fsync]
+    .venv/bin/python bench/security.py [--rounds 3] [--records 500000] [--record-bytes 100]
+        [--partitions 1] [--durability fsync] [--connects 20]
 
 The certificates (a private CA, EC P-256 keys) are made for the run by
 tests/tls_material.py; clients verify the broker's certificate and present none. Broker
@@ -18,8 +19,11 @@ import secrets
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import Consumer
 
 from produce_consume import (
     Broker,
@@ -58,8 +62,21 @@ def one_run(
         "broker CPU µs/record, produce": (middle - before) * 1e6 / args.records,
         "broker CPU µs/record, consume": (after - middle) * 1e6 / args.records,
     }
+    figures["first metadata answer, ms"] = first_answer_ms(bootstrap, client, args.connects)
     log(f"{label}: " + ", ".join(f"{name} {value:,.1f}" for name, value in figures.items()))
     return figures
+
+
+def first_answer_ms(bootstrap: str, client: dict[str, Any], tries: int) -> float:
+    """Median milliseconds from creating a client to its first metadata answer."""
+    times = []
+    for _ in range(tries):
+        started = time.perf_counter()
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", **client})
+        consumer.list_topics(timeout=30)
+        times.append((time.perf_counter() - started) * 1000)
+        consumer.close()
+    return statistics.median(times)
 
 
 def main() -> None:
@@ -69,29 +86,42 @@ def main() -> None:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--durability", default="fsync", choices=["fsync", "interval"])
+    parser.add_argument("--connects", type=int, default=20)
     args = parser.parse_args()
 
     material = make_tls_material(Path(tempfile.mkdtemp(prefix="strom-bench-tls-")))
-    ssl_port = free_port()
+    ssl_port, sasl_port = free_port(), free_port()
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="pw";'
     broker = start_strom(
         args.durability,
         extra=[
             "ssl.keystore.type=PEM",
             f"ssl.keystore.location={material.server.keystore_pem_path}",
+            "sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}",
         ],
-        more_listeners=[f"SSL://localhost:{ssl_port}"],
+        more_listeners=[f"SSL://localhost:{ssl_port}", f"SASL_SSL://localhost:{sasl_port}"],
     )
+    tls = {"ssl.ca.location": str(material.ca_cert_path)}
     runs: dict[str, tuple[str, dict[str, Any]]] = {
         "PLAINTEXT": (broker.bootstrap, {}),
-        "SSL": (
-            f"localhost:{ssl_port}",
-            {"security.protocol": "SSL", "ssl.ca.location": str(material.ca_cert_path)},
+        "SSL": (f"localhost:{ssl_port}", {"security.protocol": "SSL", **tls}),
+        "SASL_SSL": (
+            f"localhost:{sasl_port}",
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "bench",
+                "sasl.password": "pw",
+                **tls,
+            },
         ),
     }
     results: dict[str, list[Figures]] = {name: [] for name in runs}
     try:
         for round_index in range(args.rounds):
-            order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
+            names = list(runs)
+            order = names[round_index % len(names) :] + names[: round_index % len(names)]
             for name in order:
                 bootstrap, client = runs[name]
                 results[name].append(one_run(broker, name, bootstrap, client, args))
@@ -102,12 +132,13 @@ def main() -> None:
         f"\n{args.records:,} records of {args.record_bytes} bytes, {args.partitions} "
         f"partition(s), {args.durability} durability, {args.rounds} rounds\n"
     )
-    print("| figure | PLAINTEXT, median (min-max) | SSL, median (min-max) | SSL / PLAINTEXT |")
-    print("|---|---|---|---|")
+    names = list(runs)
+    print("| figure | " + " | ".join(f"{n}, median (min-max)" for n in names) + " | ratios |")
+    print("|---" * (len(names) + 2) + "|")
     for figure in results["PLAINTEXT"][0]:
         cells = []
         medians = []
-        for name in runs:
+        for name in names:
             values = [run[figure] for run in results[name]]
             median = statistics.median(values)
             medians.append(median)
@@ -115,7 +146,10 @@ def main() -> None:
             cells.append(
                 f"{median:,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
             )
-        print(f"| {figure} | {cells[0]} | {cells[1]} | {medians[1] / medians[0]:.2f} |")
+        ratios = ", ".join(
+            f"{n} {m / medians[0]:.2f}" for n, m in zip(names[1:], medians[1:], strict=True)
+        )
+        print(f"| {figure} | " + " | ".join(cells) + f" | {ratios} |")
 
 
 if __name__ == "__main__":

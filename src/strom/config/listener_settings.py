@@ -1,0 +1,170 @@
+"""Per-listener settings: Kafka's `listener.name.<listener>.<key>` overrides, the TLS
+settings of every SSL and SASL_SSL listener, and the SASL settings of every SASL one.
+
+A key such as `listener.name.external.ssl.keystore.location` sets `ssl.keystore.location`
+for the listener named EXTERNAL only (listener names are matched without regard to case,
+as Kafka writes them in lower case); the plain `ssl.*` keys and `sasl.enabled.mechanisms`
+apply to every listener that does not override them. A SASL listener's JAAS config
+exists only in the prefixed form `listener.name.<listener>.<mechanism>.sasl.jaas.config`,
+as in Kafka; its text is parsed when the listener starts (strom.security.jaas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from difflib import get_close_matches
+
+from strom.config.errors import ConfigError
+from strom.config.listener_setup import ListenerSetup
+from strom.config.schema import ConfigKey, ConfigType, ConfigValue, check_value, invalid_value
+from strom.config.security_keys import (
+    SASL_KEYS,
+    SASL_MECHANISMS,
+    SERVED_SASL_MECHANISMS,
+    SSL_KEYS,
+    SaslSettings,
+    TlsSettings,
+    tls_settings,
+)
+from strom.config.typed_values import TypedValues
+
+__all__ = [
+    "LISTENER_PREFIX",
+    "ListenerOverrides",
+    "listener_sasl",
+    "listener_tls",
+    "override_key",
+    "split_listener_keys",
+]
+
+LISTENER_PREFIX = "listener.name."
+_JAAS_KEYS = tuple(
+    ConfigKey(
+        f"{mechanism.lower()}.sasl.jaas.config",
+        ConfigType.STRING,
+        None,
+        f"The JAAS config of {mechanism} on one listener.",
+        sensitive=True,
+    )
+    for mechanism in SASL_MECHANISMS
+)
+_MECHANISMS_KEY = next(key for key in SASL_KEYS if key.name == "sasl.enabled.mechanisms")
+_OVERRIDABLE = {key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS)}
+_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def override_key(name: str) -> ConfigKey | None:
+    """The key a `listener.name.<listener>.<key>` name sets, if a listener may set it."""
+    _listener, _dot, key = name[len(LISTENER_PREFIX) :].partition(".")
+    return _OVERRIDABLE.get(key) if name.startswith(LISTENER_PREFIX) else None
+
+
+ListenerOverrides = Mapping[str, Mapping[str, str]]
+"""Listener name (upper case) -> key -> text."""
+
+
+def split_listener_keys(given: Mapping[str, str]) -> tuple[dict[str, str], ListenerOverrides]:
+    """(the plain keys, the per-listener overrides) of a config's key texts; ConfigError
+    for a `listener.name.` key that names no key a listener may override."""
+    plain: dict[str, str] = {}
+    overrides: dict[str, dict[str, str]] = {}
+    for name, text in given.items():
+        if not name.startswith(LISTENER_PREFIX):
+            plain[name] = text
+            continue
+        listener, dot, key = name[len(LISTENER_PREFIX) :].partition(".")
+        if not dot or not listener or not key:
+            raise invalid_value(
+                name,
+                text,
+                "expected listener.name.<listener>.<key>, e.g. "
+                "listener.name.ssl.ssl.keystore.location",
+            )
+        if key not in _OVERRIDABLE:
+            close = get_close_matches(key, tuple(_OVERRIDABLE), n=1, cutoff=0.75)
+            hint = f" (did you mean {LISTENER_PREFIX}{listener}.{close[0]}?)" if close else ""
+            raise ConfigError(
+                f"unknown config key {name!r}: a listener may override the ssl.* keys, "
+                f"sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config, not {key!r}{hint}",
+                key=name,
+            )
+        overrides.setdefault(listener.upper(), {})[key] = text
+    return plain, overrides
+
+
+def listener_tls(
+    listeners: ListenerSetup, v: TypedValues, overrides: ListenerOverrides
+) -> tuple[tuple[str, TlsSettings], ...]:
+    """The TLS settings of each SSL listener: the `ssl.*` keys with its overrides."""
+    names = {listener.name for listener in listeners.listeners}
+    for listener_name, keys in overrides.items():
+        if listener_name not in names:
+            first = next(iter(keys))
+            raise ConfigError(
+                f"'{LISTENER_PREFIX}{listener_name.lower()}.{first}' names listener "
+                f"{listener_name!r}, which is not in 'listeners'",
+                key=f"{LISTENER_PREFIX}{listener_name.lower()}.{first}",
+            )
+    result = []
+    for listener in listeners.listeners:
+        if listeners.protocol(listener.name) not in _TLS_PROTOCOLS:
+            continue
+        values: dict[str, ConfigValue] = {key.name: v.all[key.name] for key in SSL_KEYS}
+        for name, text in overrides.get(listener.name, {}).items():
+            if not name.startswith("ssl."):
+                continue
+            key = _OVERRIDABLE[name]
+            full_name = f"{LISTENER_PREFIX}{listener.name.lower()}.{name}"
+            values[name] = (
+                check_value(full_name, key.type, key.validator, text) if text.strip() else None
+            )
+        result.append((listener.name, tls_settings(values)))
+    return tuple(result)
+
+
+def listener_sasl(
+    listeners: ListenerSetup, v: TypedValues, overrides: ListenerOverrides
+) -> tuple[tuple[str, SaslSettings], ...]:
+    """The SASL settings of each SASL_PLAINTEXT and SASL_SSL listener; ConfigError for a
+    mechanism strom does not serve or one without its JAAS config."""
+    result = []
+    for listener in listeners.listeners:
+        if listeners.protocol(listener.name) not in _SASL_PROTOCOLS:
+            continue
+        own = overrides.get(listener.name, {})
+        prefix = f"{LISTENER_PREFIX}{listener.name.lower()}."
+        mechanisms_key = "sasl.enabled.mechanisms"
+        if mechanisms_key in own:
+            mechanisms = _MECHANISMS_KEY.parse(own[mechanisms_key])
+            mechanisms_key = prefix + mechanisms_key
+        else:
+            mechanisms = v.all[mechanisms_key]
+        assert isinstance(mechanisms, tuple)
+        names = tuple(dict.fromkeys(name.upper() for name in mechanisms))
+        for name in names or ("",):
+            if name not in SERVED_SASL_MECHANISMS:
+                raise invalid_value(
+                    mechanisms_key,
+                    ",".join(names),
+                    f"SASL listener {listener.name!r} needs mechanisms strom serves "
+                    f"({', '.join(SERVED_SASL_MECHANISMS)} so far)",
+                )
+        jaas = []
+        for name in names:
+            key = f"{name.lower()}.sasl.jaas.config"
+            if not own.get(key, "").strip():
+                raise ConfigError(
+                    f"SASL listener {listener.name!r} offers {name}: set '{prefix}{key}' "
+                    f"(its users, e.g. {_PLAIN_EXAMPLE})",
+                    key=prefix + key,
+                )
+            jaas.append((name, own[key]))
+        delay_ms = v.integer("connection.failed.authentication.delay.ms")
+        result.append((listener.name, SaslSettings(names, tuple(jaas), delay_ms)))
+    return tuple(result)
+
+
+_PLAIN_EXAMPLE = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";'
+)

@@ -1,0 +1,22 @@
+"""SaslHandshake and SaslAuthenticate responses."""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+from kio.schema.errors import ErrorCode
+
+
+class SaslHandshakeResponse(TypedDict):
+    error_code: ErrorCode
+    mechanisms: list[str]
+    """The mechanisms the listener offers."""
+
+
+class SaslAuthenticateResponse(TypedDict):
+    error_code: ErrorCode
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime: NotRequired[int]
+    """v1+: milliseconds until the client must authenticate again; 0: never (strom does
+    not ask for re-authentication, KIP-368)."""

@@ -1,0 +1,165 @@
+"""SASL on a connection: the listener's mechanisms, and one connection's way through
+SaslHandshake and SaslAuthenticate (or, after a v0 handshake, raw SASL tokens) before
+any other request is served.
+
+The decisions are strom.security.sasl's `SaslServer`; this module turns requests into
+its calls and its results into response bodies, and says when the connection must
+close: after a refused handshake, and after a failed authentication, whose answer goes
+out only after `connection.failed.authentication.delay.ms` (Kafka's delay, which slows
+down password guessing without holding a thread). Until the client has authenticated,
+any other request than ApiVersions, SaslHandshake and SaslAuthenticate closes the
+connection, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from strom.config.errors import ConfigError
+from strom.config.security_keys import SaslSettings
+from strom.protocol.apis import ApiKey
+from strom.protocol.codec import Request, build_response
+from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+from strom.security.jaas import parse_jaas_config, plain_users
+from strom.security.sasl import Mechanism, PlainServer, SaslServer
+
+__all__ = ["ListenerSasl", "SaslGate", "SaslStep"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SaslStep:
+    """What the connection sends for one SASL request and what it does next."""
+
+    body: Any | None
+    """The response body; None after a v0 raw token, whose answer is `raw`."""
+    raw: bytes | None = None
+    close: bool = False
+    delay_s: float = 0.0
+    """Wait this long before sending the answer (a failed authentication)."""
+
+
+class ListenerSasl:
+    """The SASL mechanisms of one listener, built from its settings at start: a JAAS
+    config that does not parse is a ConfigError naming its key."""
+
+    def __init__(self, listener: str, settings: SaslSettings) -> None:
+        self.listener = listener
+        self.delay_s = settings.failed_authentication_delay_ms / 1000
+        prefix = f"listener.name.{listener.lower()}."
+        self._factories: dict[str, Callable[[], Mechanism]] = {}
+        for mechanism, text in settings.jaas_configs:
+            key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
+            if mechanism != "PLAIN":
+                raise ConfigError(f"{mechanism} is not served yet", key=key)
+            entries = parse_jaas_config(text, key=key)
+            if len(entries) != 1:
+                raise ConfigError(
+                    f"'{key}' must hold exactly one login module, as in Kafka; it holds "
+                    f"{len(entries)}",
+                    key=key,
+                )
+            users = dict(plain_users(entries, key=key))
+            self._factories[mechanism] = lambda users=users: PlainServer(users)  # type: ignore[misc]
+
+    def gate(self, node_id: int, peer: str) -> SaslGate:
+        return SaslGate(SaslServer(self._factories), self.delay_s, node_id, peer, self.listener)
+
+
+class SaslGate:
+    """One connection's SASL authentication (see the module docstring)."""
+
+    def __init__(
+        self, server: SaslServer, delay_s: float, node_id: int, peer: str, listener: str
+    ) -> None:
+        self._server = server
+        self._delay_s = delay_s
+        self._node_id = node_id
+        self._peer = peer
+        self._listener = listener
+        self._mechanism = ""
+        self.raw_tokens = False
+        """After a v0 SaslHandshake: the next frame is a raw SASL token, not a request."""
+
+    @property
+    def principal(self) -> str | None:
+        """`User:<name>` once authenticated."""
+        return self._server.principal
+
+    def refuses(self, api_key: int) -> bool:
+        return not self._server.allows(api_key)
+
+    def handshake(self, request: Request) -> SaslStep:
+        mechanism = str(request.body.mechanism)
+        result = self._server.handshake(mechanism)
+        if result.error_code == ErrorCode.none:
+            self._mechanism = mechanism
+            self.raw_tokens = request.api_version == 0
+        else:
+            log.info(
+                "[node %d] SASL handshake from %s on %s refused: %s for mechanism %r",
+                self._node_id,
+                self._peer,
+                self._listener,
+                result.error_code.name,
+                mechanism[:64],
+            )
+        body: SaslHandshakeResponse = {
+            "error_code": result.error_code,
+            "mechanisms": list(result.mechanisms),
+        }
+        return SaslStep(
+            build_response(ApiKey.SASL_HANDSHAKE, request.api_version, body), close=result.close
+        )
+
+    def authenticate(self, request: Request) -> SaslStep:
+        result = self._server.authenticate(bytes(request.body.auth_bytes))
+        self._note(result.error_code, result.complete)
+        body: SaslAuthenticateResponse = {
+            "error_code": result.error_code,
+            "error_message": result.error_message,
+            "auth_bytes": result.auth_bytes,
+            "session_lifetime": 0,
+        }
+        failed = result.error_code == ErrorCode.sasl_authentication_failed
+        return SaslStep(
+            build_response(ApiKey.SASL_AUTHENTICATE, request.api_version, body),
+            close=result.close,
+            delay_s=self._delay_s if failed else 0.0,
+        )
+
+    def raw_token(self, token: bytes) -> SaslStep:
+        """A v0 client's token: answered with a raw token; a failure closes the
+        connection without an answer (the v0 framing has no room for an error)."""
+        result = self._server.authenticate(token)
+        self._note(result.error_code, result.complete)
+        if result.complete:
+            self.raw_tokens = False
+        if result.error_code != ErrorCode.none:
+            return SaslStep(None, close=True, delay_s=self._delay_s)
+        return SaslStep(None, raw=result.auth_bytes)
+
+    def _note(self, error: ErrorCode, complete: bool) -> None:
+        if complete:
+            log.debug(
+                "[node %d] %s authenticated with %s on %s as %s",
+                self._node_id,
+                self._peer,
+                self._mechanism,
+                self._listener,
+                self.principal,
+            )
+        elif error != ErrorCode.none:
+            log.info(
+                "[node %d] failed authentication with %s on listener %s from %s",
+                self._node_id,
+                self._mechanism or "no mechanism",
+                self._listener,
+                self._peer,
+            )
