@@ -33,7 +33,13 @@ from admin_helpers import (
     watermarks,
 )
 from broker import BrokerProcess
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
@@ -197,6 +203,57 @@ def test_describe_cluster_stable_across_restart(strom_broker: StromCluster) -> N
     assert after.cluster_id == before.cluster_id
     assert after.controller.id == NODE_ID
     assert [n.id for n in after.nodes] == [NODE_ID]
+
+
+def test_authorized_operations_are_every_supported_one_when_asked(
+    strom_broker: StromCluster,
+) -> None:
+    """Without an authorizer Kafka reports every operation a resource type supports when
+    a client asks (librdkafka's test suite checks this), and nothing when it does not."""
+    bootstrap = strom_broker.bootstrap_servers
+    admin = ck_admin(bootstrap)
+    topic = unique_topic("ops")
+    ck_create(admin, NewTopic(topic, num_partitions=1, replication_factor=1))
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": "ops-group"})
+    try:  # a committed offset makes the group exist
+        member.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        member.close()
+
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert {op.name for op in cluster.authorized_operations} == {
+        "CREATE",
+        "CLUSTER_ACTION",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+        "IDEMPOTENT_WRITE",
+        "ALTER",
+        "DESCRIBE",
+    }
+    assert admin.describe_cluster().result(TIMEOUT_S).authorized_operations is None
+    [described] = admin.describe_topics(
+        TopicCollection([topic]), include_authorized_operations=True
+    ).values()
+    assert {op.name for op in described.result(TIMEOUT_S).authorized_operations} == {
+        "READ",
+        "WRITE",
+        "CREATE",
+        "DESCRIBE",
+        "DELETE",
+        "ALTER",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+    }
+    [group] = admin.describe_consumer_groups(
+        ["ops-group"], include_authorized_operations=True
+    ).values()
+    assert {op.name for op in group.result(TIMEOUT_S).authorized_operations} == {
+        "READ",
+        "DESCRIBE",
+        "DELETE",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+    }
 
 
 def test_a_clean_restart_keeps_everything(

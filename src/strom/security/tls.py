@@ -224,10 +224,11 @@ def _prepare(settings: TlsSettings, prefix: str, *, server: bool) -> _Prepared:
     keystore = _keystore(settings, prefix)
     truststore = _truststore(settings, prefix)
     if server and keystore is None:
+        for_one = f" (or the same keys prefixed with '{prefix}' for this listener only)"
         raise ConfigError(
-            f"an SSL listener needs a certificate: set '{prefix}ssl.keystore.location' (with "
-            f"'{prefix}ssl.keystore.type' PEM or PKCS12), or '{prefix}ssl.keystore.certificate."
-            f"chain' and '{prefix}ssl.keystore.key' (with type PEM)",
+            "an SSL listener needs a certificate: set 'ssl.keystore.location' (with "
+            "'ssl.keystore.type' PEM or PKCS12), or 'ssl.keystore.certificate.chain' and "
+            f"'ssl.keystore.key' (with type PEM){for_one if prefix else ''}",
             key=f"{prefix}ssl.keystore.location",
         )
     client_auth = settings.client_auth if server else ClientAuth.NONE

@@ -21,13 +21,14 @@ from strom.protocol.responses.cluster import (
     MetadataTopic,
 )
 from strom.protocol.responses.groups import ApiVersionsResponse
+from strom.security.operations import OMITTED, AclResourceType, authorized_operations
 from strom.server.handlers import admin
 from strom.server.handlers.ports import ClusterContext
 from strom.server.transactions import TRANSACTION_VERSION
 
 log = logging.getLogger(__name__)
 
-_OMITTED_OPERATIONS = -(2**31)
+TOPIC, CLUSTER = AclResourceType.TOPIC, AclResourceType.CLUSTER
 
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
@@ -143,7 +144,7 @@ def _topic_entry(topic: TopicImage, image: MetadataImage) -> MetadataTopic:
             partition_entry(p, fenced)
             for p in sorted(topic.partitions.values(), key=lambda p: p.partition)
         ],
-        "topic_authorized_operations": _OMITTED_OPERATIONS,
+        "topic_authorized_operations": OMITTED,
     }
 
 
@@ -174,7 +175,7 @@ def _error_entry(
         "topic_id": topic_id or uuid.UUID(int=0),
         "is_internal": False,
         "partitions": [],
-        "topic_authorized_operations": _OMITTED_OPERATIONS,
+        "topic_authorized_operations": OMITTED,
     }
 
 
@@ -221,13 +222,17 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
                     else ErrorCode.unknown_topic_or_partition
                 )
                 topics.append(_error_entry(wanted.name, code))
+    if getattr(body, "include_topic_authorized_operations", False):
+        for entry in topics:
+            entry["topic_authorized_operations"] = authorized_operations(TOPIC, asked=True)
+    asked = bool(getattr(body, "include_cluster_authorized_operations", False))
     response: MetadataResponse = {
         "throttle_time": 0,
         "brokers": _metadata_brokers(image, request.listener),
         "cluster_id": context.cluster_id(),
         "controller_id": controller_id(context, image),
         "topics": topics,
-        "cluster_authorized_operations": _OMITTED_OPERATIONS,
+        "cluster_authorized_operations": authorized_operations(CLUSTER, asked=asked),
         "error_code": ErrorCode.none,
     }
     return build_response(ApiKey.METADATA, version, response)
@@ -244,6 +249,9 @@ async def handle_describe_cluster(context: ClusterContext, request: Request) -> 
         "cluster_id": context.cluster_id(),
         "controller_id": controller_id(context, image),
         "brokers": _cluster_brokers(image, request.listener, include_fenced=include_fenced),
-        "cluster_authorized_operations": _OMITTED_OPERATIONS,
+        "cluster_authorized_operations": authorized_operations(
+            CLUSTER,
+            asked=bool(getattr(request.body, "include_cluster_authorized_operations", False)),
+        ),
     }
     return build_response(ApiKey.DESCRIBE_CLUSTER, request.api_version, response)

@@ -30,6 +30,7 @@ from strom.protocol.responses.groups import (
     ListGroupsResponse,
     SyncGroupResponse,
 )
+from strom.security.operations import AclResourceType, authorized_operations
 from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.ports import GroupContext
 
@@ -186,7 +187,11 @@ async def handle_describe_groups(context: GroupContext, request: Request) -> Any
             "protocol_type": "",
             "protocol_data": "",
             "members": [],
-            "authorized_operations": -(2**31),
+            "authorized_operations": authorized_operations(
+                AclResourceType.GROUP,
+                asked=request.api_version >= 3
+                and bool(getattr(request.body, "include_authorized_operations", False)),
+            ),
         }
         entries.append(entry)
         try:

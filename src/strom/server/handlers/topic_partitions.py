@@ -30,13 +30,13 @@ from strom.protocol.responses.cluster import (
     TopicPartitionsCursor,
     TopicPartitionsTopic,
 )
+from strom.security.operations import AclResourceType, authorized_operations
 from strom.server.handlers.cluster import fenced_brokers, partition_entry
 from strom.server.handlers.ports import ClusterContext
 
 PARTITION_LIMIT = 2000
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS as bits:
-# what Kafka answers for a topic when it has no authorizer.
-ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# What Kafka answers for a topic when it has no authorizer: every topic operation.
+ALL_TOPIC_OPERATIONS = authorized_operations(AclResourceType.TOPIC, asked=True)
 
 
 @dataclass(frozen=True, slots=True)
