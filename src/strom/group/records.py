@@ -208,11 +208,11 @@ def _group_value(r: LayoutReader, version: int) -> GroupMetadataValue:
         instance_id = r.nullable_string(compact=False) if version >= 3 else None
         client_id = r.string(compact=False)
         client_host = r.string(compact=False)
-        rebalance_ms = r.i32() if version >= 1 else -1
+        rebalance_ms = r.i32() if version >= 1 else None
         session_ms = r.i32()
         subscription = r.blob()
         assignment = r.blob()
-        if rebalance_ms == -1:
+        if rebalance_ms is None:  # v0 has none: Kafka takes the session timeout
             rebalance_ms = session_ms
         members.append(
             MemberRecord(
