@@ -31,6 +31,7 @@ from strom.config.typed_values import TypedValues
 __all__ = [
     "LISTENER_PREFIX",
     "ListenerOverrides",
+    "listener_prefix",
     "listener_sasl",
     "listener_tls",
     "override_key",
@@ -52,6 +53,11 @@ _MECHANISMS_KEY = next(key for key in SASL_KEYS if key.name == "sasl.enabled.mec
 _OVERRIDABLE = {key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS)}
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def listener_prefix(listener: str) -> str:
+    """`listener.name.<listener>.`, the listener in lower case as Kafka writes it."""
+    return f"{LISTENER_PREFIX}{listener.lower()}."
 
 
 def override_key(name: str) -> ConfigKey | None:
@@ -102,9 +108,9 @@ def listener_tls(
         if listener_name not in names:
             first = next(iter(keys))
             raise ConfigError(
-                f"'{LISTENER_PREFIX}{listener_name.lower()}.{first}' names listener "
+                f"'{listener_prefix(listener_name)}{first}' names listener "
                 f"{listener_name!r}, which is not in 'listeners'",
-                key=f"{LISTENER_PREFIX}{listener_name.lower()}.{first}",
+                key=f"{listener_prefix(listener_name)}{first}",
             )
     result = []
     for listener in listeners.listeners:
@@ -115,7 +121,7 @@ def listener_tls(
             if not name.startswith("ssl."):
                 continue
             key = _OVERRIDABLE[name]
-            full_name = f"{LISTENER_PREFIX}{listener.name.lower()}.{name}"
+            full_name = f"{listener_prefix(listener.name)}{name}"
             values[name] = (
                 check_value(full_name, key.type, key.validator, text) if text.strip() else None
             )
@@ -133,7 +139,7 @@ def listener_sasl(
         if listeners.protocol(listener.name) not in _SASL_PROTOCOLS:
             continue
         own = overrides.get(listener.name, {})
-        prefix = f"{LISTENER_PREFIX}{listener.name.lower()}."
+        prefix = listener_prefix(listener.name)
         mechanisms_key = "sasl.enabled.mechanisms"
         if mechanisms_key in own:
             mechanisms = _MECHANISMS_KEY.parse(own[mechanisms_key])

@@ -388,18 +388,12 @@ def _pem_keystore(
 
 def _pkcs12_keystore(data: bytes, settings: TlsSettings, prefix: str) -> bytes:
     location_key = f"{prefix}ssl.keystore.location"
-    password = settings.keystore_password or settings.key_password
-    try:
-        key, certificate, extra = pkcs12.load_key_and_certificates(
-            data, None if password is None else password.encode()
-        )
-    except ValueError:
-        password_key = f"{prefix}ssl.keystore.password"
-        raise ConfigError(
-            f"cannot open the PKCS12 key store '{location_key}' "
-            f"({settings.keystore_location}): wrong '{password_key}', or not a PKCS12 file",
-            key=password_key,
-        ) from None
+    key, certificate, extra = _open_pkcs12(
+        data,
+        settings.keystore_password or settings.key_password,
+        f"key store '{location_key}' ({settings.keystore_location})",
+        f"{prefix}ssl.keystore.password",
+    )
     if key is None or certificate is None:
         raise ConfigError(
             f"the PKCS12 key store '{location_key}' ({settings.keystore_location}) holds no "
@@ -407,6 +401,22 @@ def _pkcs12_keystore(data: bytes, settings: TlsSettings, prefix: str) -> bytes:
             key=location_key,
         )
     return _keystore_pem(key, [certificate, *extra], location_key)
+
+
+def _open_pkcs12(
+    data: bytes, password: str | None, what: str, password_key: str
+) -> tuple[PrivateKeyTypes | None, x509.Certificate | None, list[x509.Certificate]]:
+    """The key, certificate and other certificates of a PKCS12 store; ConfigError naming
+    `password_key` when it does not open."""
+    try:
+        return pkcs12.load_key_and_certificates(
+            data, None if password is None else password.encode()
+        )
+    except ValueError:
+        raise ConfigError(
+            f"cannot open the PKCS12 {what}: wrong '{password_key}', or not a PKCS12 file",
+            key=password_key,
+        ) from None
 
 
 def _keystore_pem(
@@ -452,18 +462,12 @@ def _truststore(settings: TlsSettings, prefix: str) -> str | None:
     if store_type == "PEM":
         text = data.decode("utf-8", "replace")
         return _certificates_pem(_pem_certificates(text, location_key))
-    password = settings.truststore_password
-    try:
-        _, certificate, extra = pkcs12.load_key_and_certificates(
-            data, None if password is None else password.encode()
-        )
-    except ValueError:
-        password_key = f"{prefix}ssl.truststore.password"
-        raise ConfigError(
-            f"cannot open the PKCS12 trust store '{location_key}' ({location}): wrong "
-            f"'{password_key}', or not a PKCS12 file",
-            key=password_key,
-        ) from None
+    _, certificate, extra = _open_pkcs12(
+        data,
+        settings.truststore_password,
+        f"trust store '{location_key}' ({location})",
+        f"{prefix}ssl.truststore.password",
+    )
     certificates = [*([certificate] if certificate is not None else []), *extra]
     if not certificates:
         raise invalid_value(location_key, location, "the PKCS12 trust store holds no certificate")

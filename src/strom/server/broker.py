@@ -358,7 +358,7 @@ class Broker:
     @property
     def advertised_listener(self) -> tuple[str, int]:
         """The address other brokers reach this one on (its inter-broker listener)."""
-        return self._advertised().host, self._advertised().port
+        return (advertised := self._advertised()).host, advertised.port
 
     def _advertised(self) -> Advertised:
         endpoints = advertised_endpoints(self.config, self.bound)

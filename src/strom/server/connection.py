@@ -166,10 +166,7 @@ class Connection:
                 self._reader.readexactly(4), timeout=self._idle_timeout_s
             )
             (size,) = _SIZE.unpack(size_bytes)
-            gate = self._sasl
-            unauthenticated = gate is not None and gate.principal is None
-            smallest = 0 if gate is not None and gate.raw_tokens else 8
-            largest = _MAX_SASL_BYTES if unauthenticated else self._max_request_bytes
+            smallest, largest, limit = self._frame_limits()
             if size < smallest or size > largest:
                 log.warning(
                     "[node %d] closing connection from %s: request size %d is outside %d..%d (%s)",
@@ -178,7 +175,7 @@ class Connection:
                     size,
                     smallest,
                     largest,
-                    "before authentication" if unauthenticated else "socket.request.max.bytes",
+                    limit,
                 )
                 return
             # A client that stalls inside a frame is as idle as one that sends nothing.
@@ -191,6 +188,13 @@ class Connection:
             await self._responses.put(answer)
             if self._close_after_answer:
                 return
+
+    def _frame_limits(self) -> tuple[int, int, str]:
+        """The smallest and largest frame this connection takes now, and what sets them."""
+        gate = self._sasl
+        if gate is None or gate.principal is not None:
+            return 8, self._max_request_bytes, "socket.request.max.bytes"
+        return (0 if gate.raw_tokens else 8), _MAX_SASL_BYTES, "before authentication"
 
     def _start(self, frame: bytes, read_at: float) -> _Answer | None:
         """The task answering `frame` (and its timing, for the metrics), or None to close

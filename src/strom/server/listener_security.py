@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from strom.config import BrokerConfig, Listener
 from strom.config.errors import ConfigError
+from strom.config.listener_settings import listener_prefix
 from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.metadata.records import BrokerEndpoint, SecurityProtocol
 from strom.security.principal import ANONYMOUS, NoMatchingRule, PrincipalRule
@@ -56,7 +57,7 @@ class ListenerSecurity:
         self.contexts: dict[str, ssl.SSLContext] = {}
         self._rules: dict[str, tuple[PrincipalRule, ...]] = {}
         for name, settings in tls:
-            prefix = f"listener.name.{name.lower()}."
+            prefix = listener_prefix(name)
             self.contexts[name] = server_context(settings, key_prefix=prefix)
             self._rules[name] = principal_rules(settings, key_prefix=prefix)
         self._sasl = {name: ListenerSasl(name, settings) for name, settings in sasl}
@@ -71,7 +72,7 @@ class ListenerSecurity:
             if context is None or self._settings.get(name) == settings:
                 continue
             try:
-                reload_certificates(context, settings, key_prefix=f"listener.name.{name.lower()}.")
+                reload_certificates(context, settings, key_prefix=listener_prefix(name))
             except ConfigError as exc:
                 problems.append(f"listener {name} keeps its certificates: {exc}")
                 continue
@@ -137,7 +138,7 @@ def check_tls_change(now: BrokerConfig, then: BrokerConfig) -> str | None:
         if name not in current or current[name] == settings:
             continue
         try:
-            server_context(settings, key_prefix=f"listener.name.{name.lower()}.")
+            server_context(settings, key_prefix=listener_prefix(name))
         except ConfigError as exc:
             return str(exc)
     return None

@@ -21,6 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.config.errors import ConfigError
+from strom.config.listener_settings import listener_prefix
 from strom.config.security_keys import SaslSettings
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
@@ -52,7 +53,7 @@ class ListenerSasl:
     def __init__(self, listener: str, settings: SaslSettings) -> None:
         self.listener = listener
         self.delay_s = settings.failed_authentication_delay_ms / 1000
-        prefix = f"listener.name.{listener.lower()}."
+        prefix = listener_prefix(listener)
         self._factories: dict[str, Callable[[], Mechanism]] = {}
         for mechanism, text in settings.jaas_configs:
             key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
