@@ -65,7 +65,13 @@ METRICS_CORES = (
 """The pure modules of `strom.metrics` (its registry and its server are the shell's)."""
 CONSOLE_CORES = ("console.html", "console.browse", "console.throughput")
 """The console's pure modules (its backend, searches and server are the shell)."""
-SECURITY_CORES = ("security.principal", "security.sasl", "security.jaas", "security.operations")
+SECURITY_CORES = (
+    "security.principal",
+    "security.sasl",
+    "security.scram",
+    "security.jaas",
+    "security.operations",
+)
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""
 PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, *SECURITY_CORES, "config", "durable_files")
 """Top-level parts of strom (packages or modules) held to the cores' rules."""
