@@ -344,3 +344,27 @@ def stored_batches(log_dir: Path, topic: str, partition: int) -> list[tuple[int,
 
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def round_trip(conf: dict[str, Any], count: int, prefix: str = "round-trip") -> list[bytes]:
+    """`count` values v0, v1, ... produced (acks=all) to partition 0 of a new topic with
+    client settings `conf`, then consumed back from the start in a new group: the values
+    read, in order."""
+    topic = unique_topic(prefix)
+    producer = Producer({**conf, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode(), partition=0)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+    consumer = Consumer({**conf, "group.id": topic, "auto.offset.reset": "earliest"})
+    values: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        for _ in range(60):
+            for message in consumer.consume(1000, 0.5):
+                assert message.error() is None, message.error()
+                values.append(message.value())
+            if len(values) >= count:
+                break
+    finally:
+        consumer.close()
+    return values

@@ -19,8 +19,8 @@ import kafka
 import kafka_wire as wire
 import pytest
 from broker import BrokerProcess, free_port, serve_refused
-from client_helpers import CLIENT_TIMEOUT_S, unique_topic
-from confluent_kafka import Consumer, KafkaException, Producer
+from client_helpers import CLIENT_TIMEOUT_S, round_trip, unique_topic
+from confluent_kafka import Consumer, KafkaException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
@@ -90,27 +90,6 @@ def _conf(port: int, user: str, password: str, **more: Any) -> dict[str, Any]:
     }
 
 
-def _round_trip(conf: dict[str, Any], count: int) -> list[bytes]:
-    topic = unique_topic("sasl")
-    producer = Producer({**conf, "acks": "all"})
-    for i in range(count):
-        producer.produce(topic, f"v{i}".encode(), partition=0)
-    assert producer.flush(CLIENT_TIMEOUT_S) == 0
-    consumer = Consumer({**conf, "group.id": topic, "auto.offset.reset": "earliest"})
-    values: list[bytes] = []
-    try:
-        consumer.subscribe([topic])
-        for _ in range(60):
-            for message in consumer.consume(1000, 0.5):
-                assert message.error() is None, message.error()
-                values.append(message.value())
-            if len(values) >= count:
-                break
-    finally:
-        consumer.close()
-    return values
-
-
 def _ports(conf: dict[str, Any]) -> set[int]:
     consumer = Consumer({**conf, "group.id": "metadata"})
     try:
@@ -123,7 +102,7 @@ def test_confluent_kafka_round_trips_over_sasl_plaintext_and_sasl_ssl(
     sasl_broker: SaslBroker, material: TlsMaterial
 ) -> None:
     plain = _conf(sasl_broker.sasl_port, "alice", USERS["alice"])
-    assert _round_trip(plain, 500) == [f"v{i}".encode() for i in range(500)]
+    assert round_trip(plain, 500, prefix="sasl") == [f"v{i}".encode() for i in range(500)]
     assert _ports(plain) == {sasl_broker.sasl_port}
     tls = _conf(
         sasl_broker.sasl_ssl_port,
@@ -131,7 +110,7 @@ def test_confluent_kafka_round_trips_over_sasl_plaintext_and_sasl_ssl(
         USERS["bob"],
         **{"security.protocol": "SASL_SSL", "ssl.ca.location": str(material.ca_cert_path)},
     )
-    assert _round_trip(tls, 500) == [f"v{i}".encode() for i in range(500)]
+    assert round_trip(tls, 500, prefix="sasl") == [f"v{i}".encode() for i in range(500)]
     assert _ports(tls) == {sasl_broker.sasl_ssl_port}
 
 

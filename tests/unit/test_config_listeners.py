@@ -181,6 +181,18 @@ def test_a_sasl_listener_takes_its_mechanisms_and_its_jaas_config() -> None:
     assert "s3cret" not in repr(sasl["SASL_SSL"])
 
 
+def test_scram_needs_no_jaas_config_but_plain_beside_it_does() -> None:
+    config = load_config(
+        overrides=[
+            "listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",
+        ]
+    )
+    sasl = dict(config.listener_sasl)["SASL_PLAINTEXT"]
+    assert sasl.mechanisms == ("SCRAM-SHA-512", "SCRAM-SHA-256")
+    assert sasl.jaas_configs == ()
+
+
 @pytest.mark.parametrize(
     ("settings", "key", "fragment"),
     [
@@ -191,16 +203,16 @@ def test_a_sasl_listener_takes_its_mechanisms_and_its_jaas_config() -> None:
         ),
         (
             [
-                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+                "sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
                 f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_JAAS}",
             ],
             "sasl.enabled.mechanisms",
-            "PLAIN so far",
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 so far",
         ),
         (
             ["listener.name.sasl_plaintext.sasl.enabled.mechanisms=OAUTHBEARER"],
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
-            "PLAIN so far",
+            "SCRAM-SHA-512 so far",
         ),
     ],
 )

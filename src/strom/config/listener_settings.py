@@ -133,7 +133,8 @@ def listener_sasl(
     listeners: ListenerSetup, v: TypedValues, overrides: ListenerOverrides
 ) -> tuple[tuple[str, SaslSettings], ...]:
     """The SASL settings of each SASL_PLAINTEXT and SASL_SSL listener; ConfigError for a
-    mechanism strom does not serve or one without its JAAS config."""
+    mechanism strom does not serve or PLAIN without its JAAS config (SCRAM needs none:
+    its users are in the metadata)."""
     result = []
     for listener in listeners.listeners:
         if listeners.protocol(listener.name) not in _SASL_PROTOCOLS:
@@ -159,6 +160,8 @@ def listener_sasl(
         jaas = []
         for name in names:
             key = f"{name.lower()}.sasl.jaas.config"
+            if name.startswith("SCRAM-") and not own.get(key, "").strip():
+                continue
             if not own.get(key, "").strip():
                 raise ConfigError(
                     f"SASL listener {listener.name!r} offers {name}: set '{prefix}{key}' "

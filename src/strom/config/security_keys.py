@@ -190,7 +190,7 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 """Kafka's SASL mechanisms, as Kafka spells them."""
-SERVED_SASL_MECHANISMS = ("PLAIN",)
+SERVED_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 """The ones strom's SASL listeners offer so far."""
 
 SASL_KEYS: tuple[ConfigKey, ...] = (
@@ -198,7 +198,7 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         "sasl.enabled.mechanisms",
         LIST,
         "GSSAPI",
-        "Mechanisms a SASL listener offers; strom serves PLAIN (Kafka's default is GSSAPI).",
+        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
     ),
     ConfigKey(
         "connection.failed.authentication.delay.ms",
@@ -225,7 +225,8 @@ class SaslSettings:
 
     mechanisms: tuple[str, ...]
     jaas_configs: tuple[tuple[str, str], ...]
-    """(mechanism, its sasl.jaas.config text) for each mechanism."""
+    """(mechanism, its sasl.jaas.config text) for each mechanism that has one (PLAIN
+    must; SCRAM's users are in the cluster metadata, and its JAAS config is optional)."""
     failed_authentication_delay_ms: int
 
     def __repr__(self) -> str:

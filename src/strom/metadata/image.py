@@ -34,9 +34,11 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -127,6 +129,8 @@ class MetadataImage:
     """"" until the first controller wrote the ClusterRecord."""
     cluster_name: str = ""
     next_producer_id: int = 0
+    scram_users: Mapping[str, Mapping[int, UserScramCredentialRecord]] = field(default_factory=dict)
+    """Each SCRAM user's credentials, by Kafka's mechanism type (1 SHA-256, 2 SHA-512)."""
 
     @staticmethod
     def empty() -> MetadataImage:
@@ -144,6 +148,9 @@ class MetadataImage:
     def cluster_default_configs(self) -> Mapping[str, str]:
         """The dynamic broker configs set as the cluster-wide default."""
         return self.configs.get((ConfigResourceType.BROKER, CLUSTER_DEFAULT), {})
+
+    def scram_credential(self, name: str, mechanism: int) -> UserScramCredentialRecord | None:
+        return self.scram_users.get(name, {}).get(mechanism)
 
     def unfenced_brokers(self) -> list[BrokerImage]:
         """Registered brokers that are not fenced, by id."""
@@ -188,6 +195,7 @@ class _Replay:
         self.brokers: dict[int, BrokerImage] | None = None
         self.configs: dict[tuple[ConfigResourceType, str], Mapping[str, str]] | None = None
         self.touched: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        self.scram_users: dict[str, Mapping[int, UserScramCredentialRecord]] | None = None
         self.cluster = (image.cluster_id, image.cluster_name)
         self.next_producer_id = image.next_producer_id
 
@@ -286,6 +294,21 @@ class _Replay:
                     configs.pop(key, None)
             case ProducerIdsRecord():
                 self.next_producer_id = record.next_producer_id
+            case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
+                self._scram(record)
+
+    def _scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
+        if self.scram_users is None:
+            self.scram_users = dict(self.image.scram_users)
+        credentials = dict(self.scram_users.get(record.name, {}))
+        if isinstance(record, UserScramCredentialRecord):
+            credentials[record.mechanism] = record
+        elif credentials.pop(record.mechanism, None) is None:
+            log.warning("metadata: %s names no credential; ignored", record)
+        if credentials:
+            self.scram_users[record.name] = credentials
+        else:
+            self.scram_users.pop(record.name, None)
 
     def _broker_state(
         self, record: FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord
@@ -326,4 +349,5 @@ class _Replay:
             cluster_id=self.cluster[0],
             cluster_name=self.cluster[1],
             next_producer_id=self.next_producer_id,
+            scram_users=image.scram_users if self.scram_users is None else self.scram_users,
         )

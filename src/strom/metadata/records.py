@@ -21,10 +21,12 @@ PartitionChangeRecord as leaving them as they are (their defaults).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
 from typing import Any
 
@@ -171,6 +173,29 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was set (Kafka's record of that name):
+    what the broker needs to check a SCRAM client, never the password. `mechanism` is
+    Kafka's ScramMechanism type: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512. The key bytes are left
+    out of the repr."""
+
+    name: str
+    mechanism: int
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism was deleted."""
+
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     ClusterRecord
     | RegisterBrokerRecord
@@ -183,6 +208,8 @@ MetadataRecord = (
     | RemoveTopicRecord
     | ConfigRecord
     | ProducerIdsRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_TYPES: tuple[type[Any], ...] = (
@@ -197,6 +224,8 @@ RECORD_TYPES: tuple[type[Any], ...] = (
     RemoveTopicRecord,
     ConfigRecord,
     ProducerIdsRecord,
+    UserScramCredentialRecord,
+    RemoveUserScramCredentialRecord,
 )
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in RECORD_TYPES}
 
@@ -224,6 +253,14 @@ def _str(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
     return value
+
+
+def _bytes(value: object) -> bytes:
+    """Bytes are written as standard base64 text."""
+    try:
+        return base64.b64decode(_str(value), validate=True)
+    except binascii.Error:
+        raise ValueError("expected base64 text") from None
 
 
 def _uuid(value: object) -> uuid.UUID:
@@ -266,6 +303,7 @@ _DECODERS: dict[str, Callable[[object], Any]] = {
     "int": _int,
     "bool": _bool,
     "str": _str,
+    "bytes": _bytes,
     "uuid.UUID": _uuid,
     "tuple[int, ...]": _ints,
     "ConfigResourceType": _resource_type,
@@ -305,6 +343,8 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
             ]
         elif isinstance(value, IntEnum):
             value = int(value)
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode()
         body[f.name] = value
     return body
 

@@ -79,6 +79,9 @@ def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
         )
     if image.next_producer_id:
         records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
+    for name in sorted(image.scram_users):
+        credentials = image.scram_users[name]
+        records.extend(credentials[mechanism] for mechanism in sorted(credentials))
     return records
 
 

@@ -24,6 +24,8 @@ from strom.metadata.znodes import (
     state_path,
     topic_data,
     topic_path,
+    user_data,
+    user_path,
 )
 
 __all__ = ["diff"]
@@ -76,6 +78,8 @@ def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> li
             if _diff_topic(ops, was.get(name), now.get(name), controller_epoch):
                 reborn.append(name)
     _diff_configs(ops, old, new, reborn)
+    if old.scram_users is not new.scram_users:
+        _diff_users(ops, old, new)
     return ops.ordered()
 
 
@@ -152,3 +156,15 @@ def _diff_configs(ops: _Ops, old: MetadataImage, new: MetadataImage, reborn: lis
         if old.configs.get(key, {}) != new.configs.get(key, {}):
             notice = json_bytes({"version": 2, "entity_path": path.removeprefix("/config/")})
             ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))
+
+
+def _diff_users(ops: _Ops, old: MetadataImage, new: MetadataImage) -> None:
+    """The /config/users znode of each user whose SCRAM credentials changed, and a notice."""
+    was, now = old.scram_users, new.scram_users
+    for name in sorted(was.keys() | now.keys()):
+        if was.get(name) == now.get(name):
+            continue
+        path = user_path(name)
+        ops.put(path, user_data(old, name), user_data(new, name))
+        notice = json_bytes({"version": 2, "entity_path": path.removeprefix("/config/")})
+        ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))

@@ -14,6 +14,8 @@ The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS 
                                          "leader_epoch":4,"partition_epoch":6,"version":1}
     /config/topics/<name>               {"config":{"retention.ms":"1000"},"version":1}
     /config/brokers/<id>, /config/brokers/<default>   the same, while overrides exist
+    /config/users/<sanitized name>     {"config":{"SCRAM-SHA-256":"salt=..,stored_key=..,
+                                         server_key=..,iterations=4096"},"version":1}
     /config/changes/config_change_<seq> {"entity_path":"topics/<name>","version":2}
     /latest_producer_id_block           {"next_producer_id":"2000","version":1}
     /strom/brokers/<id>                 the controller's registration of a broker (strom's own)
@@ -35,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 from strom.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from strom.metadata.records import (
@@ -48,10 +51,17 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
     endpoint_json,
     endpoints_from_json,
 )
 from strom.metadata.topic_names import validate_topic_name
+from strom.security.scram import (
+    ScramCredential,
+    ScramMechanism,
+    format_scram_config,
+    parse_scram_config,
+)
 
 PARENTS: tuple[str, ...] = (
     "/brokers",
@@ -62,6 +72,7 @@ PARENTS: tuple[str, ...] = (
     "/config/brokers",
     "/config/changes",
     "/config/topics",
+    "/config/users",
     "/strom",
     "/strom/brokers",
 )
@@ -133,6 +144,16 @@ def broker_path(broker_id: int) -> str:
     return f"/strom/brokers/{broker_id}"
 
 
+def sanitized_user(name: str) -> str:
+    """A user name as a znode name, as Kafka writes it (its Sanitizer: URL-encoded, with
+    `*` and `~` encoded too)."""
+    return quote(name, safe="").replace("~", "%7E").replace("*", "%2A")
+
+
+def user_path(name: str) -> str:
+    return f"/config/users/{sanitized_user(name)}"
+
+
 def config_path(resource_type: ConfigResourceType, name: str) -> str:
     if resource_type is ConfigResourceType.TOPIC:
         return f"/config/topics/{name}"
@@ -196,6 +217,24 @@ def config_data(image: MetadataImage, key: tuple[ConfigResourceType, str]) -> by
     ):
         return None
     return json_bytes({"version": 1, "config": dict(overrides or {})})
+
+
+def user_data(image: MetadataImage, name: str) -> bytes | None:
+    """A SCRAM user's /config/users znode, Kafka's: each mechanism's credential as
+    `salt=..,stored_key=..,server_key=..,iterations=..`; None once it has none."""
+    credentials = image.scram_users.get(name)
+    if not credentials:
+        return None
+    config = {}
+    for mechanism_type, record in credentials.items():
+        mechanism = ScramMechanism.from_kafka_type(mechanism_type)
+        if mechanism is not None:
+            config[mechanism.mechanism_name] = format_scram_config(
+                ScramCredential(
+                    record.salt, record.stored_key, record.server_key, record.iterations
+                )
+            )
+    return json_bytes({"version": 1, "config": config})
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -312,7 +351,51 @@ def parse_entity_config(data: bytes) -> dict[str, str]:
     return _entity_config(data, "config znode")
 
 
-def _entity(kind: str, name: str, what: str) -> tuple[ConfigResourceType, str]:
+@dataclass(frozen=True, slots=True)
+class UserEntity:
+    """A /config/users entity (its name unsanitized)."""
+
+    name: str
+
+
+def user_records(name: str, data: bytes, what: str) -> list[UserScramCredentialRecord]:
+    """The SCRAM credentials of a /config/users znode. Its other keys (Kafka keeps a
+    user's quotas there too) are not strom's yet and are left alone."""
+    records = []
+    for key, value in sorted(_entity_config(data, what).items()):
+        mechanism = ScramMechanism.from_name(key)
+        if mechanism is None:
+            continue
+        try:
+            credential = parse_scram_config(value)
+        except ValueError as exc:
+            raise ZnodeError(f"{what}: {key}: {exc}") from None
+        records.append(
+            UserScramCredentialRecord(
+                name,
+                mechanism.kafka_type,
+                credential.salt,
+                credential.stored_key,
+                credential.server_key,
+                credential.iterations,
+            )
+        )
+    return records
+
+
+def _user_name(entity: str, what: str) -> str:
+    try:
+        name = unquote(entity, errors="strict")
+    except UnicodeDecodeError:
+        name = ""
+    if not name or sanitized_user(name) != entity:
+        raise ZnodeError(f"{what}: {entity!r} is not a user name as Kafka writes it")
+    return name
+
+
+def _entity(kind: str, name: str, what: str) -> tuple[ConfigResourceType, str] | UserEntity:
+    if kind == "users":
+        return UserEntity(_user_name(name, what))
     if kind == "topics":
         problem = validate_topic_name(name)
         if problem is not None:
@@ -322,10 +405,10 @@ def _entity(kind: str, name: str, what: str) -> tuple[ConfigResourceType, str]:
         if name == DEFAULT_ENTITY:
             return ConfigResourceType.BROKER, CLUSTER_DEFAULT
         return ConfigResourceType.BROKER, str(_number(name, what))
-    raise ZnodeError(f"{what}: entity type {kind!r} is neither topics nor brokers")
+    raise ZnodeError(f"{what}: entity type {kind!r} is not topics, brokers or users")
 
 
-def parse_change(data: bytes) -> tuple[ConfigResourceType, str]:
+def parse_change(data: bytes) -> tuple[ConfigResourceType, str] | UserEntity:
     """The config entity a change notification names."""
     fields = _Fields(data, "config change")
     version = fields.get("version", int)
@@ -429,8 +512,12 @@ def image_from_znodes(tree: Mapping[str, bytes], *, offset: int) -> MetadataImag
                 )
             case ["", "brokers", "topics", name]:
                 records += _topic_records(tree, name, _topic(data, path))
+            case ["", "config", "users", entity]:
+                records += user_records(_user_name(entity, path), data, path)
             case ["", "config", ("topics" | "brokers") as kind, entity]:
-                resource_type, resource_name = _entity(kind, entity, path)
+                resource = _entity(kind, entity, path)
+                assert not isinstance(resource, UserEntity)
+                resource_type, resource_name = resource
                 overrides = sorted(_entity_config(data, path).items())
                 records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in overrides]
             case ["", "latest_producer_id_block"]:

@@ -50,6 +50,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
@@ -116,6 +118,8 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.DELETE_GROUPS: VersionRange(0, 2),
     ApiKey.ELECT_LEADERS: VersionRange(0, 2),
     ApiKey.OFFSET_DELETE: VersionRange(0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: VersionRange(0, 0),
     ApiKey.DESCRIBE_QUORUM: VersionRange(0, 2),
     ApiKey.DESCRIBE_CLUSTER: VersionRange(0, 2),
     ApiKey.DESCRIBE_PRODUCERS: VersionRange(0, 0),

@@ -327,7 +327,7 @@ class Broker:
         config = self.config
         try:
             self.security = ListenerSecurity(
-                self.node_id, config.listener_tls, config.listener_sasl
+                self.node_id, config.listener_tls, config.listener_sasl, self.metadata
             )
         except ConfigError as exc:
             raise ListenError(str(exc)) from None

@@ -37,8 +37,10 @@ from strom.metadata.records import (
     ClusterRecord,
     ConfigResourceType,
     MetadataRecord,
+    UserScramCredentialRecord,
     encode_entry,
 )
+from strom.metadata.scram_users import replace_user_credentials
 from strom.metadata.stores import Liveness, NotMetadataLeader, StoreCapabilities
 from strom.server.clock import now_ms
 from strom.server.tasks import TaskSet
@@ -562,6 +564,18 @@ class ControllerService:
                 log.warning(
                     "[node %d] %s is refused: %s", self.node_id, source, result.error_message
                 )
+
+    async def apply_stored_scram(
+        self, name: str, credentials: Sequence[UserScramCredentialRecord], source: str
+    ) -> None:
+        """A user's SCRAM credentials written into the store: make the image's those."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], bool]:
+            records = replace_user_credentials(image, name, credentials)
+            return records, bool(records)
+
+        if await self.decide(decide):
+            log.info("[node %d] took the %s", self.node_id, source)
 
     def _fenced(self, broker_id: int) -> bool:
         registered = self._speculative.brokers.get(broker_id)

@@ -20,12 +20,14 @@ from strom.config.listener_settings import listener_prefix
 from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.metadata.records import BrokerEndpoint, SecurityProtocol
 from strom.security.principal import ANONYMOUS, NoMatchingRule, PrincipalRule
+from strom.security.scram import ScramCredential, ScramMechanism
 from strom.security.tls import (
     peer_principal,
     principal_rules,
     reload_certificates,
     server_context,
 )
+from strom.server.handlers.ports import MetadataView
 from strom.server.sasl_gate import ListenerSasl, SaslGate
 
 __all__ = [
@@ -49,9 +51,11 @@ class ListenerSecurity:
         node_id: int,
         tls: Sequence[tuple[str, TlsSettings]],
         sasl: Sequence[tuple[str, SaslSettings]] = (),
+        metadata: MetadataView | None = None,
     ) -> None:
         """ConfigError naming the key if a listener's keystore or trust store is unusable,
-        or a SASL listener's JAAS config does not parse."""
+        or a SASL listener's JAAS config does not parse. `metadata`: where SCRAM users are
+        looked up (none without it)."""
         self._node_id = node_id
         self._settings = dict(tls)
         self.contexts: dict[str, ssl.SSLContext] = {}
@@ -60,7 +64,18 @@ class ListenerSecurity:
             prefix = listener_prefix(name)
             self.contexts[name] = server_context(settings, key_prefix=prefix)
             self._rules[name] = principal_rules(settings, key_prefix=prefix)
-        self._sasl = {name: ListenerSasl(name, settings) for name, settings in sasl}
+        self._metadata = metadata
+        self._sasl = {
+            name: ListenerSasl(name, settings, self._scram_credential) for name, settings in sasl
+        }
+
+    def _scram_credential(self, name: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        if self._metadata is None:
+            return None
+        record = self._metadata.image.scram_credential(name, mechanism.kafka_type)
+        if record is None:
+            return None
+        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
 
     def reconfigure(self, tls: Sequence[tuple[str, TlsSettings]]) -> list[str]:
         """Reload the key and trust stores of each SSL listener whose settings changed

@@ -14,8 +14,10 @@ connection, as Kafka does.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -27,7 +29,8 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from strom.security.jaas import parse_jaas_config, plain_users
-from strom.security.sasl import Mechanism, PlainServer, SaslServer
+from strom.security.sasl import PLAIN, Mechanism, PlainServer, SaslServer
+from strom.security.scram import ScramCredential, ScramMechanism, ScramServer
 
 __all__ = ["ListenerSasl", "SaslGate", "SaslStep"]
 
@@ -46,31 +49,62 @@ class SaslStep:
     """Wait this long before sending the answer (a failed authentication)."""
 
 
+ScramCredentials = Callable[[str, ScramMechanism], ScramCredential | None]
+"""A SCRAM user's credential for a mechanism, from the current metadata image."""
+
+
 class ListenerSasl:
     """The SASL mechanisms of one listener, built from its settings at start: a JAAS
-    config that does not parse is a ConfigError naming its key."""
+    config that does not parse is a ConfigError naming its key. SCRAM users are looked
+    up in `scram_credentials` at each authentication, so a user added or removed with
+    AlterUserScramCredentials counts from the next one on."""
 
-    def __init__(self, listener: str, settings: SaslSettings) -> None:
+    def __init__(
+        self, listener: str, settings: SaslSettings, scram_credentials: ScramCredentials
+    ) -> None:
         self.listener = listener
         self.delay_s = settings.failed_authentication_delay_ms / 1000
         prefix = listener_prefix(listener)
+        jaas = dict(settings.jaas_configs)
         self._factories: dict[str, Callable[[], Mechanism]] = {}
-        for mechanism, text in settings.jaas_configs:
+        for mechanism in settings.mechanisms:
             key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
-            if mechanism != "PLAIN":
-                raise ConfigError(f"{mechanism} is not served yet", key=key)
-            entries = parse_jaas_config(text, key=key)
-            if len(entries) != 1:
+            entries = parse_jaas_config(jaas[mechanism], key=key) if mechanism in jaas else ()
+            if len(entries) > 1 or (mechanism == PLAIN and not entries):
                 raise ConfigError(
                     f"'{key}' must hold exactly one login module, as in Kafka; it holds "
                     f"{len(entries)}",
                     key=key,
                 )
-            users = dict(plain_users(entries, key=key))
-            self._factories[mechanism] = lambda users=users: PlainServer(users)  # type: ignore[misc]
+            scram = ScramMechanism.from_name(mechanism)
+            if mechanism == PLAIN:
+                users = dict(plain_users(entries, key=key))
+                self._factories[mechanism] = lambda users=users: PlainServer(users)  # type: ignore[misc]
+            elif scram is not None:
+                self._factories[mechanism] = partial(_scram_server, scram, scram_credentials)
+            else:
+                raise ConfigError(f"{mechanism} is not served yet", key=key)
 
     def gate(self, node_id: int, peer: str) -> SaslGate:
         return SaslGate(SaslServer(self._factories), self.delay_s, node_id, peer, self.listener)
+
+
+_FAKE_SALT_KEY = secrets.token_bytes(32)
+"""What an unknown SCRAM user's salt is derived from, so that asking twice for one shows
+the same salt. It is this process's: two brokers (or one after a restart) show an unknown
+user different salts, where a real user's is the same everywhere."""
+
+
+def _scram_server(mechanism: ScramMechanism, credentials: ScramCredentials) -> ScramServer:
+    return ScramServer(
+        mechanism,
+        lambda name: credentials(name, mechanism),
+        secrets.token_urlsafe(_SERVER_NONCE_BYTES),
+        _FAKE_SALT_KEY,
+    )
+
+
+_SERVER_NONCE_BYTES = 24
 
 
 class SaslGate:

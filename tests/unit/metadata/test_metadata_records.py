@@ -19,10 +19,12 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     SecurityProtocol,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -53,6 +55,8 @@ EVERY_RECORD = [
     ConfigRecord(ConfigResourceType.TOPIC, "t", "retention.ms", None),
     ConfigRecord(ConfigResourceType.BROKER, "", "log.retention.ms", "1000"),
     ProducerIdsRecord(1, 5, 2000),
+    UserScramCredentialRecord("alice", 1, b"salt", b"\x00stored", b"server\xff", 4096),
+    RemoveUserScramCredentialRecord("alice", 2),
 ]
 
 
@@ -120,6 +124,16 @@ def test_registrations_default_to_fenced_but_old_ones_decode_as_unfenced() -> No
             % str(TOPIC_ID).encode(),
             "RegisterBrokerRecord.endpoints",
         ),
+        (
+            b'[{"type":"UserScramCredentialRecord","name":"a","mechanism":1,"salt":"c2Fsd!==",'
+            b'"stored_key":"","server_key":"","iterations":4096}]',
+            "UserScramCredentialRecord.salt: expected base64 text",
+        ),
+        (
+            b'[{"type":"UserScramCredentialRecord","name":"a","mechanism":1,"salt":1,'
+            b'"stored_key":"","server_key":"","iterations":4096}]',
+            "expected a string",
+        ),
     ],
 )
 def test_malformed_entries_are_refused(data: bytes, problem: str) -> None:
@@ -131,3 +145,10 @@ def test_malformed_entries_are_refused(data: bytes, problem: str) -> None:
 def test_a_single_malformed_record_is_refused() -> None:
     with pytest.raises(MetadataDecodeError, match="expected a JSON object"):
         records.decode(b"[]")
+
+
+def test_a_scram_record_keeps_its_keys_out_of_its_repr() -> None:
+    record = UserScramCredentialRecord("alice", 1, b"salty", b"stored!", b"server!", 4096)
+    text = repr(record)
+    assert "alice" in text and "4096" in text
+    assert "salty" not in text and "stored!" not in text and "server!" not in text

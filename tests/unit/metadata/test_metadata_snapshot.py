@@ -23,9 +23,11 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from strom.metadata.snapshot import decode_snapshot, encode_snapshot
 
@@ -117,6 +119,16 @@ _RECORDS: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.one_of(st.none(), st.sampled_from(["v1", "v2"])),
     ),
     st.builds(ProducerIdsRecord, _BROKERS, _EPOCHS, st.integers(0, 10_000)),
+    st.builds(
+        UserScramCredentialRecord,
+        _NAMES,
+        st.sampled_from([1, 2]),
+        st.binary(max_size=4),
+        st.binary(max_size=4),
+        st.binary(max_size=4),
+        st.integers(4096, 16384),
+    ),
+    st.builds(RemoveUserScramCredentialRecord, _NAMES, st.sampled_from([1, 2])),
 )
 
 

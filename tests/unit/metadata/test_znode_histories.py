@@ -31,12 +31,14 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from strom.metadata.znode_diff import diff
-from strom.metadata.znodes import config_path, image_from_znodes, operator_topics
+from strom.metadata.znodes import config_path, image_from_znodes, operator_topics, user_path
 
 # ----------------------------------------------------------------- random images
 
@@ -51,7 +53,9 @@ DECISIONS = (
     "remove",
     "config",
     "producer",
+    "scram",
 )
+USERS = ("alice", "bob,=x", "ü*~")
 REPLICAS = st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True).map(tuple)
 EPOCHS = st.integers(0, 20)
 
@@ -141,6 +145,13 @@ def _decision(draw: st.DrawFn, image: MetadataImage, fresh: uuid.UUID) -> list[M
         return [ConfigRecord(resource_type, resource_name, key, value)]
     if kind == "producer":
         return [ProducerIdsRecord(0, 0, draw(st.integers(0, 10**12)))]
+    if kind == "scram":
+        name, mechanism = draw(st.sampled_from(USERS)), draw(st.sampled_from([1, 2]))
+        if image.scram_credential(name, mechanism) is not None and draw(st.booleans()):
+            return [RemoveUserScramCredentialRecord(name, mechanism)]
+        key = draw(st.binary(min_size=1, max_size=8))
+        iterations = draw(st.integers(4096, 16384))
+        return [UserScramCredentialRecord(name, mechanism, key, key * 2, key * 3, iterations)]
     return []
 
 
@@ -189,6 +200,11 @@ def test_a_diff_takes_one_images_tree_to_the_others(
             config_path(*key).removeprefix("/config/")
             for key in old.configs.keys() | new.configs.keys()
             if old.configs.get(key, {}) != new.configs.get(key, {})
+        }
+        changed |= {
+            user_path(name).removeprefix("/config/")
+            for name in old.scram_users.keys() | new.scram_users.keys()
+            if old.scram_users.get(name) != new.scram_users.get(name)
         }
         assert sorted(notified(ops)) == sorted(changed)
         assert diff(new, new, controller_epoch=EPOCH) == []

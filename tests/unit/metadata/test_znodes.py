@@ -20,6 +20,7 @@ from strom.metadata.records import (
     RegisterBrokerRecord,
     SecurityProtocol,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from strom.metadata.znode_diff import diff
 from strom.metadata.znodes import (
@@ -27,6 +28,7 @@ from strom.metadata.znodes import (
     BrokerRegistration,
     OperatorTopic,
     OpKind,
+    UserEntity,
     ZnodeError,
     ZnodeOp,
     broker_registration,
@@ -41,6 +43,8 @@ from strom.metadata.znodes import (
     parse_entity_config,
     parse_kafka_uuid,
     parse_topic,
+    user_path,
+    user_records,
 )
 
 
@@ -70,6 +74,11 @@ def test_the_example_image_as_znodes() -> None:
             b'{"entity_path":"brokers/<default>","version":2}'
         ),
         "/config/changes/config_change_0000000002": b'{"entity_path":"brokers/1","version":2}',
+        "/config/users/alice%40corp": b'{"config":{"SCRAM-SHA-256":"salt=c2FsdA==,'
+        b'stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=4096"},"version":1}',
+        "/config/changes/config_change_0000000003": (
+            b'{"entity_path":"users/alice%40corp","version":2}'
+        ),
         "/latest_producer_id_block": b'{"next_producer_id":"2000","version":1}',
     }
 
@@ -174,6 +183,28 @@ def test_change_notifications_name_their_entity() -> None:
     assert parse_change(b'{"version":2,"entity_path":"brokers/3"}') == (BROKER, "3")
     assert parse_change(b'{"version":2,"entity_path":"brokers/<default>"}') == (BROKER, "")
     assert parse_entity_config(b'{"version":1,"config":{"a":"1"}}') == {"a": "1"}
+    user = parse_change(b'{"version":2,"entity_path":"users/%C3%A9mile%2A%7E"}')
+    assert user == UserEntity("émile*~")
+
+
+def test_user_znodes_are_named_as_kafkas_sanitizer_names_them() -> None:
+    assert user_path("alice") == "/config/users/alice"
+    assert user_path("a b+c@d.e-f_g") == "/config/users/a%20b%2Bc%40d.e-f_g"
+    assert user_path("*~é") == "/config/users/%2A%7E%C3%A9"
+
+
+def test_a_users_znode_keeps_scram_credentials_and_leaves_its_quotas_alone() -> None:
+    data = (
+        b'{"version":1,"config":{"producer_byte_rate":"1024","SCRAM-SHA-512":'
+        b'"salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=8192"}}'
+    )
+    assert user_records("bob", data, "/config/users/bob") == [
+        UserScramCredentialRecord("bob", 2, b"salt", b"stored", b"server", 8192)
+    ]
+    with pytest.raises(ZnodeError, match="/config/users/bob: SCRAM-SHA-256"):
+        user_records(
+            "bob", b'{"version":1,"config":{"SCRAM-SHA-256":"salt=x"}}', "/config/users/bob"
+        )
 
 
 # ----------------------------------------------------------------- operator topics
@@ -226,7 +257,9 @@ def test_parse_topic_reads_an_assignment() -> None:
         (parse_entity_config, b'{"config":{"a":1}}', "expected str"),
         (parse_entity_config, b"\xff\xfe\x00", "not JSON"),
         (parse_change, b'{"version":1,"entity_type":"topics"}', "version 1 is not supported"),
-        (parse_change, b'{"version":2,"entity_path":"users/alice"}', "neither topics nor"),
+        (parse_change, b'{"version":2,"entity_path":"groups/g"}', "not topics, brokers or"),
+        (parse_change, b'{"version":2,"entity_path":"users/a@b"}', "not a user name as Kafka"),
+        (parse_change, b'{"version":2,"entity_path":"users/%FF"}', "not a user name as Kafka"),
         (parse_change, b'{"version":2,"entity_path":"brokers/x"}', "'x' is not a number"),
         (parse_change, b'{"version":2,"entity_path":"topics/a b"}', "illegal"),
         (parse_broker_registration, b'{"host":"h","port":1,"endpoints":["h:1"]}', "LISTENER"),

@@ -17,6 +17,7 @@ from strom.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from strom.metadata.znode_diff import diff
 from strom.metadata.znodes import CONFIG_CHANGE_PREFIX, PARENTS, OpKind, ZnodeOp
@@ -85,7 +86,8 @@ ORDERS = uuid.UUID("7a1e3b52-51c4-4c1f-9d6e-0b9a4f6c2d10")
 
 
 def example() -> MetadataImage:
-    """One broker, one topic mid-reassignment, configs of all three kinds, producer ids."""
+    """One broker, one topic mid-reassignment, configs of all three kinds, producer ids,
+    a SCRAM user."""
     return MetadataImage.empty().replay(
         [
             ClusterRecord("q1Sh-9_ISia_zwNinIW4ng", "prod"),
@@ -97,6 +99,7 @@ def example() -> MetadataImage:
             ConfigRecord(BROKER, "1", "log.cleaner.threads", "2"),
             ConfigRecord(BROKER, "", "min.insync.replicas", "2"),
             ProducerIdsRecord(1, 7, 2000),
+            UserScramCredentialRecord("alice@corp", 1, b"salt", b"stored", b"server", 4096),
         ],
         offset=7,
     )

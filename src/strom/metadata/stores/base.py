@@ -36,7 +36,7 @@ from enum import Enum
 from typing import Protocol
 
 from strom.metadata.image import MetadataImage
-from strom.metadata.records import BrokerEndpoint, ConfigResourceType
+from strom.metadata.records import BrokerEndpoint, ConfigResourceType, UserScramCredentialRecord
 from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry, Snapshot
 
@@ -148,6 +148,12 @@ class StoreWatches(Protocol):
         self, kind: ConfigResourceType, name: str, config: Mapping[str, str], source: str
     ) -> None:
         """A config written into the store; `source` names it for the log."""
+        ...
+
+    async def apply_stored_scram(
+        self, name: str, credentials: Sequence[UserScramCredentialRecord], source: str
+    ) -> None:
+        """A user's SCRAM credentials written into the store (all it has now)."""
         ...
 
 

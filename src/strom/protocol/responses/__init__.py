@@ -60,6 +60,10 @@ from strom.protocol.responses.quorum import (
     DescribeQuorumResponse,
 )
 from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+from strom.protocol.responses.scram import (
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponse,
+)
 from strom.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -100,6 +104,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
     ApiKey.JOIN_GROUP: JoinGroupResponse,
     ApiKey.SYNC_GROUP: SyncGroupResponse,
     ApiKey.HEARTBEAT: HeartbeatResponse,

@@ -29,6 +29,7 @@ from strom.server.handlers import (
     quorum,
     reassignments,
     sasl,
+    scram,
     topic_partitions,
     transactions,
     txn_admin,
@@ -116,6 +117,12 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ),
         ApiKey.ELECT_LEADERS: partial(elections.handle_elect_leaders, contexts.admin),
         ApiKey.UNREGISTER_BROKER: partial(elections.handle_unregister_broker, contexts.admin),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: partial(
+            scram.handle_describe_user_scram_credentials, contexts.admin
+        ),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: partial(
+            scram.handle_alter_user_scram_credentials, contexts.admin
+        ),
         **_transactional(contexts.txns),
         ApiKey.WRITE_TXN_MARKERS: partial(
             txn_markers.handle_write_txn_markers, contexts.txn_markers
@@ -158,6 +165,9 @@ def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ),
         ApiKey.ELECT_LEADERS: partial(elections.controller_elect_leaders, contexts.admin),
         ApiKey.UNREGISTER_BROKER: partial(elections.controller_unregister_broker, contexts.admin),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: partial(
+            scram.controller_alter_user_scram_credentials, contexts.admin
+        ),
     }
 
 

@@ -73,7 +73,14 @@ CHANGES = "/config/changes"
 REGISTRATION_RETRY_S = 0.5
 KEEP_CHANGES = 100
 """Change notifications kept under /config/changes; older ones are deleted."""
-_TREE_ROOTS = ("/cluster", TOPICS, "/config/topics", "/config/brokers", "/strom/brokers")
+_TREE_ROOTS = (
+    "/cluster",
+    TOPICS,
+    "/config/topics",
+    "/config/brokers",
+    "/config/users",
+    "/strom/brokers",
+)
 
 CAPABILITIES = StoreCapabilities(
     liveness=Liveness.SESSIONS,
@@ -507,10 +514,14 @@ class ZooKeeperStore:
     async def _on_config_change(self, path: str) -> None:
         try:
             data, _stat = await self.session.get(path)
-            kind, name = znodes.parse_change(data)
+            entity = znodes.parse_change(data)
+            if isinstance(entity, znodes.UserEntity):
+                await self._on_user_change(entity.name)
+                return
+            kind, name = entity
             try:
-                entity, _stat = await self.session.get(znodes.config_path(kind, name))
-                config = znodes.parse_entity_config(entity)
+                stored, _stat = await self.session.get(znodes.config_path(kind, name))
+                config = znodes.parse_entity_config(stored)
             except NoNodeError:
                 config = {}
         except NoNodeError:
@@ -522,6 +533,20 @@ class ZooKeeperStore:
         if watches is not None:
             source = f"config of {znodes.config_path(kind, name)} written into ZooKeeper"
             await watches.apply_stored_config(kind, name, config, source)
+
+    async def _on_user_change(self, name: str) -> None:
+        """A user's /config/users znode changed: the image takes its SCRAM credentials
+        (a change this controller wrote matches its image already and costs nothing)."""
+        path = znodes.user_path(name)
+        try:
+            stored, _stat = await self.session.get(path)
+            credentials = znodes.user_records(name, stored, path)
+        except NoNodeError:
+            credentials = []
+        watches = self._ports.watches()
+        if watches is not None:
+            source = f"SCRAM credentials of {path} written into ZooKeeper"
+            await watches.apply_stored_scram(name, credentials, source)
 
     async def _purge_changes(self, names: Sequence[str]) -> None:
         for name in names[:-KEEP_CHANGES]:
