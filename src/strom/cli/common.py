@@ -421,9 +421,11 @@ def has_name(error: KafkaError | None, name: str) -> bool:
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    """Columns aligned, no borders, no trailing spaces; bold headers on a terminal."""
+    """Columns aligned, no borders, no trailing spaces; bold headers on a terminal. Cells
+    are shown as they are: `[b]` or `:smile:` in a name stays that text."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     if not console.is_terminal:
@@ -432,7 +434,7 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     for header in headers:
         table.add_column(header, no_wrap=True)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # cells are data, never rich markup
     with console.capture() as captured:
         console.print(table)
     lines = captured.get().splitlines()

@@ -23,6 +23,7 @@ from strom.cli.group import group_app
 from strom.cli.produce import produce
 from strom.cli.topic import topic_app
 from strom.cli.txn import txn_app
+from strom.cli.user import user_app
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -39,6 +40,7 @@ app.add_typer(group_app)
 app.add_typer(cluster_app)
 app.add_typer(config_app)
 app.add_typer(txn_app)
+app.add_typer(user_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("dev")(dev)
