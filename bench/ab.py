@@ -5,6 +5,7 @@ figure's median and spread and the ratio B/A.
     .venv/bin/python bench/ab.py --a strom:fsync --b strom:interval [--rounds 3]
         [--figures produce,consume,kafka-python,latency,startup] [--partitions 1,8]
         [--records 500000] [--record-bytes 100] [--latency-rates 5000,20000,50000]
+        [--connections 4000]
 
 A broker is one of:
   strom:fsync | strom:interval   `python -m strom serve` of this tree, flushing every record
@@ -27,6 +28,8 @@ Figures, per round and broker:
   latency              p50, p99 and p99.9 from produce() to its delivery report, for 1 KiB
                        records sent at each fixed rate for --latency-seconds (acks=all,
                        librdkafka's defaults otherwise)
+  connections          new connections a second (--connections of them from 4 threads:
+                       connect, ApiVersions v0, close)
   startup              spawn until a metadata request answers, spawn until the first
                        acknowledged write, and peak resident memory (started brokers only)
 """
@@ -44,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -52,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
 
 from produce_consume import (
     Broker,
@@ -66,6 +71,7 @@ from produce_consume import (
     start_strom,
     stop,
 )
+from strom.protocol.codec import encode_request
 
 STARTUP_LIMIT_S = 120.0
 Figures = dict[str, float]
@@ -271,8 +277,46 @@ def startup(started: Started, args: argparse.Namespace) -> Figures:
     return figures
 
 
+def connections(started: Started, args: argparse.Namespace) -> Figures:
+    """New connections a second: --connections of them, from 4 threads, each a TCP
+    connect, one ApiVersions request answered, and a close (the broker's accept path,
+    connection limits included)."""
+    host, _, port_text = started.broker.bootstrap.split(",")[0].rpartition(":")
+    request = encode_request(18, 0, 1, ApiVersionsRequestV0())
+    count = args.connections
+    each = count // 4
+
+    def connect_many() -> None:
+        for _ in range(each):
+            with socket.create_connection((host, int(port_text)), timeout=30) as sock:
+                sock.sendall(request)
+                size = int.from_bytes(_read(sock, 4), "big")
+                _read(sock, size)
+
+    threads = [threading.Thread(target=connect_many) for _ in range(4)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {
+        "new connections/s (connect, ApiVersions, close)": 4 * each / (time.perf_counter() - began)
+    }
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise SystemExit("the broker closed a benchmark connection")
+        data += chunk
+    return data
+
+
 FIGURES: dict[str, Callable[[Started, argparse.Namespace], Figures]] = {
     "startup": startup,  # first: the first write is part of it
+    "connections": connections,
     "produce": throughput,
     "consume": throughput,
     "kafka-python": kafka_python,
@@ -321,6 +365,7 @@ def main() -> None:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--latency-rates", type=numbers, default=[5_000, 20_000, 50_000])
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=4000)
     args = parser.parse_args()
     unknown = set(args.figures) - set(FIGURES)
     if unknown:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from strom.config import ConfigError, Listener, load_config
+from strom.config.dynamic import validate_dynamic_broker_configs
 from strom.config.security_keys import ClientAuth
 
 # ---------------------------------------------------------------- listeners
@@ -222,3 +223,62 @@ def test_sasl_mistakes_name_the_key(settings: list[str], key: str, fragment: str
     assert info.value.key == key
     assert fragment in str(info.value)
     assert "s3cret" not in str(info.value)
+
+
+def test_connection_limits_with_listener_overrides_and_the_protected_listener() -> None:
+    config = load_config(
+        overrides=[
+            "listeners=PLAINTEXT://:9092,EXTERNAL://:9093",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+            "EXTERNAL:PLAINTEXT",
+            "max.connections=100",
+            "max.connections.per.ip=7",
+            "max.connections.per.ip.overrides=10.0.0.1:50, [::1]:3,db.example:9",
+            "max.connection.creation.rate=20",
+            "listener.name.external.max.connections=60",
+            "listener.name.external.max.connection.creation.rate=5",
+        ]
+    )
+    limits = config.connection_limits
+    assert (limits.max_connections, limits.max_connections_per_ip) == (100, 7)
+    assert dict(limits.per_ip_overrides) == {"10.0.0.1": 50, "::1": 3, "db.example": 9}
+    assert limits.max_creation_rate == 20
+    assert dict(limits.listener_max_connections) == {"EXTERNAL": 60}
+    assert dict(limits.listener_max_creation_rate) == {"EXTERNAL": 5}
+    assert limits.protected_listener == "PLAINTEXT"
+    single = load_config(overrides=["listeners=PLAINTEXT://:9092"]).connection_limits
+    assert single.protected_listener is None  # Kafka protects it only beside others
+
+
+@pytest.mark.parametrize(
+    ("setting", "key", "fragment"),
+    [
+        ("max.connections.per.ip=0", "max.connections.per.ip", "overrides must be set"),
+        (
+            "max.connections.per.ip.overrides=10.0.0.1",
+            "max.connections.per.ip.overrides",
+            "host:count",
+        ),
+        ("max.connections.per.ip.overrides=a:b", "max.connections.per.ip.overrides", "host:count"),
+        ("max.connections=-1", "max.connections", "at least 0"),
+        (
+            "listener.name.plaintext.max.connections=x",
+            "listener.name.plaintext.max.connections",
+            "x",
+        ),
+    ],
+)
+def test_connection_limit_mistakes_name_the_key(setting: str, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=["listeners=PLAINTEXT://:9092", setting])
+    assert info.value.key == key
+    assert fragment in str(info.value)
+
+
+def test_connection_limits_may_change_at_run_time_listener_prefixed_too() -> None:
+    for name, value in [
+        ("max.connections", "10"),
+        ("max.connections.per.ip.overrides", "127.0.0.1:5"),
+        ("listener.name.external.max.connection.creation.rate", "3"),
+    ]:
+        validate_dynamic_broker_configs({name: value}, per_broker=False)

@@ -69,6 +69,7 @@ SECURITY_CORES = (
     "security.principal",
     "security.sasl",
     "security.scram",
+    "security.connection_quotas",
     "security.jaas",
     "security.operations",
 )

@@ -16,7 +16,12 @@ from types import MappingProxyType
 
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
-from strom.config.listener_settings import listener_sasl, listener_tls, split_listener_keys
+from strom.config.listener_settings import (
+    connection_limits,
+    listener_sasl,
+    listener_tls,
+    split_listener_keys,
+)
 from strom.config.listener_setup import ListenerSetup
 from strom.config.listeners import (
     Endpoint,
@@ -32,6 +37,7 @@ from strom.config.schema import ConfigValue, format_value, invalid_value, unknow
 from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
+from strom.security.connection_quotas import ConnectionLimits
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _NO_LAYERS: Mapping[str, int] = MappingProxyType({})
@@ -70,6 +76,8 @@ class BrokerConfig:
     """(listener name, its TLS settings) of every SSL and SASL_SSL listener."""
     listener_sasl: tuple[tuple[str, SaslSettings], ...]
     """(listener name, its SASL settings) of every SASL_PLAINTEXT and SASL_SSL listener."""
+    connection_limits: ConnectionLimits
+    """max.connections and its kin, the client listeners' overrides included."""
     controller_quorum_voters: tuple[QuorumVoter, ...]
     controller_quorum_bootstrap_servers: tuple[Endpoint, ...]
     controller_quorum_election_timeout_ms: int
@@ -332,6 +340,7 @@ def build_config(
         listener_protocols=listeners.protocols,
         listener_tls=listener_tls(listeners, v, overrides),
         listener_sasl=listener_sasl(listeners, v, overrides),
+        connection_limits=connection_limits(listeners, v, overrides),
         controller_quorum_voters=voters,
         controller_quorum_bootstrap_servers=bootstrap,
         controller_quorum_election_timeout_ms=v.integer("controller.quorum.election.timeout.ms"),

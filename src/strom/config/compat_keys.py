@@ -26,10 +26,6 @@ KAFKA_ONLY_KEYS: tuple[ConfigKey, ...] = (
     _ignored("socket.send.buffer.bytes", INT, "102400", "Kafka's SO_SNDBUF for client sockets."),
     _ignored("socket.receive.buffer.bytes", INT, "102400", "Kafka's SO_RCVBUF for client sockets."),
     _ignored("socket.listen.backlog.size", INT, "50", "Kafka's listen backlog."),
-    _ignored("max.connections", INT, str(2**31 - 1), "Kafka's connection limit."),
-    _ignored(
-        "max.connections.per.ip", INT, str(2**31 - 1), "Kafka's per-address connection limit."
-    ),
     _ignored("fetch.max.bytes", INT, "57671680", "Kafka's limit on a fetch response."),
     _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
     _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),

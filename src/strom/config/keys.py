@@ -98,6 +98,8 @@ CLUSTER_WIDE_KEYS = frozenset(
         "background.threads",
         "max.connections",
         "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
     }
 )
 PER_BROKER_KEYS: frozenset[str] = frozenset(

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from difflib import get_close_matches
+from types import MappingProxyType
 
 from strom.config.errors import ConfigError
 from strom.config.listener_setup import ListenerSetup
+from strom.config.node_keys import CONNECTION_KEYS, parse_ip_overrides
 from strom.config.schema import ConfigKey, ConfigType, ConfigValue, check_value, invalid_value
 from strom.config.security_keys import (
     SASL_KEYS,
@@ -27,10 +29,12 @@ from strom.config.security_keys import (
     tls_settings,
 )
 from strom.config.typed_values import TypedValues
+from strom.security.connection_quotas import ConnectionLimits
 
 __all__ = [
     "LISTENER_PREFIX",
     "ListenerOverrides",
+    "connection_limits",
     "listener_prefix",
     "listener_sasl",
     "listener_tls",
@@ -50,7 +54,13 @@ _JAAS_KEYS = tuple(
     for mechanism in SASL_MECHANISMS
 )
 _MECHANISMS_KEY = next(key for key in SASL_KEYS if key.name == "sasl.enabled.mechanisms")
-_OVERRIDABLE = {key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS)}
+_LIMIT_KEYS = tuple(
+    key
+    for key in CONNECTION_KEYS
+    if key.name in ("max.connections", "max.connection.creation.rate")
+)
+_LIMITS = tuple((key.name, key) for key in _LIMIT_KEYS)
+_OVERRIDABLE = {key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS, *_LIMIT_KEYS)}
 _TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 _SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -92,7 +102,8 @@ def split_listener_keys(given: Mapping[str, str]) -> tuple[dict[str, str], Liste
             hint = f" (did you mean {LISTENER_PREFIX}{listener}.{close[0]}?)" if close else ""
             raise ConfigError(
                 f"unknown config key {name!r}: a listener may override the ssl.* keys, "
-                f"sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config, not {key!r}{hint}",
+                "sasl.enabled.mechanisms, <mechanism>.sasl.jaas.config, max.connections "
+                f"and max.connection.creation.rate, not {key!r}{hint}",
                 key=name,
             )
         overrides.setdefault(listener.upper(), {})[key] = text
@@ -177,3 +188,37 @@ def listener_sasl(
 _PLAIN_EXAMPLE = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";'
 )
+
+
+def connection_limits(
+    listeners: ListenerSetup, v: TypedValues, overrides: ListenerOverrides
+) -> ConnectionLimits:
+    """The connection limits of the client listeners (Kafka's socket server keys, with
+    each listener's max.connections and max.connection.creation.rate overrides)."""
+    per_ip = v.integer("max.connections.per.ip")
+    ip_text = v.string("max.connections.per.ip.overrides")
+    if per_ip == 0 and not ip_text.strip():
+        raise invalid_value(
+            "max.connections.per.ip",
+            "0",
+            "max.connections.per.ip.overrides must be set when max.connections.per.ip is 0",
+        )
+    limits: dict[str, dict[str, int]] = {name: {} for name, _key in _LIMITS}
+    for listener in listeners.client:
+        own = overrides.get(listener.name, {})
+        for name, key in _LIMITS:
+            if name in own:
+                full_name = listener_prefix(listener.name) + name
+                value = check_value(full_name, key.type, key.validator, own[name])
+                assert isinstance(value, int)
+                limits[name][listener.name] = value
+    several = len(listeners.client) > 1
+    return ConnectionLimits(
+        max_connections=v.integer("max.connections"),
+        max_connections_per_ip=per_ip,
+        per_ip_overrides=MappingProxyType(dict(parse_ip_overrides(ip_text))),
+        max_creation_rate=v.integer("max.connection.creation.rate"),
+        listener_max_connections=MappingProxyType(limits["max.connections"]),
+        listener_max_creation_rate=MappingProxyType(limits["max.connection.creation.rate"]),
+        protected_listener=listeners.inter_broker_name if several else None,
+    )

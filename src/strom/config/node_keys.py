@@ -6,9 +6,17 @@ Kafka's names and (unless noted) Kafka's defaults; `keys` assembles every key.
 
 from __future__ import annotations
 
-from strom.config.schema import AtLeast, ConfigKey, ConfigType, NonEmpty, OneOf
+from dataclasses import dataclass
 
-__all__ = ["CONNECTION_KEYS", "DEFAULT_PROTOCOL_MAP", "NODE_KEYS", "SECURITY_PROTOCOLS"]
+from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, NonEmpty, OneOf
+
+__all__ = [
+    "CONNECTION_KEYS",
+    "DEFAULT_PROTOCOL_MAP",
+    "NODE_KEYS",
+    "SECURITY_PROTOCOLS",
+    "parse_ip_overrides",
+]
 
 INT = ConfigType.INT
 LONG = ConfigType.LONG
@@ -168,6 +176,34 @@ NODE_KEYS: tuple[ConfigKey, ...] = (
     ),
 )
 
+
+def parse_ip_overrides(text: str) -> tuple[tuple[str, int], ...]:
+    """`host:count,host:count` as (host, count) pairs; ValueError naming the problem.
+    A host may be an IPv6 address: the count follows its last colon."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, colon, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not colon or not host or not count.strip().isdigit():
+            raise ValueError(f"expected host:count, got {item!r}")
+        pairs.append((host, int(count)))
+    return tuple(pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class IpOverrides:
+    """max.connections.per.ip.overrides: `host:count` pairs, comma-separated."""
+
+    def __call__(self, value: ConfigValue) -> str | None:
+        try:
+            parse_ip_overrides(str(value))
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+
 CONNECTION_KEYS: tuple[ConfigKey, ...] = (
     # --- requests and connections
     ConfigKey(
@@ -189,6 +225,34 @@ CONNECTION_KEYS: tuple[ConfigKey, ...] = (
         INT,
         "1000",
         "Incremental fetch sessions (KIP-227) the broker keeps; 0 answers every fetch in full.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "max.connections",
+        INT,
+        str(2**31 - 1),
+        "Connections the broker holds; more wait (listener.name.<l>.max.connections: one's).",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "max.connections.per.ip",
+        INT,
+        str(2**31 - 1),
+        "Connections one address may hold; one more is closed at once.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "max.connections.per.ip.overrides",
+        STRING,
+        "",
+        "Per-address limits: host:count,... (a host name or an address).",
+        IpOverrides(),
+    ),
+    ConfigKey(
+        "max.connection.creation.rate",
+        INT,
+        str(2**31 - 1),
+        "New connections per second the broker takes; more wait (per listener: prefixed).",
         AtLeast(0),
     ),
 )

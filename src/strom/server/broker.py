@@ -40,6 +40,7 @@ from strom.server import housekeeping, layout, wiring
 from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
+from strom.server.connection_gate import OpenConnections, peer_ip
 from strom.server.contexts import handler_contexts
 from strom.server.controller import ControllerService
 from strom.server.controller_link import ControllerCaller
@@ -146,10 +147,7 @@ class Broker:
         self.fatal_reason = ""
         self._servers: list[asyncio.Server] = []
         self._client_servers: list[asyncio.Server] = []
-        self._connections: set[Connection] = set()
-        self.connection_counts: dict[str, int] = {}
-        """Open connections per listener name."""
-        self._connection_tasks: set[asyncio.Task[None]] = set()
+        self.connections = OpenConnections(self.node_id, config.connection_limits)
         # Each background loop is part of what the node promises (fsyncs, heartbeats,
         # the metadata it serves): one that ends by surprise stops the node, loudly.
         self._background = TaskSet(
@@ -384,13 +382,7 @@ class Broker:
         self.groups.close()
         self.transactions.close()
         await self.txn_verifier.stop()
-        for connection in list(self._connections):
-            connection.drain()
-        if self._connection_tasks:
-            _done, pending = await asyncio.wait(self._connection_tasks, timeout=SHUTDOWN_GRACE_S)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self.connections.drain(SHUTDOWN_GRACE_S)
         await self._background.stop()
         if self.store is not None:
             await self.store.stop()
@@ -416,8 +408,7 @@ class Broker:
         self.stopping = True
         for server in self._servers:
             server.close()
-        for connection in list(self._connections):
-            connection.abort()
+        self.connections.abort()
         self.channel.close()
 
     def abandon_files(self, *, lose_unflushed: bool = False) -> None:
@@ -444,18 +435,19 @@ class Broker:
     async def _on_client_connection(
         self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        ip = peer_ip(writer.get_extra_info("peername"))
         principal = self.security.principal(listener, writer)
-        if principal is None:
+        if principal is None or not await self.connections.gate.enter(listener, ip, ip):
             writer.close()
             return
         if self._client_serves_controller and listener == self.config.inter_broker_listener_name:
             # As in Kafka's ZooKeeper mode, brokers reach the controller on the client
             # listener they use: it serves the controller's APIs and strom's private ones.
             await self._serve_nodes(
-                listener, reader, writer, self._dispatch_with_controller, principal
+                listener, reader, writer, self._dispatch_with_controller, principal, ip
             )
             return
-        await self._serve(
+        await self.connections.serve(
             listener,
             Connection(
                 reader,
@@ -469,6 +461,7 @@ class Broker:
                 principal=principal,
                 sasl=self.security.sasl_gate(listener, writer),
             ),
+            ip,
         )
 
     async def _on_controller_connection(
@@ -483,9 +476,10 @@ class Broker:
         writer: asyncio.StreamWriter,
         dispatch: Callable[[Request], Awaitable[Any | None]],
         principal: str = "User:ANONYMOUS",
+        gated_ip: str | None = None,
     ) -> None:
         """A connection that other nodes use too: strom's private APIs and larger frames."""
-        await self._serve(
+        await self.connections.serve(
             listener,
             Connection(
                 reader,
@@ -500,21 +494,8 @@ class Broker:
                 listener=listener,
                 principal=principal,
             ),
+            gated_ip,
         )
-
-    async def _serve(self, listener: str, connection: Connection) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(connection)
-        self._connection_tasks.add(task)
-        counts = self.connection_counts
-        counts[listener] = counts.get(listener, 0) + 1
-        try:
-            await connection.serve()
-        finally:
-            counts[listener] -= 1
-            self._connections.discard(connection)
-            self._connection_tasks.discard(task)
 
     async def dispatch(self, request: Request) -> Any | None:
         return await self._handlers[request.api_key](request)
@@ -577,6 +558,7 @@ class Broker:
         self.partitions.reconfigure(self.config)
         problems = [*self.config.dynamic_problems]
         problems += self.security.reconfigure(self.config.listener_tls)
+        self.connections.gate.reconfigure(self.config.connection_limits)
         for problem in problems:
             log.warning("[node %d] dynamic config skipped: %s", self.node_id, problem)
         log.info(

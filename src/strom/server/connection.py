@@ -118,6 +118,8 @@ class Connection:
         self._draining = False
         self.listener = listener
         self.principal = principal
+        self.last_active_s = time.perf_counter()
+        """When the last request was read (max.connections closes the least recent)."""
         self._sasl = sasl
         """Until it has authenticated, a SASL listener's client may send only ApiVersions,
         SaslHandshake and SaslAuthenticate (sasl_gate.py)."""
@@ -182,7 +184,8 @@ class Connection:
             frame = await asyncio.wait_for(
                 self._reader.readexactly(size), timeout=self._idle_timeout_s
             )
-            answer = self._start(frame, time.perf_counter())
+            self.last_active_s = read_at = time.perf_counter()
+            answer = self._start(frame, read_at)
             if answer is None:
                 return
             await self._responses.put(answer)

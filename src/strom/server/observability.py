@@ -111,7 +111,7 @@ class Observability:
         return NodeStats(
             partitions=[_partition_stats(p) for p in broker.partitions] if broker.serving else [],
             groups=[_group_stats(group) for group in broker.groups.core.groups.values()],
-            connections=dict(broker.connection_counts),
+            connections=dict(broker.connections.counts),
             active_controller=active,
             cluster=_cluster_stats(broker) if active else None,
             metadata_offset=broker.metadata.image.offset,
