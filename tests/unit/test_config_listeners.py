@@ -282,3 +282,22 @@ def test_connection_limits_may_change_at_run_time_listener_prefixed_too() -> Non
         ("listener.name.external.max.connection.creation.rate", "3"),
     ]:
         validate_dynamic_broker_configs({name: value}, per_broker=False)
+
+
+def test_kafkas_security_keys_without_a_counterpart_change_per_broker_and_do_nothing() -> None:
+    """Kafka lets these change for one broker at run time; strom accepts them the same
+    way and acts on none (docs/operations.md says so)."""
+    for name, value in [
+        ("sasl.kerberos.min.time.before.relogin", "30000"),
+        ("sasl.kerberos.service.name", "kafka"),
+        ("sasl.login.refresh.window.factor", "0.9"),
+        ("ssl.keymanager.algorithm", "PKIX"),
+        ("principal.builder.class", "com.example.Builder"),
+    ]:
+        validate_dynamic_broker_configs({name: value}, per_broker=True)
+        with pytest.raises(ConfigError, match="only be set for one broker"):
+            validate_dynamic_broker_configs({name: value}, per_broker=False)
+    with pytest.raises(ConfigError, match="static broker setting"):
+        validate_dynamic_broker_configs({"connections.max.reauth.ms": "1000"}, per_broker=True)
+    config = load_config(overrides=["sasl.kerberos.min.time.before.relogin=5000"])
+    assert "sasl.kerberos.min.time.before.relogin" in config.ignored

@@ -19,7 +19,7 @@ from strom.config.compat_keys import KAFKA_ONLY_KEYS
 from strom.config.log_keys import LOG_KEYS
 from strom.config.node_keys import CONNECTION_KEYS, NODE_KEYS
 from strom.config.schema import ConfigKey, DynamicUpdateMode, unknown_key
-from strom.config.security_keys import SASL_KEYS, SSL_KEYS
+from strom.config.security_keys import SASL_KEYS, SECURITY_COMPAT_KEYS, SSL_KEYS
 
 __all__ = [
     "CLUSTER_WIDE_KEYS",
@@ -40,6 +40,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *GROUP_KEYS,  # consumer groups (cluster_keys.py)
     *TXN_KEYS,  # transactions (cluster_keys.py)
     *KAFKA_ONLY_KEYS,  # accepted for compatibility, no effect (compat_keys.py)
+    *SECURITY_COMPAT_KEYS,  # Kafka's Kerberos and JSSE keys, no effect (security_keys.py)
 )
 
 # Keys that are parsed and validated today but that only a later capability acts on
@@ -114,12 +115,17 @@ PER_BROKER_KEYS: frozenset[str] = frozenset(
         "ssl.truststore.location",
         "ssl.truststore.password",
         "ssl.truststore.certificates",
+        # Kafka's dynamic security keys that strom accepts without acting on them.
+        "ssl.protocol",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.mechanism.inter.broker.protocol",
+        *(key.name for key in SECURITY_COMPAT_KEYS if key.name != "connections.max.reauth.ms"),
     }
 )
 """Keys that may change per broker but not as a cluster default: an SSL listener's key
 and trust stores (also in their `listener.name.<listener>.` forms), which a running
 listener reloads for its next handshakes, as Kafka's dynamic listener reconfiguration
-does."""
+does; and Kafka's dynamic security keys that strom accepts and does not act on."""
 
 
 def _finish(key: ConfigKey) -> ConfigKey:

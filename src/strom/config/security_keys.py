@@ -17,6 +17,7 @@ from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, One
 __all__ = [
     "SASL_KEYS",
     "SASL_MECHANISMS",
+    "SECURITY_COMPAT_KEYS",
     "SERVED_SASL_MECHANISMS",
     "SSL_KEYS",
     "ClientAuth",
@@ -27,6 +28,8 @@ __all__ = [
 
 STRING = ConfigType.STRING
 LIST = ConfigType.LIST
+INT = ConfigType.INT
+LONG = ConfigType.LONG
 
 
 class ClientAuth(Enum):
@@ -215,6 +218,48 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         effect=False,
     ),
 )
+
+
+def _kafka_only(name: str, type_: ConfigType, default: str | None, doc: str) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, effect=False, sensitive=name == "sasl.jaas.config")
+
+
+DOUBLE = ConfigType.DOUBLE
+SECURITY_COMPAT_KEYS: tuple[ConfigKey, ...] = (
+    _kafka_only("sasl.jaas.config", STRING, None, "Kafka's JAAS config without a listener."),
+    _kafka_only("sasl.kerberos.service.name", STRING, None, "Kafka's Kerberos service name."),
+    _kafka_only("sasl.kerberos.kinit.cmd", STRING, "/usr/bin/kinit", "Kafka's kinit command."),
+    _kafka_only(
+        "sasl.kerberos.ticket.renew.window.factor", DOUBLE, "0.8", "Kafka's ticket renewal."
+    ),
+    _kafka_only("sasl.kerberos.ticket.renew.jitter", DOUBLE, "0.05", "Kafka's renewal jitter."),
+    _kafka_only(
+        "sasl.kerberos.min.time.before.relogin", LONG, "60000", "Kafka's Kerberos relogin wait."
+    ),
+    _kafka_only(
+        "sasl.kerberos.principal.to.local.rules", LIST, "DEFAULT", "Kafka's Kerberos names."
+    ),
+    _kafka_only("sasl.login.refresh.window.factor", DOUBLE, "0.8", "Kafka's login refresh."),
+    _kafka_only("sasl.login.refresh.window.jitter", DOUBLE, "0.05", "Kafka's refresh jitter."),
+    _kafka_only("sasl.login.refresh.min.period.seconds", INT, "60", "Kafka's refresh period."),
+    _kafka_only("sasl.login.refresh.buffer.seconds", INT, "300", "Kafka's refresh buffer."),
+    _kafka_only("ssl.provider", STRING, None, "Kafka's JSSE security provider."),
+    _kafka_only("ssl.keymanager.algorithm", STRING, "SunX509", "Kafka's JSSE key manager."),
+    _kafka_only("ssl.trustmanager.algorithm", STRING, "PKIX", "Kafka's JSSE trust manager."),
+    _kafka_only("ssl.secure.random.implementation", STRING, None, "Kafka's SecureRandom."),
+    _kafka_only("ssl.engine.factory.class", STRING, None, "Kafka's SSLEngine factory class."),
+    _kafka_only(
+        "principal.builder.class",
+        STRING,
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+        "Kafka's principal builder class.",
+    ),
+    _kafka_only(
+        "connections.max.reauth.ms", LONG, "0", "Kafka's re-authentication (KIP-368), not yet."
+    ),
+)
+"""Kafka's security keys strom accepts, static or as dynamic per-broker configs as Kafka
+does, without acting on them: Kerberos and JSSE have no counterpart here."""
 
 
 @dataclass(frozen=True, slots=True)
