@@ -24,6 +24,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     TimeoutOption,
     echo_error,
@@ -31,7 +32,6 @@ from strom.cli.common import (
     reporting_errors,
 )
 from strom.cli.wire import (
-    PlaintextCommandConfigOption,
     WireSession,
     error_name,
     format_address,
@@ -362,7 +362,7 @@ async def fetch_broker_configs(
 def status(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show the cluster id and name, the active controller, the controller quorum (each
     voter's log end offset, lag behind the high watermark and last contact) or the
@@ -457,7 +457,7 @@ async def fetch_log_dirs(
     rows: list[tuple[str, ...]] = []
     lines: list[str] = []
     for broker in brokers_from(cluster, fenced_known=version >= 2):
-        node = WireSession(broker.address, session.timeout_s)
+        node = WireSession(broker.address, session.timeout_s, session.security)
         try:
             _, answer = await node.call(
                 DESCRIBE_LOG_DIRS, "DescribeLogDirs", {"topics": wanted}, max_version=4
@@ -481,7 +481,7 @@ def log_dirs(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show where each broker keeps each partition and its size on disk, with each log
     directory's free space (DescribeLogDirs, as kafka-log-dirs.sh)."""
@@ -515,7 +515,7 @@ def unregister(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Remove a broker that is gone for good from the cluster's metadata (UnregisterBroker,
     as kafka-cluster.sh unregister): its leaderships move to in-sync replicas first. A

@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -23,6 +23,7 @@ from strom.cli.common import (
     DEFAULT_BOOTSTRAP,
     DEFAULT_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
     CommandError,
     ExitCode,
     TimeoutOption,
@@ -57,11 +58,13 @@ from strom.cli.txn_model import (
     producers_from,
 )
 from strom.cli.wire import (
-    PlaintextCommandConfigOption,
     WireSession,
-    check_plaintext,
     format_address,
+    read_client_security,
 )
+
+if TYPE_CHECKING:
+    from strom.client import ClientSecurity
 
 T = TypeVar("T")
 
@@ -89,9 +92,12 @@ PartitionOption = Annotated[
 class TxnCluster:
     """The bootstrap connection, and one connection per broker asked, opened on demand."""
 
-    def __init__(self, bootstrap: str, timeout_s: float) -> None:
+    def __init__(
+        self, bootstrap: str, timeout_s: float, security: ClientSecurity | None = None
+    ) -> None:
         self.timeout_s = timeout_s
-        self.bootstrap = WireSession(bootstrap, timeout_s)
+        self.security = security
+        self.bootstrap = WireSession(bootstrap, timeout_s, security)
         self.sessions: dict[str, WireSession] = {}
 
     async def metadata(self, topic: str | None = None) -> Any:
@@ -117,7 +123,7 @@ class TxnCluster:
         ):
             return self.bootstrap
         if address not in self.sessions:
-            self.sessions[address] = WireSession(address, self.timeout_s)
+            self.sessions[address] = WireSession(address, self.timeout_s, self.security)
         return self.sessions[address]
 
     def broker(self, node_id: int, brokers: tuple[BrokerAddress, ...]) -> BrokerAddress:
@@ -137,12 +143,12 @@ def run(
     work: Callable[[TxnCluster], Awaitable[T]],
     command_config: Path | None = None,
 ) -> T:
-    """Run `work` against the cluster, closing every connection afterwards; a command
-    config asking for more than plaintext is refused first (see wire.py)."""
-    check_plaintext(command_config)
+    """Run `work` against the cluster, closing every connection afterwards, secured as
+    the command config says (see wire.py)."""
+    security = read_client_security(command_config)
 
     async def main() -> T:
-        cluster = TxnCluster(bootstrap, timeout_s)
+        cluster = TxnCluster(bootstrap, timeout_s, security)
         try:
             return await work(cluster)
         finally:
@@ -229,7 +235,7 @@ def list_transactions(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """List the transactional ids of every broker: coordinator, producer id and state."""
     with reporting_errors():
@@ -302,7 +308,7 @@ def describe(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show a transactional id's state, its coordinator and its partitions.
 
@@ -361,7 +367,7 @@ def describe_producers_command(
     ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Show the producers a partition knows, and where their open transactions start.
 
@@ -418,7 +424,7 @@ def abort(
     ],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
-    command_config: PlaintextCommandConfigOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Abort a hanging transaction on one partition.
 

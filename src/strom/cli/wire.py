@@ -4,19 +4,21 @@ librdkafka has no DescribeQuorum, does not ask DescribeCluster for fenced broker
 refuses a BROKER config resource without a broker id (Kafka's cluster-wide default).
 These commands speak the Kafka protocol with strom.client.KafkaConnection instead, so they
 work against any Kafka-compatible broker too. Failures become CommandError with the exit
-codes of common.py. strom's client speaks PLAINTEXT only: a --command-config asking for
-TLS or SASL is refused before connecting (`check_plaintext`); its other keys are for
-librdkafka and do not concern these commands.
+codes of common.py. A --command-config file's security keys, as librdkafka reads them,
+make the client's TLS and SASL (`client_security`): security.protocol, ssl.ca.location,
+ssl.ca.pem, ssl.certificate.location, ssl.key.location, ssl.key.password,
+ssl.endpoint.identification.algorithm, enable.ssl.certificate.verification,
+sasl.mechanism(s), sasl.username and sasl.password; its other keys are librdkafka's and do
+not concern these commands.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
-
-import typer
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from strom.cli.common import (
     CommandError,
@@ -27,43 +29,78 @@ from strom.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from strom.client import KafkaConnection
+    from strom.client import ClientSecurity, KafkaConnection
 
 CLIENT_ID = "strom-cli"
 T = TypeVar("T")
 
-# common.CommandConfigOption, with the help of commands that only speak plaintext.
-PlaintextCommandConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--command-config",
-        metavar="FILE",
-        envvar="STROM_COMMAND_CONFIG",
-        help="Client settings as key=value lines (a client.properties file); this command "
-        "connects in plaintext only, so a security.protocol other than PLAINTEXT is refused.",
-        show_default=False,
-    ),
-]
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-def plaintext_refusal(settings: Mapping[str, str], source: str) -> CommandError | None:
-    """The usage error for command settings asking for more than plaintext, if they do."""
-    protocol = settings.get("security.protocol", "PLAINTEXT")
-    if protocol.upper() == "PLAINTEXT":
+def client_security(settings: Mapping[str, str], source: str) -> ClientSecurity | None:
+    """The TLS and SASL that client settings (librdkafka's keys) ask for; None for
+    plaintext. A usage error naming `source` for what strom's client cannot do or for a
+    file it cannot read."""
+    from strom.client import ClientSecurity, SaslLogin
+
+    protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in _PROTOCOLS:
+        raise usage_error(
+            f"{source}: security.protocol={protocol} is not one of {', '.join(_PROTOCOLS)}"
+        )
+    if protocol == "PLAINTEXT":
         return None
-    return usage_error(
-        f"{source} sets security.protocol={protocol}, but this command connects in "
-        "plaintext only (strom's own client has no TLS or SASL)"
-    )
+    tls = _tls_context(settings, source) if protocol.endswith("SSL") else None
+    sasl = None
+    if protocol.startswith("SASL"):
+        mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))
+        try:
+            sasl = SaslLogin(
+                mechanism.strip().upper(),
+                settings.get("sasl.username", ""),
+                settings.get("sasl.password", ""),
+            )
+        except ValueError as exc:
+            raise usage_error(f"{source}: {exc}") from None
+    return ClientSecurity(tls, sasl)
 
 
-def check_plaintext(command_config: Path | None) -> None:
-    """Refuse a --command-config file that asks for TLS or SASL."""
-    refusal = plaintext_refusal(
+def _tls_context(settings: Mapping[str, str], source: str) -> ssl.SSLContext:
+    """The client's TLS context: the CA (ssl.ca.location or ssl.ca.pem; the system's by
+    default), a client certificate if one is given, and host name checks unless turned
+    off, as librdkafka does."""
+    context = ssl.create_default_context()
+    try:
+        ca = settings.get("ssl.ca.location", "").strip()
+        if ca and ca != "probe" and Path(ca).is_dir():
+            context.load_verify_locations(capath=ca)
+        elif ca and ca != "probe":
+            context.load_verify_locations(cafile=ca)
+        if settings.get("ssl.ca.pem", "").strip():
+            context.load_verify_locations(cadata=settings["ssl.ca.pem"])
+        certificate = settings.get("ssl.certificate.location", "").strip()
+        if certificate:
+            context.load_cert_chain(
+                certificate,
+                settings.get("ssl.key.location", "").strip() or None,
+                password=settings.get("ssl.key.password") or None,
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise usage_error(f"{source}: cannot use its TLS settings: {exc}") from None
+    identification = settings.get("ssl.endpoint.identification.algorithm", "https")
+    if identification.strip().lower() == "none":
+        context.check_hostname = False
+    if settings.get("enable.ssl.certificate.verification", "true").strip().lower() == "false":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def read_client_security(command_config: Path | None) -> ClientSecurity | None:
+    """The TLS and SASL a --command-config file asks for (None: plaintext)."""
+    return client_security(
         read_command_config(command_config), f"--command-config {command_config}"
     )
-    if refusal is not None:
-        raise refusal
 
 
 def format_address(host: str, port: int) -> str:
@@ -106,8 +143,11 @@ def connect_failure_reason(error: BaseException, timeout_s: float) -> str:
 class WireSession:
     """One connection to the first bootstrap server that answers, and calls on it."""
 
-    def __init__(self, bootstrap: str, timeout_s: float) -> None:
+    def __init__(
+        self, bootstrap: str, timeout_s: float, security: ClientSecurity | None = None
+    ) -> None:
         self.bootstrap = bootstrap.strip()
+        self.security = security
         self.addresses = parse_bootstrap(self.bootstrap)
         self.timeout_s = timeout_s
         self.connection: KafkaConnection | None = None
@@ -115,7 +155,11 @@ class WireSession:
 
     async def open(self) -> KafkaConnection:
         # Imported here: kio's schemas take a while to load; most commands never need them.
-        from strom.client import ClientConnectionError, KafkaConnection
+        from strom.client import (
+            ClientAuthenticationError,
+            ClientConnectionError,
+            KafkaConnection,
+        )
 
         if self.connection is not None:
             return self.connection
@@ -123,8 +167,17 @@ class WireSession:
         for host, port in self.addresses:
             try:
                 self.connection = await KafkaConnection.connect(
-                    host, port, client_id=CLIENT_ID, timeout_s=self.timeout_s
+                    host,
+                    port,
+                    client_id=CLIENT_ID,
+                    timeout_s=self.timeout_s,
+                    security=self.security,
                 )
+            except ClientAuthenticationError as exc:
+                raise CommandError(
+                    f"cannot connect to {format_address(host, port)}: {exc}",
+                    ExitCode.UNREACHABLE,
+                ) from None
             except ClientConnectionError as exc:
                 last = exc
                 continue
@@ -186,14 +239,14 @@ def run_session(
     work: Callable[[WireSession], Awaitable[T]],
     command_config: Path | None = None,
 ) -> T:
-    """Run `work` with an open-on-demand session, closing it afterwards; a command config
-    asking for more than plaintext is refused first."""
+    """Run `work` with an open-on-demand session, closing it afterwards, secured as the
+    command config says."""
     import asyncio
 
-    check_plaintext(command_config)
+    security = read_client_security(command_config)
 
     async def main() -> T:
-        session = WireSession(bootstrap, timeout_s)
+        session = WireSession(bootstrap, timeout_s, security)
         try:
             return await work(session)
         finally:

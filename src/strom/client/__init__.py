@@ -17,16 +17,20 @@ from strom.client.errors import (
     UnsupportedVersionError,
 )
 from strom.client.node import NodeClient
+from strom.client.security import ClientAuthenticationError, ClientSecurity, SaslLogin
 from strom.client.versions import pick_version
 
 __all__ = [
     "BrokerError",
+    "ClientAuthenticationError",
     "ClientConnectionError",
     "ClientError",
+    "ClientSecurity",
     "KafkaConnection",
     "MalformedResponseError",
     "NodeClient",
     "ReconnectBackoff",
+    "SaslLogin",
     "UnsupportedVersionError",
     "build_request",
     "pick_version",

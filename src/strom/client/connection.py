@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections.abc import Mapping
 from functools import cache
@@ -24,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from strom.client import codec
 from strom.client.dial import dial
 from strom.client.errors import BrokerError, ClientConnectionError
+from strom.client.security import ClientAuthenticationError, ClientSecurity, authenticate
 from strom.client.versions import API_VERSIONS_VERSION, api_versions_retry
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,15 @@ def _software_version() -> str:
         return version("strom")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0"
+
+
+async def _start_tls(writer: asyncio.StreamWriter, context: ssl.SSLContext, host: str) -> None:
+    try:
+        await writer.start_tls(context, server_hostname=host)
+    except ssl.SSLError as exc:
+        writer.transport.abort()
+        reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+        raise ClientAuthenticationError(f"TLS handshake failed: {reason}") from None
 
 
 def _current_task() -> asyncio.Task[Any] | None:
@@ -86,11 +97,17 @@ class KafkaConnection:
         client_id: str = "strom",
         timeout_s: float = 5.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: ClientSecurity | None = None,
     ) -> KafkaConnection:
+        """A connection to host:port, made secure as `security` says (TLS, then a SASL
+        login: client/security.py); ClientConnectionError if it cannot be made."""
         peer = f"{host}:{port}"
+        tls = None if security is None else security.tls
         try:
             async with asyncio.timeout(timeout_s):
                 reader, writer = await dial(host, port)
+                if tls is not None:
+                    await _start_tls(writer, tls, host)
         except TimeoutError:
             raise ClientConnectionError(
                 f"connecting to {peer} timed out after {timeout_s:g} s"
@@ -98,7 +115,12 @@ class KafkaConnection:
         except OSError as exc:
             raise ClientConnectionError(f"cannot connect to {peer}: {exc}") from exc
         log.debug("connected to %s", peer)
-        return cls(reader, writer, peer=peer, client_id=client_id, max_frame_bytes=max_frame_bytes)
+        connection = cls(
+            reader, writer, peer=peer, client_id=client_id, max_frame_bytes=max_frame_bytes
+        )
+        if security is not None and security.sasl is not None:
+            await authenticate(connection, security.sasl, timeout_s)
+        return connection
 
     # --- state -----------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
-"""--command-config: the properties file, how its settings reach librdkafka, and the
-commands on strom's own client that connect in plaintext only. No sockets: every client
-here is refused before it connects."""
+"""--command-config: the properties file, how its settings reach librdkafka, and the TLS
+and SASL they give strom's own client. No sockets: every client here is refused before
+it connects."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from strom.cli.common import (
     refused_settings_reason,
 )
 from strom.cli.main import app
-from strom.cli.wire import check_plaintext, plaintext_refusal, run_session
+from strom.cli.wire import client_security, run_session
 
 runner = CliRunner()
 
@@ -215,27 +216,73 @@ def test_refused_settings_reason(text: str, reason: str) -> None:
     assert refused_settings_reason(text).startswith(reason)
 
 
-def test_strom_own_client_accepts_plaintext_only(tmp_path: Path) -> None:
-    assert plaintext_refusal({}, "F") is None
-    assert plaintext_refusal({"security.protocol": "plaintext", "client.id": "x"}, "F") is None
-    refusal = plaintext_refusal({"security.protocol": "SASL_SSL"}, "F")
-    assert refusal is not None and refusal.exit_code == ExitCode.USAGE
-    assert refusal.message.startswith(
-        "F sets security.protocol=SASL_SSL, but this command connects in plaintext only"
+def test_strom_own_client_takes_librdkafkas_security_keys(tmp_path: Path) -> None:
+    assert client_security({}, "F") is None
+    assert client_security({"security.protocol": "plaintext", "client.id": "x"}, "F") is None
+    sasl = client_security(
+        {
+            "security.protocol": "sasl_plaintext",
+            "sasl.mechanisms": "scram-sha-512",
+            "sasl.username": "alice",
+            "sasl.password": "s3cret",
+        },
+        "F",
     )
-    check_plaintext(None)
-    check_plaintext(settings_file(tmp_path, "security.protocol=PLAINTEXT\nssl.ca.location=/x\n"))
+    assert sasl is not None and sasl.tls is None and sasl.protocol == "SASL_PLAINTEXT"
+    assert sasl.sasl is not None
+    assert (sasl.sasl.mechanism, sasl.sasl.username) == ("SCRAM-SHA-512", "alice")
+    assert "s3cret" not in repr(sasl)
+    tls = client_security(
+        {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": "none"}, "F"
+    )
+    assert tls is not None and tls.tls is not None and tls.protocol == "SSL"
+    assert not tls.tls.check_hostname
+    unverified = client_security(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "enable.ssl.certificate.verification": "false",
+        },
+        "F",
+    )
+    assert unverified is not None and unverified.tls is not None
+    assert unverified.tls.verify_mode == ssl.CERT_NONE
+
+
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        ({"security.protocol": "TLS"}, "security.protocol=TLS is not one of"),
+        ({"security.protocol": "SASL_SSL"}, "SASL mechanism 'GSSAPI'"),
+        (
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"},
+            "strom's client logs in with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+        ),
+        (
+            {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"},
+            "cannot use its TLS settings",
+        ),
+    ],
+)
+def test_security_strom_own_client_cannot_use_is_a_usage_error(
+    settings: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(CommandError) as caught:
+        client_security(settings, "F")
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert caught.value.message.startswith("F: ")
+    assert problem in caught.value.message
 
 
 def test_run_session_refuses_before_connecting(tmp_path: Path) -> None:
-    path = settings_file(tmp_path, "security.protocol=SSL\n")
+    path = settings_file(tmp_path, "security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
 
     async def never(_: object) -> None:
         raise AssertionError("connected")
 
     with pytest.raises(CommandError) as caught:
         run_session("127.0.0.1:1", 1.0, never, path)
-    assert "plaintext only" in caught.value.message
+    assert "GSSAPI" in caught.value.message
 
 
 def client_commands() -> list[tuple[str, Any]]:
@@ -268,7 +315,7 @@ def test_the_cli_reports_a_missing_file_and_a_tls_setting(tmp_path: Path) -> Non
     result = runner.invoke(app, ["topic", "list", "--command-config", str(tmp_path / "x")])
     assert result.exit_code == 2
     assert result.stderr.startswith("strom: cannot read --command-config file")
-    tls = settings_file(tmp_path, "security.protocol=SSL\n")
+    tls = settings_file(tmp_path, "security.protocol=SSL\nssl.ca.location=/nonexistent\n")
     result = runner.invoke(app, ["cluster", "status"], env={"STROM_COMMAND_CONFIG": str(tls)})
     assert result.exit_code == 2
-    assert "this command connects in plaintext only" in result.stderr
+    assert "cannot use its TLS settings" in result.stderr

@@ -1,0 +1,118 @@
+"""TLS and SASL for strom's own client: what a connection does after the TCP connect and
+before its first request.
+
+TLS wraps the dialed stream (`StreamWriter.start_tls`, so a test dialer still decides
+where the connection goes). SASL is Kafka's: SaslHandshake v1 naming the mechanism, then
+SaslAuthenticate v2 carrying the mechanism's tokens, PLAIN (RFC 4616) in one message,
+SCRAM-SHA-256/512 (RFC 5802, strom.security.scram's client) in two, the server's final
+signature checked. A refusal closes the connection and raises ClientAuthenticationError
+with the broker's message (the caller names the peer).
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from strom.client.errors import ClientConnectionError
+from strom.security.sasl import SaslAuthenticationFailed
+from strom.security.scram import ScramClient, ScramMechanism
+
+if TYPE_CHECKING:
+    from strom.client.connection import KafkaConnection
+
+__all__ = [
+    "CLIENT_SASL_MECHANISMS",
+    "ClientAuthenticationError",
+    "ClientSecurity",
+    "SaslLogin",
+    "authenticate",
+]
+
+CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The mechanisms strom's client can log in with."""
+
+_SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
+
+
+class ClientAuthenticationError(ClientConnectionError):
+    """The broker refused the TLS handshake or the SASL login; the connection is closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaslLogin:
+    mechanism: str
+    """One of CLIENT_SASL_MECHANISMS."""
+    username: str
+    password: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in CLIENT_SASL_MECHANISMS:
+            raise ValueError(
+                f"SASL mechanism {self.mechanism!r}: strom's client logs in with "
+                f"{', '.join(CLIENT_SASL_MECHANISMS)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How to secure a connection: TLS with `tls` (None: plaintext), then a SASL login
+    (None: none). Kafka's security.protocol is which of the two are set."""
+
+    tls: ssl.SSLContext | None = None
+    sasl: SaslLogin | None = None
+
+    @property
+    def protocol(self) -> str:
+        if self.sasl is None:
+            return "SSL" if self.tls is not None else "PLAINTEXT"
+        return "SASL_SSL" if self.tls is not None else "SASL_PLAINTEXT"
+
+
+async def authenticate(connection: KafkaConnection, login: SaslLogin, timeout_s: float) -> None:
+    """Log in on a new connection; ClientAuthenticationError (the connection closed) if
+    the broker refuses."""
+    try:
+        await _exchange(connection, login, timeout_s)
+    except ClientAuthenticationError:
+        connection.close()
+        raise
+    except SaslAuthenticationFailed as exc:
+        connection.close()
+        raise ClientAuthenticationError(f"SASL login failed: {exc}") from None
+
+
+async def _exchange(connection: KafkaConnection, login: SaslLogin, timeout_s: float) -> None:
+    handshake = await connection.request(
+        _SASL_HANDSHAKE, 1, {"mechanism": login.mechanism}, timeout_s=timeout_s
+    )
+    if handshake.error_code != ErrorCode.none:
+        offered = ", ".join(handshake.mechanisms) or "none"
+        raise ClientAuthenticationError(
+            f"the broker refused SASL mechanism {login.mechanism} "
+            f"({handshake.error_code.name.upper()}; it offers {offered})"
+        )
+    scram = ScramMechanism.from_name(login.mechanism)
+    if scram is None:  # PLAIN
+        token = f"\0{login.username}\0{login.password}".encode()
+        await _step(connection, token, timeout_s)
+        return
+    client = ScramClient(scram, login.username, login.password, secrets.token_urlsafe(24))
+    server_first = await _step(connection, client.first_message(), timeout_s)
+    server_final = await _step(connection, client.final_message(server_first), timeout_s)
+    client.verify_server_final(server_final)
+
+
+async def _step(connection: KafkaConnection, token: bytes, timeout_s: float) -> bytes:
+    answer = await connection.request(
+        _SASL_AUTHENTICATE, 2, {"auth_bytes": token}, timeout_s=timeout_s
+    )
+    if answer.error_code != ErrorCode.none:
+        message = answer.error_message or answer.error_code.name.upper()
+        raise ClientAuthenticationError(f"SASL login refused: {message}")
+    return bytes(answer.auth_bytes)
