@@ -22,9 +22,12 @@ from strom.cli.dev_cluster import port_in_use
 STATUS_TIMEOUT_S = 30.0
 
 
-def strom(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+def strom(
+    *args: str, timeout_s: float = 60, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "strom", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -187,10 +190,11 @@ def test_a_killed_broker_is_fenced_unregistered_and_registers_again(cluster: Tes
 
 
 def free_base_port() -> int:
-    """A base port whose client (base..base+2) and controller (base+100..) ports are free."""
+    """A base port whose client (base..base+2), controller (base+100..) and secure
+    (base+200.., strom dev --secure) ports are free."""
     for _ in range(50):
         [base] = free_ports(1)
-        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(3)]
+        ports = [base + offset + i for offset in (0, 100, 200) for i in range(3)]
         if max(ports) <= 65535 and not any(port_in_use("127.0.0.1", p) for p in ports):
             return base
     raise AssertionError("no free range of ports for strom dev")
@@ -352,3 +356,38 @@ def kill_orphaned_nodes(data_dir: Path) -> None:
             pid = int(pid_file.read_text())
             if b"strom" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_strom_dev_secure_serves_tls_and_scram_with_the_settings_it_prints(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "dev"
+    base = free_base_port()
+    with running_dev(data_dir, base, tmp_path / "dev.stderr", "--secure") as run:
+        printed = read_until(run.process, "Try:", 60)
+        secured = ",".join(f"127.0.0.1:{base + 200 + i}" for i in range(3))
+        assert f"TLS and SCRAM-SHA-512 on: {secured}" in printed
+        properties = data_dir / "client.properties"
+        settings = dict(
+            line.split("=", 1) for line in properties.read_text().splitlines() if "=" in line
+        )
+        assert settings["security.protocol"] == "SASL_SSL"
+        assert settings["sasl.username"] == "admin"
+        assert f"sasl.password={settings['sasl.password']}" in printed
+        assert properties.stat().st_mode & 0o077 == 0  # the password is its owner's only
+        secure_bootstrap = f"127.0.0.1:{base + 200}"
+        config = ("-b", secure_bootstrap, "--command-config", str(properties))
+        created = strom("topic", "create", "secret-events", *config)
+        assert created.returncode == 0, created.stderr
+        produced = strom("produce", "secret-events", *config, stdin="s3cret\n")
+        assert produced.returncode == 0, produced.stderr
+        consumed = strom("consume", "secret-events", "--from-beginning", "--count", "1", *config)
+        assert (consumed.returncode, consumed.stdout) == (0, "s3cret\n"), consumed.stderr
+        status = strom("cluster", "status", *config)  # strom's own client, SCRAM over TLS
+        assert status.returncode == 0, status.stderr
+        wrong = tmp_path / "wrong.properties"
+        wrong.write_text(properties.read_text().replace(settings["sasl.password"], "nope"))
+        refused = strom("topic", "list", "-b", secure_bootstrap, "--command-config", str(wrong))
+        assert refused.returncode != 0
+        assert "(authentication failed)" in refused.stderr
+        run.stop()

@@ -9,7 +9,7 @@ import signal
 import socket
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,7 +31,11 @@ from strom.cli.dev_plan import (
     parse_settings,
     plan_local_cluster,
     plan_rows,
+    secure_bootstrap_servers,
 )
+
+if TYPE_CHECKING:
+    from strom.cli.dev_tls import DevSecurity
 
 _WATCH_S = 0.25
 
@@ -47,6 +51,7 @@ def plan_from_options(
     settings: list[str] | None,
     zookeeper: str | None = None,
     metrics_port: int | None = None,
+    secure_keystore: Path | None = None,
 ) -> list[NodePlan]:
     """The checked plan for the command's options; a usage error for anything wrong."""
     try:
@@ -58,6 +63,7 @@ def plan_from_options(
             settings=parse_settings(settings or []),
             zookeeper=zookeeper,
             metrics_base_port=metrics_port,
+            secure_keystore=secure_keystore,
         )
         configs = check_plan(plans)
     except PlanError as exc:
@@ -92,8 +98,7 @@ def busy_ports(plans: list[NodePlan]) -> list[str]:
                 plan.controller_port,
             ]
         )
-        if plan.metrics_port is not None:
-            ports.append(plan.metrics_port)
+        ports += [port for port in (plan.metrics_port, plan.secure_port) if port is not None]
         for port in ports:
             if port_in_use(plan.host, port):
                 busy.append(f"{plan.host}:{port}")
@@ -160,20 +165,40 @@ def dev(
             help="Serve Prometheus metrics, /health and /ready: node i on BASE+i-1.",
         ),
     ] = None,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="Also serve clients over TLS with SCRAM-SHA-512 logins (node i on BASE+200+i-1), "
+            "with a CA and an admin user made in DIR/tls, and write DIR/client.properties.",
+        ),
+    ] = False,
 ) -> None:
     """Run a local cluster of N combined broker+controller nodes until Ctrl-C."""
     try:
+        security = None
+        if secure:  # cryptography takes a while to load: only when asked
+            from strom.cli.dev_tls import dev_security
+
+            security = dev_security(data_dir.absolute() / "tls", [host])
         plans = plan_from_options(
-            nodes, data_dir, host, base_port, settings, zookeeper, metrics_port
+            nodes,
+            data_dir,
+            host,
+            base_port,
+            settings,
+            zookeeper,
+            metrics_port,
+            None if security is None else security.keystore_path,
         )
-        code = _run(plans)
+        code = _run(plans, security)
     except CommandError as error:
         echo_error(error.message)
         code = int(error.exit_code)
     raise typer.Exit(code)
 
 
-def _run(plans: list[NodePlan]) -> int:
+def _run(plans: list[NodePlan], security: DevSecurity | None = None) -> int:
     busy = busy_ports(plans)
     if busy:
         raise usage_error(
@@ -199,6 +224,8 @@ def _run(plans: list[NodePlan]) -> int:
             ("NODE", "CLIENT ADDRESS", "CONTROLLER ADDRESS", *metrics, "LOG"),
             plan_rows(plans, Path.cwd()),
         )
+        if security is not None:
+            _secure(plans, security)
         echo_status(
             f"\nFor the strom command: export STROM_BOOTSTRAP={cluster.bootstrap}\n"
             "Ctrl-C stops every node."
@@ -224,6 +251,38 @@ def _run(plans: list[NodePlan]) -> int:
             cluster.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+
+def _secure(plans: list[NodePlan], security: DevSecurity) -> None:
+    """Give the admin user its password, write client.properties, and say how to use it."""
+    import asyncio
+
+    from strom.cli.dev_tls import ADMIN_USER, add_admin_user, client_properties, write_private
+    from strom.client import ClientError
+
+    first = plans[0]
+    try:
+        asyncio.run(add_admin_user(first.host, first.client_port, security.password))
+    except (RuntimeError, ClientError) as exc:
+        raise CommandError(f"--secure: {exc}") from None
+    properties = first.config_path.parent / "client.properties"
+    write_private(properties, client_properties(security).encode())
+    secured = secure_bootstrap_servers(plans)
+    print(
+        f"\nTLS and SCRAM-SHA-512 on: {secured}\n"
+        f"Client settings (user {ADMIN_USER}): {_shown_path(properties)}\n\n"
+        + client_properties(security)
+        + f"\nTry: strom topic list -b {secured.split(',')[0]} "
+        f"--command-config {_shown_path(properties)}",
+        flush=True,
+    )
+
+
+def _shown_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _watch(cluster: LocalCluster) -> int:

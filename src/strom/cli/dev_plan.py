@@ -24,6 +24,8 @@ DEFAULT_NODE_COUNT = 3
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_BASE_PORT = 9092
 CONTROLLER_PORT_OFFSET = 100
+SECURE_PORT_OFFSET = 200
+SECURE_LISTENER = "SASL_SSL"
 MAX_NODES = 64
 
 
@@ -51,10 +53,16 @@ class NodePlan:
     controller listener and `controller_port` is unused."""
     metrics_port: int | None = None
     """The port of the node's metrics endpoint (metrics.listener); None: none."""
+    secure_port: int | None = None
+    """The port of its SASL_SSL listener (strom dev --secure); None: none."""
 
     @property
     def client_address(self) -> str:
         return format_address(self.host, self.client_port)
+
+    @property
+    def secure_address(self) -> str | None:
+        return None if self.secure_port is None else format_address(self.host, self.secure_port)
 
     @property
     def controller_address(self) -> str:
@@ -70,6 +78,11 @@ def bootstrap_servers(plans: Sequence[NodePlan]) -> str:
     return ",".join(plan.client_address for plan in plans)
 
 
+def secure_bootstrap_servers(plans: Sequence[NodePlan]) -> str:
+    """Every node's SASL_SSL address (strom dev --secure)."""
+    return ",".join(plan.secure_address or "" for plan in plans if plan.secure_port)
+
+
 def plan_local_cluster(
     node_count: int,
     data_dir: Path,
@@ -82,6 +95,8 @@ def plan_local_cluster(
     zookeeper: str | None = None,
     hosts: Sequence[str] | None = None,
     metrics_base_port: int | None = None,
+    secure_keystore: Path | None = None,
+    secure_ports: Sequence[int] | None = None,
 ) -> list[NodePlan]:
     """The plan of `node_count` combined nodes with ids 1..N, their files in `data_dir`:
     `node-i/` (data), `node-i.properties` (config) and `node-i.log` (log).
@@ -93,7 +108,10 @@ def plan_local_cluster(
     an address of its own to listen on and advertise (both listeners), instead of
     `host` for all (the fault tests put each node in a network namespace of its own).
     With `metrics_base_port` node i serves /metrics, /health and /ready on that port
-    plus i-1 (metrics.listener). Raises PlanError; the configs are not checked here (`check_plan`).
+    plus i-1 (metrics.listener). With `secure_keystore` (a PEM key store) each node also
+    serves a SASL_SSL listener offering SCRAM-SHA-512 on `secure_ports` (default: base_port
+    plus 200 plus i-1); the PLAINTEXT one stays the inter-broker listener. Raises
+    PlanError; the configs are not checked here (`check_plan`).
     """
     if not 1 <= node_count <= MAX_NODES:
         raise PlanError(f"--nodes must be from 1 to {MAX_NODES}, got {node_count}")
@@ -110,7 +128,11 @@ def plan_local_cluster(
     metrics_ports = (
         [] if metrics_base_port is None else [metrics_base_port + i for i in range(node_count)]
     )
-    _check_ports(node_count, client_ports, controller_ports, metrics_ports)
+    if secure_keystore is None:
+        secure_ports = []
+    elif secure_ports is None:
+        secure_ports = [base_port + SECURE_PORT_OFFSET + i for i in range(node_count)]
+    _check_ports(node_count, client_ports, controller_ports, [*metrics_ports, *secure_ports])
     voters = ",".join(
         f"{node_id}@{format_address(node_hosts[node_id - 1], port)}"
         for node_id, port in enumerate(controller_ports, start=1)
@@ -147,6 +169,15 @@ def plan_local_cluster(
         metrics_port = None if metrics_base_port is None else metrics_base_port + index
         if metrics_port is not None:
             planned["metrics.listener"] = format_address(host, metrics_port)
+        secure_port = secure_ports[index] if secure_ports else None
+        if secure_keystore is not None and secure_port is not None:
+            secure = f"{SECURE_LISTENER}://{format_address(host, secure_port)}"
+            for key in ("listeners", "advertised.listeners"):
+                planned[key] += f",{secure}"
+            planned["listener.security.protocol.map"] += f",{SECURE_LISTENER}:SASL_SSL"
+            planned["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+            planned["ssl.keystore.type"] = "PEM"
+            planned["ssl.keystore.location"] = str(secure_keystore)
         for key, value in settings:
             planned.pop(key, None)  # a --set key goes last, where a reader looks for it
             planned[key] = value
@@ -162,6 +193,7 @@ def plan_local_cluster(
                 properties=tuple(planned.items()),
                 zookeeper=zookeeper,
                 metrics_port=metrics_port,
+                secure_port=secure_port,
             )
         )
     return plans

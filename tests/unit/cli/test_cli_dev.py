@@ -17,6 +17,7 @@ from strom.cli.dev_plan import (
     plan_local_cluster,
     plan_rows,
     render_config,
+    secure_bootstrap_servers,
 )
 from strom.cli.main import app
 from strom.config import ProcessRole, load_config, parse_properties
@@ -208,3 +209,21 @@ def test_node_failure_names_the_node_and_shows_its_log() -> None:
         "node 2 exited with code 1 before it was ready; the end of its log n2.log:\nboom"
     )
     assert str(NodeFailure(1, "x", Path("a"), "")).endswith(":\n(empty)")
+
+
+def test_a_secure_plan_adds_a_sasl_ssl_listener_offering_scram() -> None:
+    keystore = ROOT / "tls" / "server.pem"
+    plans = plan_local_cluster(3, ROOT, base_port=19092, secure_keystore=keystore)
+    assert [p.secure_address for p in plans] == [f"127.0.0.1:{19292 + i}" for i in range(3)]
+    assert secure_bootstrap_servers(plans) == "127.0.0.1:19292,127.0.0.1:19293,127.0.0.1:19294"
+    config = dict(plans[1].properties)
+    assert config["listeners"].endswith(",SASL_SSL://127.0.0.1:19293")
+    assert config["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:19093,SASL_SSL://127.0.0.1:19293"
+    )
+    assert config["inter.broker.listener.name"] == "PLAINTEXT"
+    assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert config["ssl.keystore.location"] == str(keystore)
+    assert plan_local_cluster(3, ROOT)[0].secure_port is None
+    with pytest.raises(PlanError, match="used twice"):
+        plan_local_cluster(2, ROOT, secure_keystore=keystore, secure_ports=[9092, 9300])
