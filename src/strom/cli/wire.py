@@ -5,17 +5,13 @@ refuses a BROKER config resource without a broker id (Kafka's cluster-wide defau
 These commands speak the Kafka protocol with strom.client.KafkaConnection instead, so they
 work against any Kafka-compatible broker too. Failures become CommandError with the exit
 codes of common.py. A --command-config file's security keys, as librdkafka reads them,
-make the client's TLS and SASL (`client_security`): security.protocol, ssl.ca.location,
-ssl.ca.pem, ssl.certificate.location, ssl.key.location, ssl.key.password,
-ssl.endpoint.identification.algorithm, enable.ssl.certificate.verification,
-sasl.mechanism(s), sasl.username and sasl.password; its other keys are librdkafka's and do
-not concern these commands.
+make the client's TLS and SASL (`client_security`, strom.client.settings); its other
+keys are librdkafka's and do not concern these commands.
 """
 
 from __future__ import annotations
 
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,66 +30,17 @@ if TYPE_CHECKING:
 CLIENT_ID = "strom-cli"
 T = TypeVar("T")
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
 
 def client_security(settings: Mapping[str, str], source: str) -> ClientSecurity | None:
     """The TLS and SASL that client settings (librdkafka's keys) ask for; None for
     plaintext. A usage error naming `source` for what strom's client cannot do or for a
     file it cannot read."""
-    from strom.client import ClientSecurity, SaslLogin
+    from strom.client.settings import security_from_settings
 
-    protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in _PROTOCOLS:
-        raise usage_error(
-            f"{source}: security.protocol={protocol} is not one of {', '.join(_PROTOCOLS)}"
-        )
-    if protocol == "PLAINTEXT":
-        return None
-    tls = _tls_context(settings, source) if protocol.endswith("SSL") else None
-    sasl = None
-    if protocol.startswith("SASL"):
-        mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))
-        try:
-            sasl = SaslLogin(
-                mechanism.strip().upper(),
-                settings.get("sasl.username", ""),
-                settings.get("sasl.password", ""),
-            )
-        except ValueError as exc:
-            raise usage_error(f"{source}: {exc}") from None
-    return ClientSecurity(tls, sasl)
-
-
-def _tls_context(settings: Mapping[str, str], source: str) -> ssl.SSLContext:
-    """The client's TLS context: the CA (ssl.ca.location or ssl.ca.pem; the system's by
-    default), a client certificate if one is given, and host name checks unless turned
-    off, as librdkafka does."""
-    context = ssl.create_default_context()
     try:
-        ca = settings.get("ssl.ca.location", "").strip()
-        if ca and ca != "probe" and Path(ca).is_dir():
-            context.load_verify_locations(capath=ca)
-        elif ca and ca != "probe":
-            context.load_verify_locations(cafile=ca)
-        if settings.get("ssl.ca.pem", "").strip():
-            context.load_verify_locations(cadata=settings["ssl.ca.pem"])
-        certificate = settings.get("ssl.certificate.location", "").strip()
-        if certificate:
-            context.load_cert_chain(
-                certificate,
-                settings.get("ssl.key.location", "").strip() or None,
-                password=settings.get("ssl.key.password") or None,
-            )
-    except (OSError, ssl.SSLError) as exc:
-        raise usage_error(f"{source}: cannot use its TLS settings: {exc}") from None
-    identification = settings.get("ssl.endpoint.identification.algorithm", "https")
-    if identification.strip().lower() == "none":
-        context.check_hostname = False
-    if settings.get("enable.ssl.certificate.verification", "true").strip().lower() == "false":
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
+        return security_from_settings(settings)
+    except ValueError as exc:
+        raise usage_error(f"{source}: {exc}") from None
 
 
 def read_client_security(command_config: Path | None) -> ClientSecurity | None:

@@ -20,6 +20,7 @@ from typing import Any
 from strom.client.backoff import ReconnectBackoff
 from strom.client.connection import DEFAULT_MAX_FRAME_BYTES, KafkaConnection
 from strom.client.errors import ClientConnectionError
+from strom.client.security import ClientSecurity
 from strom.client.versions import pick_version
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,9 @@ class NodeClient:
         backoff: ReconnectBackoff | None = None,
         rng: Random | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """`security`: TLS and a SASL login for each connection (None: plaintext)."""
         self.host = host
         self.port = port
         self.name = f"{host}:{port}" if node_id is None else f"node {node_id} at {host}:{port}"
@@ -51,6 +54,7 @@ class NodeClient:
         self._backoff = backoff or ReconnectBackoff()
         self._rng = rng or Random()
         self._max_frame_bytes = max_frame_bytes
+        self._security = security
         self._connection: KafkaConnection | None = None
         self._connect_lock = asyncio.Lock()
         self._failures = 0
@@ -195,6 +199,7 @@ class NodeClient:
                 client_id=self._client_id,
                 timeout_s=min(self._connect_timeout_s, max(deadline - attempt_at, 0.0)),
                 max_frame_bytes=self._max_frame_bytes,
+                security=self._security,
             )
         except ClientConnectionError as exc:
             self._failures += 1

@@ -13,8 +13,8 @@ from the log start on; a log that ends before the range does (truncated since th
 was planned) is data loss from its end; no progress for kafkaConsumer.pollTimeoutMs
 fails the task; any other error code fails it with the error's name.
 
-strom's client speaks PLAINTEXT only, so a query whose kafka.security.protocol asks for
-more reads through the consumer reader (kafka.py); see ReadOptions.batch_reader.
+The connections are secured as the query's kafka.security.protocol, kafka.ssl.* and
+kafka.sasl.* options say (strom.client.settings: TLS, SASL/PLAIN and SCRAM).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import pyarrow as pa
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, NodeClient
+from strom.client.settings import security_from_settings
 from strom.config import ConfigError
 from strom.config.listeners import parse_host_port
 from strom.protocol.apis import ApiKey
@@ -104,6 +105,10 @@ class _RangeFetch:
             MAX_PARTITION_BYTES,
         )
         self._client_id = config.get("client.id", CLIENT_ID)
+        try:
+            self._security = security_from_settings(config)
+        except ValueError as exc:
+            raise OptionError("kafka.security.protocol", str(exc)) from None
         self._progress_at = time.monotonic()
 
     async def next_batch(self) -> pa.RecordBatch | None:
@@ -305,7 +310,11 @@ class _RangeFetch:
         client = self._clients.get((host, port))
         if client is None:
             client = NodeClient(
-                host, port, client_id=self._client_id, connect_timeout_s=REQUEST_TIMEOUT_S
+                host,
+                port,
+                client_id=self._client_id,
+                connect_timeout_s=REQUEST_TIMEOUT_S,
+                security=self._security,
             )
             self._clients[(host, port)] = client
         return client

@@ -104,7 +104,14 @@ class OffsetLookup:
         self._options = options
         config: dict[str, Any] = {"bootstrap.servers": options.bootstrap_servers}
         config |= options.client_config
-        self._client = AdminClient(config | {"logger": _quiet_logger()})
+        self._login_error: str | None = None
+        self._client = AdminClient(config | {"logger": _quiet_logger(), "error_cb": self._on_error})
+
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka reports a refused login here; its calls only say the broker is
+        unreachable, so the reason is kept for the message."""
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._login_error = error.str()
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         """The partitions it covers now (topics are never created by asking)."""
@@ -169,9 +176,11 @@ class OffsetLookup:
                 return call()
             except KafkaException as exc:
                 if attempt == attempts:
+                    self._client.poll(0)  # serves error_cb: a refused login's reason
+                    reason = self._login_error or str(exc)
                     raise BrokerError(
                         f"strom: could not {what} at {self._options.bootstrap_servers} "
-                        f"after {attempts} attempt(s): {exc}"
+                        f"after {attempts} attempt(s): {reason}"
                     ) from None
                 log.info("strom: %s failed (%s); retrying", what, exc)
                 time.sleep(self._options.fetch_retry_interval_ms / 1000)

@@ -95,8 +95,8 @@ DEFAULT_FETCH_RETRY_INTERVAL_MS = 1_000
 
 
 class ReaderKind(Enum):
-    """How read tasks read: whole record batches with strom's own client (plaintext
-    only), or records one by one through a librdkafka consumer."""
+    """How read tasks read: whole record batches with strom's own client (TLS, SASL/PLAIN
+    and SCRAM too), or records one by one through a librdkafka consumer."""
 
     BATCHES = "batches"
     CONSUMER = "consumer"
@@ -221,17 +221,26 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
 
 
 def _reader(given: Mapping[str, str], client_config: Mapping[str, str]) -> ReaderKind:
-    """`reader`; by default batches, unless the client must connect with TLS or SASL,
-    which only the consumer reader does."""
-    protocol = client_config.get("security.protocol", "plaintext").strip().lower()
+    """`reader`; by default batches, unless the client must log in with a mechanism
+    strom's client has no login for (GSSAPI, OAUTHBEARER), which only the consumer
+    reader (librdkafka) can."""
+    from strom.client.security import CLIENT_SASL_MECHANISMS
+
+    protocol = client_config.get("security.protocol", "plaintext").strip().upper()
+    mechanism = (
+        client_config.get("sasl.mechanism", client_config.get("sasl.mechanisms", "GSSAPI"))
+        .strip()
+        .upper()
+    )
+    own_login = not protocol.startswith("SASL") or mechanism in CLIENT_SASL_MECHANISMS
     if "reader" not in given:
-        return ReaderKind.BATCHES if protocol == "plaintext" else ReaderKind.CONSUMER
+        return ReaderKind.BATCHES if own_login else ReaderKind.CONSUMER
     reader = _choice("reader", given["reader"], ReaderKind)
-    if reader is ReaderKind.BATCHES and protocol != "plaintext":
+    if reader is ReaderKind.BATCHES and not own_login:
         raise OptionError(
             "reader",
-            f"batches connects in plaintext only, and kafka.security.protocol is "
-            f"{client_config['security.protocol']!r}; use reader=consumer",
+            f"batches logs in with {', '.join(CLIENT_SASL_MECHANISMS)}, and "
+            f"kafka.sasl.mechanism is {mechanism!r}; use reader=consumer",
         )
     return reader
 

@@ -197,15 +197,20 @@ def _end_transactions(
     write without exactlyOnce has no transactions."""
     if not options.exactly_once:
         return
-    from strom.spark.txn_coordinator import end_transaction
+    from strom.spark.txn_coordinator import end_transaction, security_of
 
+    security = security_of(options.client_config)
     for message in messages:
         if isinstance(message, WriteCommit) and message.pending is not None:
             if commit:
-                end_transaction(options.bootstrap_servers, message.pending, commit=True)
+                end_transaction(
+                    options.bootstrap_servers, message.pending, commit=True, security=security
+                )
                 continue
             try:
-                end_transaction(options.bootstrap_servers, message.pending, commit=False)
+                end_transaction(
+                    options.bootstrap_servers, message.pending, commit=False, security=security
+                )
             except StromSparkError as exc:  # fenced or gone: it ends without us
                 log.warning("%s", exc)
     prefixes = {m.prefix for m in messages if isinstance(m, WriteCommit) and m.prefix}
@@ -223,11 +228,11 @@ def _abort_the_others(options: WriteOptions, prefix: str) -> None:
     """Take over the id of every transaction of `prefix` still open, which aborts it, so
     that read_committed consumers do not wait for the broker's timeout. Best effort: one
     that cannot be aborted now ends at that timeout, or when the next write takes it."""
-    from strom.spark.txn_coordinator import open_transactions
+    from strom.spark.txn_coordinator import open_transactions, security_of
     from strom.spark.txn_writer import fence
 
     try:
-        open_ids = open_transactions(options.bootstrap_servers)
+        open_ids = open_transactions(options.bootstrap_servers, security_of(options.client_config))
     except StromSparkError as exc:
         log.warning("%s", exc)
         return

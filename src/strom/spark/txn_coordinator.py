@@ -7,6 +7,8 @@ transaction coordinator with strom's own client (FindCoordinator, DescribeTransa
 EndTxn), each call in a short asyncio loop of its own. EndTxn carries the epoch the task
 had: if a newer attempt fenced that task since, the coordinator refuses it
 (PRODUCER_FENCED), and the caller fails the batch rather than commit the wrong attempt.
+The connections are secured as the write's kafka.* security options say
+(`security_of`).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from strom.client import ClientError, KafkaConnection
-from strom.spark.errors import BrokerError
+from strom.client import ClientError, ClientSecurity, KafkaConnection
+from strom.client.settings import security_from_settings
+from strom.spark.errors import BrokerError, OptionError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,7 +61,9 @@ class _Refused:
     code: int
 
 
-def describe(bootstrap_servers: str, transactional_id: str) -> PendingTransaction:
+def describe(
+    bootstrap_servers: str, transactional_id: str, security: ClientSecurity | None = None
+) -> PendingTransaction:
     """The producer id and epoch the coordinator holds now for `transactional_id`."""
 
     async def ask(connection: KafkaConnection) -> PendingTransaction | _Refused:
@@ -73,10 +78,16 @@ def describe(bootstrap_servers: str, transactional_id: str) -> PendingTransactio
             return _Refused(code)
         return PendingTransaction(transactional_id, int(state.producer_id), state.producer_epoch)
 
-    return _at_coordinator(bootstrap_servers, transactional_id, "describe", ask)
+    return _at_coordinator(bootstrap_servers, security, transactional_id, "describe", ask)
 
 
-def end_transaction(bootstrap_servers: str, pending: PendingTransaction, *, commit: bool) -> None:
+def end_transaction(
+    bootstrap_servers: str,
+    pending: PendingTransaction,
+    *,
+    commit: bool,
+    security: ClientSecurity | None = None,
+) -> None:
     """Commit or abort `pending` with its own producer id and epoch."""
 
     async def ask(connection: KafkaConnection) -> _Refused | None:
@@ -94,15 +105,15 @@ def end_transaction(bootstrap_servers: str, pending: PendingTransaction, *, comm
         return _Refused(code) if code else None
 
     what = "commit" if commit else "abort"
-    _at_coordinator(bootstrap_servers, pending.transactional_id, what, ask)
+    _at_coordinator(bootstrap_servers, security, pending.transactional_id, what, ask)
 
 
-def open_transactions(bootstrap_servers: str) -> set[str]:
+def open_transactions(bootstrap_servers: str, security: ClientSecurity | None = None) -> set[str]:
     """The transactional ids with a transaction open (Ongoing) at any coordinator of the
     cluster: ListTransactions to every broker the cluster's metadata names."""
 
     async def run() -> set[str]:
-        connection = await _any_server(bootstrap_servers)
+        connection = await _any_server(bootstrap_servers, security)
         try:
             metadata = await connection.request(
                 METADATA,
@@ -117,7 +128,7 @@ def open_transactions(bootstrap_servers: str) -> set[str]:
             connection.close()
         found: set[str] = set()
         for broker in metadata.brokers:
-            node = await KafkaConnection.connect(broker.host, broker.port, client_id="strom-spark")
+            node = await _connect(broker.host, broker.port, security)
             try:
                 response = await node.request(
                     LIST_TRANSACTIONS,
@@ -144,6 +155,7 @@ def _code(error_code: Any) -> int:
 
 def _at_coordinator(
     bootstrap_servers: str,
+    security: ClientSecurity | None,
     transactional_id: str,
     what: str,
     call: Callable[[KafkaConnection], Awaitable[T | _Refused]],
@@ -156,7 +168,7 @@ def _at_coordinator(
         last = "no answer"
         while time.monotonic() < deadline:
             try:
-                connection = await _coordinator(bootstrap_servers, transactional_id)
+                connection = await _coordinator(bootstrap_servers, security, transactional_id)
                 try:
                     result = await call(connection)
                 finally:
@@ -181,9 +193,11 @@ def _at_coordinator(
     return asyncio.run(run())
 
 
-async def _coordinator(bootstrap_servers: str, transactional_id: str) -> KafkaConnection:
+async def _coordinator(
+    bootstrap_servers: str, security: ClientSecurity | None, transactional_id: str
+) -> KafkaConnection:
     """A connection to the coordinator of `transactional_id`, found through any server."""
-    connection = await _any_server(bootstrap_servers)
+    connection = await _any_server(bootstrap_servers, security)
     try:
         response = await connection.request(
             FIND_COORDINATOR,
@@ -195,16 +209,29 @@ async def _coordinator(bootstrap_servers: str, transactional_id: str) -> KafkaCo
     code = _code(response.error_code)
     if code:
         raise ClientError(f"FindCoordinator: {RETRIABLE.get(code, f'error {code}')}")
-    return await KafkaConnection.connect(response.host, response.port, client_id="strom-spark")
+    return await _connect(response.host, response.port, security)
 
 
-async def _any_server(bootstrap_servers: str) -> KafkaConnection:
+async def _connect(host: str, port: int, security: ClientSecurity | None) -> KafkaConnection:
+    return await KafkaConnection.connect(host, port, client_id="strom-spark", security=security)
+
+
+async def _any_server(bootstrap_servers: str, security: ClientSecurity | None) -> KafkaConnection:
     """A connection to the first of `bootstrap_servers` that takes one."""
     last: Exception | None = None
     for server in bootstrap_servers.split(","):
         host, _, port = server.strip().rpartition(":")
         try:
-            return await KafkaConnection.connect(host, int(port), client_id="strom-spark")
+            return await _connect(host, int(port), security)
         except (ClientError, OSError, ValueError) as exc:
             last = exc
     raise ClientError(f"no server of {bootstrap_servers} answered: {last}")
+
+
+def security_of(client_config: Mapping[str, str]) -> ClientSecurity | None:
+    """The TLS and SASL login a write's kafka.* options ask for (strom.client.settings);
+    OptionError for one strom's client cannot do."""
+    try:
+        return security_from_settings(client_config)
+    except ValueError as exc:
+        raise OptionError("kafka.security.protocol", str(exc)) from None

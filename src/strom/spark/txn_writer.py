@@ -43,7 +43,7 @@ from strom.spark.errors import BrokerError
 from strom.spark.exactly_once import SLOT_PARTITION, SLOT_TOPIC, TaskSlot
 from strom.spark.kafka import REQUEST_TIMEOUT_S, RecordWriter, WriteSummary
 from strom.spark.options import WriteOptions
-from strom.spark.txn_coordinator import PendingTransaction, describe
+from strom.spark.txn_coordinator import PendingTransaction, describe, security_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,7 +93,11 @@ def write_in_transaction(
         producer.begin_transaction()
         try:
             summary = writer.write(batches, plan)
-            pending = describe(options.bootstrap_servers, slot.transactional_id)
+            pending = describe(
+                options.bootstrap_servers,
+                slot.transactional_id,
+                security_of(options.client_config),
+            )
             offsets = [
                 KafkaTopicPartition(
                     SLOT_TOPIC,

@@ -122,13 +122,22 @@ def test_every_option_is_parsed() -> None:
     [
         ({}, ReaderKind.BATCHES),
         ({"kafka.security.protocol": "plaintext"}, ReaderKind.BATCHES),
-        ({"kafka.security.protocol": "SASL_SSL"}, ReaderKind.CONSUMER),
+        ({"kafka.security.protocol": "SSL"}, ReaderKind.BATCHES),
+        (
+            {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512"},
+            ReaderKind.BATCHES,
+        ),
+        ({"kafka.security.protocol": "SASL_SSL"}, ReaderKind.CONSUMER),  # GSSAPI
+        (
+            {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanisms": "OAUTHBEARER"},
+            ReaderKind.CONSUMER,
+        ),
         ({"reader": "batches"}, ReaderKind.BATCHES),
         ({"reader": "consumer"}, ReaderKind.CONSUMER),
         ({"reader": "consumer", "kafka.security.protocol": "SSL"}, ReaderKind.CONSUMER),
     ],
 )
-def test_the_reader_is_batches_unless_the_client_needs_tls_or_sasl(
+def test_the_reader_is_batches_unless_the_login_is_one_strom_has_none_for(
     given: dict[str, str], reader: ReaderKind
 ) -> None:
     assert parse_read_options(lowered(BASE | given), streaming=False).reader is reader
@@ -137,7 +146,10 @@ def test_the_reader_is_batches_unless_the_client_needs_tls_or_sasl(
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"reader": "batches", "kafka.security.protocol": "SSL"}, "plaintext only.*'SSL'"),
+        (
+            {"reader": "batches", "kafka.security.protocol": "SASL_SSL"},
+            "kafka.sasl.mechanism is 'GSSAPI'; use reader=consumer",
+        ),
         ({"reader": "records"}, "expected one of batches, consumer, got 'records'"),
     ],
 )

@@ -25,7 +25,10 @@ OPEN = {"q-p1-a0", "q-p3-a2", "q-p5", "q-p1-p0-a0", "qq-p0-a0", "job-p0-a1", "ap
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     recorded: list[tuple[str, Any]] = []
 
-    def end(_bootstrap: str, pending: PendingTransaction, *, commit: bool) -> None:
+    def end(
+        _bootstrap: str, pending: PendingTransaction, *, commit: bool, security: object = None
+    ) -> None:
+        assert security is None  # the write's options ask for plaintext
         recorded.append(("commit" if commit else "abort", pending.transactional_id))
         if pending.transactional_id.endswith("fenced"):
             raise BrokerError("strom: PRODUCER_FENCED")
@@ -33,7 +36,9 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     # source imports them when it needs them (planning a query never does).
     monkeypatch.setattr(txn_coordinator, "end_transaction", end)
     monkeypatch.setattr(txn_writer, "fence", lambda _o, tid: recorded.append(("fence", tid)))
-    monkeypatch.setattr(txn_coordinator, "open_transactions", lambda _bootstrap: set(OPEN))
+    monkeypatch.setattr(
+        txn_coordinator, "open_transactions", lambda _bootstrap, _security=None: set(OPEN)
+    )
     return recorded
 
 
@@ -94,7 +99,7 @@ def test_a_write_without_exactly_once_has_no_transactions_to_end(
 def test_the_others_stay_open_when_the_brokers_cannot_list_them(
     calls: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def unreachable(_bootstrap: str) -> set[str]:
+    def unreachable(_bootstrap: str, _security: object = None) -> set[str]:
         raise BrokerError("strom: could not list the open transactions: refused")
 
     monkeypatch.setattr(txn_coordinator, "open_transactions", unreachable)
