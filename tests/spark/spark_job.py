@@ -50,8 +50,10 @@ def dying_in_commit_source() -> type:
 
                 end_transaction = coordinator.end_transaction
 
-                def end_and_die(bootstrap: str, pending: Any, *, commit: bool) -> None:
-                    end_transaction(bootstrap, pending, commit=commit)
+                def end_and_die(
+                    bootstrap: str, pending: Any, *, commit: bool, security: Any = None
+                ) -> None:
+                    end_transaction(bootstrap, pending, commit=commit, security=security)
                     Path(marker).write_text(pending.transactional_id)
                     os.killpg(group, signal.SIGKILL)
                     os.kill(os.getpid(), signal.SIGKILL)  # if not in that group

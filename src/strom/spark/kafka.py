@@ -107,6 +107,20 @@ class OffsetLookup:
         self._login_error: str | None = None
         self._client = AdminClient(config | {"logger": _quiet_logger(), "error_cb": self._on_error})
 
+    def _list_topics(self) -> Any:
+        """The cluster's metadata, asked in one-second slices up to the request timeout,
+        so that a refused login (which librdkafka reports only to the error callback)
+        ends the wait at once."""
+        deadline = time.monotonic() + _timeout()
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return self._client.list_topics(timeout=max(min(1.0, remaining), 0.1))
+            except KafkaException:
+                self._client.poll(0)  # serves the error callback
+                if self._login_error is not None or remaining <= 1.0:
+                    raise
+
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka reports a refused login here; its calls only say the broker is
         unreachable, so the reason is kept for the message."""
@@ -115,7 +129,7 @@ class OffsetLookup:
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         """The partitions it covers now (topics are never created by asking)."""
-        metadata = self._retry("list topics", lambda: self._client.list_topics(timeout=_timeout()))
+        metadata = self._retry("list topics", self._list_topics)
         counts = {
             name: len(topic.partitions)
             for name, topic in metadata.topics.items()
@@ -172,15 +186,17 @@ class OffsetLookup:
     def _retry(self, what: str, call: Callable[[], T]) -> T:
         attempts = self._options.fetch_retries + 1
         for attempt in range(1, attempts + 1):
+            self._login_error = None
             try:
                 return call()
             except KafkaException as exc:
-                if attempt == attempts:
-                    self._client.poll(0)  # serves error_cb: a refused login's reason
+                self._client.poll(0)  # serves error_cb: a refused login's reason
+                if attempt == attempts or self._login_error is not None:
+                    # A refused login is not tried again: it would be refused again.
                     reason = self._login_error or str(exc)
                     raise BrokerError(
                         f"strom: could not {what} at {self._options.bootstrap_servers} "
-                        f"after {attempts} attempt(s): {reason}"
+                        f"after {attempt} attempt(s): {reason}"
                     ) from None
                 log.info("strom: %s failed (%s); retrying", what, exc)
                 time.sleep(self._options.fetch_retry_interval_ms / 1000)
