@@ -18,7 +18,13 @@ from typing import Any
 import kafka
 import kafka.errors
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -368,3 +374,17 @@ def round_trip(conf: dict[str, Any], count: int, prefix: str = "round-trip") -> 
     finally:
         consumer.close()
     return values
+
+
+def add_scram_user(
+    bootstrap: str,
+    user: str,
+    password: str,
+    mechanism: ScramMechanism = ScramMechanism.SCRAM_SHA_512,
+) -> None:
+    """Give `user` a SCRAM credential (4096 iterations) through the broker at `bootstrap`."""
+    upsertion = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(mechanism, 4096), password.encode()
+    )
+    admin = admin_client(bootstrap)  # kept until the answer: a dropped client fails its futures
+    admin.alter_user_scram_credentials([upsertion])[user].result(timeout=CLIENT_TIMEOUT_S)

@@ -12,13 +12,7 @@ from pathlib import Path
 
 import pytest
 from broker import BrokerProcess, free_port
-from client_helpers import CLIENT_TIMEOUT_S
-from confluent_kafka.admin import (
-    AdminClient,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from client_helpers import add_scram_user
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -61,11 +55,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory, material: TlsMaterial) -> 
     )
     broker.start()
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        upsertion = UserScramCredentialUpsertion(
-            "admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"admin-secret"
-        )
-        admin.alter_user_scram_credentials([upsertion])["admin"].result(CLIENT_TIMEOUT_S)
+        add_scram_user(broker.bootstrap, "admin", "admin-secret")
         yield Secured(broker, ssl_port, sasl_ssl_port)
     finally:
         broker.kill()

@@ -19,15 +19,19 @@ from typing import Any
 import kafka
 import pytest
 from broker import BrokerProcess, free_port
-from client_helpers import CLIENT_TIMEOUT_S, round_trip, unique_topic, wait_until
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    add_scram_user,
+    round_trip,
+    unique_topic,
+    wait_until,
+)
 from cluster import free_ports, running_cluster
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
-    ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
 from zookeeper import kazoo_client
 
@@ -44,11 +48,7 @@ def _admin(bootstrap: str) -> AdminClient:
 
 
 def _upsert(bootstrap: str, user: str, password: str, mechanism: ScramMechanism = SHA256) -> None:
-    upsertion = UserScramCredentialUpsertion(
-        user, ScramCredentialInfo(mechanism, 4096), password.encode()
-    )
-    admin = _admin(bootstrap)  # kept until the answer: a dropped client fails its futures
-    admin.alter_user_scram_credentials([upsertion])[user].result(timeout=CLIENT_TIMEOUT_S)
+    add_scram_user(bootstrap, user, password, mechanism)
 
 
 def _conf(port: int, user: str, password: str, mechanism: ScramMechanism) -> dict[str, Any]:

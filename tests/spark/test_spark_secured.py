@@ -18,12 +18,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from broker import BrokerProcess, free_port
-from confluent_kafka.admin import (
-    AdminClient,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from client_helpers import add_scram_user
 from spark_helpers import create_topic, unique_topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -68,11 +63,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
     )
     broker.start()
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        upsertion = UserScramCredentialUpsertion(
-            "spark", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"spark-secret"
-        )
-        admin.alter_user_scram_credentials([upsertion])["spark"].result(30)
+        add_scram_user(broker.bootstrap, "spark", "spark-secret")
         yield SecuredBroker(broker, port, material)
     finally:
         broker.kill()

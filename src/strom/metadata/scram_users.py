@@ -27,6 +27,7 @@ from strom.metadata.records import (
     UserScramCredentialRecord,
 )
 from strom.security.scram import (
+    ScramCredential,
     ScramMechanism,
     credential_from_salted_password,
     validate_iterations,
@@ -38,6 +39,8 @@ __all__ = [
     "ScramUpsertion",
     "UserResult",
     "alter_scram_credentials",
+    "credential_of",
+    "credential_record",
     "describe_scram_credentials",
     "replace_user_credentials",
 ]
@@ -79,6 +82,25 @@ class DescribedUser:
     """(mechanism type, iterations) of each credential the user has, by mechanism."""
 
 
+def credential_of(record: UserScramCredentialRecord) -> ScramCredential:
+    """What a broker checks a SCRAM client against, from the record that stores it."""
+    return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+
+
+def credential_record(
+    name: str, mechanism_type: int, credential: ScramCredential
+) -> UserScramCredentialRecord:
+    """The record storing `name`'s credential for a mechanism (Kafka's type number)."""
+    return UserScramCredentialRecord(
+        name,
+        mechanism_type,
+        credential.salt,
+        credential.stored_key,
+        credential.server_key,
+        credential.iterations,
+    )
+
+
 class _Refusal(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -115,14 +137,7 @@ def _upsertion_record(upsertion: ScramUpsertion) -> UserScramCredentialRecord:
     credential = credential_from_salted_password(
         mechanism, upsertion.salted_password, upsertion.salt, upsertion.iterations
     )
-    return UserScramCredentialRecord(
-        upsertion.name,
-        upsertion.mechanism,
-        credential.salt,
-        credential.stored_key,
-        credential.server_key,
-        credential.iterations,
-    )
+    return credential_record(upsertion.name, upsertion.mechanism, credential)
 
 
 def alter_scram_credentials(

@@ -55,13 +55,9 @@ from strom.metadata.records import (
     endpoint_json,
     endpoints_from_json,
 )
+from strom.metadata.scram_users import credential_of, credential_record
 from strom.metadata.topic_names import validate_topic_name
-from strom.security.scram import (
-    ScramCredential,
-    ScramMechanism,
-    format_scram_config,
-    parse_scram_config,
-)
+from strom.security.scram import ScramMechanism, format_scram_config, parse_scram_config
 
 PARENTS: tuple[str, ...] = (
     "/brokers",
@@ -229,11 +225,7 @@ def user_data(image: MetadataImage, name: str) -> bytes | None:
     for mechanism_type, record in credentials.items():
         mechanism = ScramMechanism.from_kafka_type(mechanism_type)
         if mechanism is not None:
-            config[mechanism.mechanism_name] = format_scram_config(
-                ScramCredential(
-                    record.salt, record.stored_key, record.server_key, record.iterations
-                )
-            )
+            config[mechanism.mechanism_name] = format_scram_config(credential_of(record))
     return json_bytes({"version": 1, "config": config})
 
 
@@ -370,16 +362,7 @@ def user_records(name: str, data: bytes, what: str) -> list[UserScramCredentialR
             credential = parse_scram_config(value)
         except ValueError as exc:
             raise ZnodeError(f"{what}: {key}: {exc}") from None
-        records.append(
-            UserScramCredentialRecord(
-                name,
-                mechanism.kafka_type,
-                credential.salt,
-                credential.stored_key,
-                credential.server_key,
-                credential.iterations,
-            )
-        )
+        records.append(credential_record(name, mechanism.kafka_type, credential))
     return records
 
 

@@ -19,6 +19,7 @@ from strom.config.errors import ConfigError
 from strom.config.listener_settings import listener_prefix
 from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.metadata.records import BrokerEndpoint, SecurityProtocol
+from strom.metadata.scram_users import credential_of
 from strom.security.principal import ANONYMOUS, NoMatchingRule, PrincipalRule
 from strom.security.scram import ScramCredential, ScramMechanism
 from strom.security.tls import (
@@ -73,9 +74,7 @@ class ListenerSecurity:
         if self._metadata is None:
             return None
         record = self._metadata.image.scram_credential(name, mechanism.kafka_type)
-        if record is None:
-            return None
-        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+        return None if record is None else credential_of(record)
 
     def reconfigure(self, tls: Sequence[tuple[str, TlsSettings]]) -> list[str]:
         """Reload the key and trust stores of each SSL listener whose settings changed
