@@ -179,10 +179,17 @@ def test_kafka_python_authenticates_with_scram(scram_broker: tuple[BrokerProcess
     finally:
         producer.close()
     consumer = kafka.KafkaConsumer(
-        topic, auto_offset_reset="earliest", consumer_timeout_ms=10_000, **settings
+        topic,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
+        **settings,
     )
+    values: list[bytes] = []
     try:
-        values = [message.value for message in consumer][:5]
+        for message in consumer:
+            values.append(message.value)
+            if len(values) == 5:
+                break
     finally:
         consumer.close()
     assert values == [f"kp{i}".encode() for i in range(5)]

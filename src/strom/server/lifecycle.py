@@ -272,10 +272,17 @@ class BrokerLifecycle:
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:
             try:
-                if await self._heartbeat(want_shutdown=True):
-                    log.info("[node %d] controlled shutdown: leadership moved away", self._node_id)
-                    return
+                # Bounded as a whole: a heartbeat this node's own controller answers has
+                # no channel timeout around it.
+                async with asyncio.timeout_at(deadline):
+                    if await self._heartbeat(want_shutdown=True):
+                        log.info(
+                            "[node %d] controlled shutdown: leadership moved away", self._node_id
+                        )
+                        return
             except NotController:
                 pass
+            except TimeoutError:
+                continue
             await asyncio.sleep(FAST_HEARTBEAT_S)
         log.info("[node %d] controlled shutdown timed out; stopping anyway", self._node_id)

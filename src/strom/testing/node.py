@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import io
 import logging
 import os
 import select
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -180,7 +182,10 @@ class InProcessNode:
         loop.call_soon_threadsafe(end.set)
         thread.join(timeout_s)
         if thread.is_alive():
-            raise NodeError(f"node {self.node_id} did not stop within {timeout_s:g} s")
+            raise NodeError(
+                f"node {self.node_id} did not stop within {timeout_s:g} s; where it is:\n"
+                + _where_stuck(thread, loop)
+            )
 
     def stop(self, timeout_s: float) -> None:
         """Stop cleanly; NodeError if the node failed instead (as `strom serve` then
@@ -233,6 +238,27 @@ async def _cancel_the_rest() -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _where_stuck(thread: threading.Thread, loop: asyncio.AbstractEventLoop) -> str:
+    """The stacks of a node that does not stop: its thread, the worker threads of its
+    loop's executor, and its loop's tasks, so that a rare hang says where it hangs."""
+    out = io.StringIO()
+    frames = sys._current_frames()
+    workers = [t for t in threading.enumerate() if t.name.startswith("asyncio_")]
+    for each in [thread, *workers]:
+        frame = frames.get(each.ident or -1)
+        if frame is not None:
+            out.write(f"thread {each.name}:\n")
+            out.writelines(traceback.format_stack(frame, limit=12))
+    try:
+        tasks = list(asyncio.all_tasks(loop))
+    except RuntimeError:  # the loop changed its set of tasks meanwhile
+        tasks = []
+    for task in tasks:
+        out.write(f"task {task.get_name()}:\n")
+        task.print_stack(limit=8, file=out)
+    return out.getvalue()
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
