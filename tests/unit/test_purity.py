@@ -72,6 +72,8 @@ SECURITY_CORES = (
     "security.connection_quotas",
     "security.jaas",
     "security.operations",
+    "security.acls",
+    "security.authorizer",
 )
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""
 PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, *SECURITY_CORES, "config", "durable_files")
