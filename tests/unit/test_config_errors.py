@@ -40,7 +40,6 @@ STATIC = ConfigSource.STATIC_BROKER_CONFIG
         ("listeners=PLAINTEXT://host:", "listeners", "0 to 65535"),
         ("listeners=PLAINTEXT://:9092,plaintext://:9093", "listeners", "used twice"),
         ("listeners=A://:9092,B://:9092", "listeners", "both use port 9092"),
-        ("listeners=SSL://:9093", "inter.broker.listener.name", "PLAINTEXT only so far"),
         (
             "listeners=PLAINTEXT://:9092,SASL_SSL://:9093",
             "sasl.enabled.mechanisms",
@@ -78,7 +77,11 @@ STATIC = ConfigSource.STATIC_BROKER_CONFIG
         ("advertised.listeners=PLAINTEXT://0.0.0.0:9092", "advertised.listeners", "0.0.0.0"),
         ("advertised.listeners=OTHER://h:1", "advertised.listeners", "not in 'listeners'"),
         ("inter.broker.listener.name=OTHER", "inter.broker.listener.name", "client listener"),
-        ("security.inter.broker.protocol=SSL", "security.inter.broker.protocol", "PLAINTEXT only"),
+        (
+            "security.inter.broker.protocol=SSL",
+            "security.inter.broker.protocol",
+            "must name a client listener",
+        ),
         ("controller.quorum.voters=1@localhost", "controller.quorum.voters", "HOST:PORT"),
         ("controller.quorum.voters=x@localhost:9093", "controller.quorum.voters", "ID@HOST:PORT"),
         ("controller.quorum.voters=2@localhost:9093", "controller.quorum.voters", "node.id 1"),

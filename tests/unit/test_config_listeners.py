@@ -126,30 +126,6 @@ def test_an_override_value_is_checked_under_its_own_name() -> None:
     assert "'listener.name.ssl.ssl.client.auth'" in str(info.value)
 
 
-@pytest.mark.parametrize(
-    ("settings", "key"),
-    [
-        (["listeners=SSL://:9092,PLAINTEXT://:9093"], None),  # PLAINTEXT is inter-broker
-        (["listeners=SSL://:9092", "inter.broker.listener.name=SSL"], "inter.broker.listener.name"),
-        (
-            [
-                "listeners=PLAINTEXT://:9092,CONTROLLER://:9093",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
-                "controller.quorum.voters=1@localhost:9093",
-            ],
-            "listener.security.protocol.map",
-        ),
-    ],
-)
-def test_strom_s_own_links_stay_plaintext(settings: list[str], key: str | None) -> None:
-    if key is None:
-        assert load_config(overrides=settings).inter_broker_listener_name == "PLAINTEXT"
-        return
-    with pytest.raises(ConfigError, match="PLAINTEXT only so far") as info:
-        load_config(overrides=settings)
-    assert info.value.key == key
-
-
 def test_listener_keys_are_kept_with_the_given_keys() -> None:
     config = load_config(overrides=[_TWO, "listener.name.ssl.ssl.keystore.type=PEM"])
     assert config.given["listener.name.ssl.ssl.keystore.type"] == "PEM"

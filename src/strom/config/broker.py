@@ -32,6 +32,7 @@ from strom.config.listeners import (
     parse_host_port,
     parse_voter,
 )
+from strom.config.node_links import NodeLinks, node_links
 from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
 from strom.config.security_keys import SaslSettings, TlsSettings
@@ -76,6 +77,8 @@ class BrokerConfig:
     """(listener name, its TLS settings) of every SSL and SASL_SSL listener."""
     listener_sasl: tuple[tuple[str, SaslSettings], ...]
     """(listener name, its SASL settings) of every SASL_PLAINTEXT and SASL_SSL listener."""
+    node_links: NodeLinks
+    """How this node secures its connections to the brokers and to the controllers."""
     connection_limits: ConnectionLimits
     """max.connections and its kin, the client listeners' overrides included."""
     controller_quorum_voters: tuple[QuorumVoter, ...]
@@ -315,6 +318,9 @@ def build_config(
         is_controller=is_controller,
         single_node=single_node or zookeeper is not None,
     )
+    all_tls = listener_tls(listeners, v, overrides)
+    served = {listener.name for listener in listeners.listeners}
+    sasl = listener_sasl(listeners, v, overrides)
     log_dir = _log_dir(v)
     metadata_log_dir = v.optional_string("metadata.log.dir")
     group_min_ms = v.integer("group.min.session.timeout.ms")
@@ -338,8 +344,11 @@ def build_config(
         controller_listener_names=listeners.controller_names,
         inter_broker_listener_name=listeners.inter_broker_name,
         listener_protocols=listeners.protocols,
-        listener_tls=listener_tls(listeners, v, overrides),
-        listener_sasl=listener_sasl(listeners, v, overrides),
+        listener_tls=tuple((name, tls) for name, tls in all_tls if name in served),
+        listener_sasl=sasl,
+        node_links=node_links(
+            listeners, v, overrides, dict(all_tls), dict(sasl), zookeeper=zookeeper is not None
+        ),
         connection_limits=connection_limits(listeners, v, overrides),
         controller_quorum_voters=voters,
         controller_quorum_bootstrap_servers=bootstrap,

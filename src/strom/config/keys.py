@@ -115,17 +115,19 @@ PER_BROKER_KEYS: frozenset[str] = frozenset(
         "ssl.truststore.location",
         "ssl.truststore.password",
         "ssl.truststore.certificates",
-        # Kafka's dynamic security keys that strom accepts without acting on them.
-        "ssl.protocol",
         "ssl.endpoint.identification.algorithm",
         "sasl.mechanism.inter.broker.protocol",
+        # Kafka's dynamic security keys that strom accepts without acting on them.
+        "ssl.protocol",
         *(key.name for key in SECURITY_COMPAT_KEYS if key.name != "connections.max.reauth.ms"),
     }
 )
 """Keys that may change per broker but not as a cluster default: an SSL listener's key
 and trust stores (also in their `listener.name.<listener>.` forms), which a running
 listener reloads for its next handshakes, as Kafka's dynamic listener reconfiguration
-does; and Kafka's dynamic security keys that strom accepts and does not act on."""
+does; how the node's own connections to other nodes check host names and log in (their
+next connections use the change); and Kafka's dynamic security keys that strom accepts
+and does not act on."""
 
 
 def _finish(key: ConfigKey) -> ConfigKey:

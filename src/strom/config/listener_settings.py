@@ -113,30 +113,31 @@ def split_listener_keys(given: Mapping[str, str]) -> tuple[dict[str, str], Liste
 def listener_tls(
     listeners: ListenerSetup, v: TypedValues, overrides: ListenerOverrides
 ) -> tuple[tuple[str, TlsSettings], ...]:
-    """The TLS settings of each SSL listener: the `ssl.*` keys with its overrides."""
-    names = {listener.name for listener in listeners.listeners}
+    """The TLS settings of each SSL listener, and of a controller listener a
+    broker-only node reaches over SSL: the `ssl.*` keys with its overrides."""
+    names = {listener.name for listener in listeners.listeners} | set(listeners.controller_names)
     for listener_name, keys in overrides.items():
         if listener_name not in names:
             first = next(iter(keys))
             raise ConfigError(
                 f"'{listener_prefix(listener_name)}{first}' names listener "
-                f"{listener_name!r}, which is not in 'listeners'",
+                f"{listener_name!r}, which is not in 'listeners' or 'controller.listener.names'",
                 key=f"{listener_prefix(listener_name)}{first}",
             )
     result = []
-    for listener in listeners.listeners:
-        if listeners.protocol(listener.name) not in _TLS_PROTOCOLS:
+    for name, protocol in listeners.protocols:
+        if protocol not in _TLS_PROTOCOLS:
             continue
         values: dict[str, ConfigValue] = {key.name: v.all[key.name] for key in SSL_KEYS}
-        for name, text in overrides.get(listener.name, {}).items():
-            if not name.startswith("ssl."):
+        for key_name, text in overrides.get(name, {}).items():
+            if not key_name.startswith("ssl."):
                 continue
-            key = _OVERRIDABLE[name]
-            full_name = f"{listener_prefix(listener.name)}{name}"
-            values[name] = (
+            key = _OVERRIDABLE[key_name]
+            full_name = f"{listener_prefix(name)}{key_name}"
+            values[key_name] = (
                 check_value(full_name, key.type, key.validator, text) if text.strip() else None
             )
-        result.append((listener.name, tls_settings(values)))
+        result.append((name, tls_settings(values)))
     return tuple(result)
 
 

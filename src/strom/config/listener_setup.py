@@ -1,8 +1,9 @@
 """The listener keys of a broker config, checked against each other and the node's roles.
 
 `ListenerSetup.build` splits `listeners` into client and controller listeners (by
-`controller.listener.names`), checks each listener's security protocol, fills in the
-advertised address of every client listener and picks the inter-broker listener.
+`controller.listener.names`), finds each listener's security protocol (a broker-only
+node's controller listener's too: it connects to it), fills in the advertised address
+of every client listener and picks the inter-broker listener.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class ListenerSetup:
     controller_names: tuple[str, ...]
     inter_broker_name: str | None
     protocols: tuple[tuple[str, str], ...]
-    """(listener name, security protocol) for every listener."""
+    """(listener name, security protocol) for every listener and controller listener."""
 
     def protocol(self, name: str) -> str:
         return dict(self.protocols)[name]
@@ -45,9 +46,10 @@ class ListenerSetup:
     ) -> ListenerSetup:
         listeners = _parse_listeners(v.strings("listeners"))
         names = [listener.name for listener in listeners]
-        protocols = _protocols(
-            listeners, _protocol_map(v.strings("listener.security.protocol.map"))
-        )
+        protocol_map = _protocol_map(v.strings("listener.security.protocol.map"))
+        protocols = {
+            listener.name: _protocol_of(listener.name, protocol_map) for listener in listeners
+        }
         controller_names = tuple(
             dict.fromkeys(name.upper() for name in v.strings("controller.listener.names"))
         )
@@ -93,22 +95,9 @@ class ListenerSetup:
                     )
         advertised = _advertised(v, listeners, client)
         inter_broker_name = _inter_broker_name(v, given, client) if is_broker else None
-        for listener in listeners:
-            # strom's own connections between nodes speak plaintext so far.
-            protocol = protocols[listener.name]
-            if protocol != "PLAINTEXT" and listener.name in controller_names:
-                raise ConfigError(
-                    f"controller listener {listener.name!r} uses {protocol}: strom's "
-                    "controller listeners speak PLAINTEXT only so far",
-                    key="listener.security.protocol.map",
-                )
-            if protocol != "PLAINTEXT" and listener.name == inter_broker_name:
-                raise ConfigError(
-                    f"inter-broker listener {listener.name!r} uses {protocol}: strom's "
-                    "brokers reach each other over PLAINTEXT only so far; set "
-                    "'inter.broker.listener.name' to a PLAINTEXT listener",
-                    key="inter.broker.listener.name",
-                )
+        if is_broker and not is_controller:
+            for name in controller_names:  # it reaches them: how to speak to them
+                protocols[name] = _protocol_of(name, protocol_map)
         return cls(
             listeners,
             client,
@@ -159,20 +148,17 @@ def _protocol_map(entries: Sequence[str]) -> dict[str, str]:
     return result
 
 
-def _protocols(listeners: Sequence[Listener], protocols: Mapping[str, str]) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for listener in listeners:
-        protocol = protocols.get(listener.name)
-        if protocol is None and listener.name in SECURITY_PROTOCOLS:
-            protocol = listener.name
-        if protocol is None:
-            raise ConfigError(
-                f"listener {listener.name!r} in 'listeners' has no security protocol: add "
-                f"{listener.name}:PLAINTEXT to 'listener.security.protocol.map'",
-                key="listener.security.protocol.map",
-            )
-        result[listener.name] = protocol
-    return result
+def _protocol_of(name: str, protocols: Mapping[str, str]) -> str:
+    protocol = protocols.get(name)
+    if protocol is None and name in SECURITY_PROTOCOLS:
+        protocol = name
+    if protocol is None:
+        raise ConfigError(
+            f"listener {name!r} has no security protocol: add {name}:PLAINTEXT (or SSL, "
+            "SASL_PLAINTEXT, SASL_SSL) to 'listener.security.protocol.map'",
+            key="listener.security.protocol.map",
+        )
+    return protocol
 
 
 def _advertised(
@@ -200,24 +186,25 @@ def _advertised(
 
 
 def _inter_broker_name(v: TypedValues, given: Mapping[str, str], client: Sequence[Listener]) -> str:
+    """Kafka's choice: `inter.broker.listener.name`, else the listener named as
+    `security.inter.broker.protocol` says; strom falls back on the first client listener
+    when neither is set and there is no PLAINTEXT one."""
     name = v.optional_string("inter.broker.listener.name")
-    protocol = v.string("security.inter.broker.protocol")
-    if name and "security.inter.broker.protocol" in given:
+    protocol_given = "security.inter.broker.protocol" in given
+    if name and protocol_given:
         raise ConfigError(
             "set only one of 'inter.broker.listener.name' and 'security.inter.broker.protocol'",
             key="inter.broker.listener.name",
         )
-    if protocol != "PLAINTEXT":
-        raise invalid_value(
-            "security.inter.broker.protocol", protocol, "strom speaks PLAINTEXT only"
-        )
     client_names = [listener.name for listener in client]
-    if name:
-        if name.upper() not in client_names:
+    key = "inter.broker.listener.name" if name else "security.inter.broker.protocol"
+    chosen = name or (v.string("security.inter.broker.protocol") if protocol_given else None)
+    if chosen:
+        if chosen.upper() not in client_names:
             raise invalid_value(
-                "inter.broker.listener.name",
-                name,
-                f"must be a client listener in 'listeners' ({', '.join(client_names)})",
+                key,
+                chosen,
+                f"must name a client listener in 'listeners' ({', '.join(client_names)})",
             )
-        return name.upper()
+        return chosen.upper()
     return "PLAINTEXT" if "PLAINTEXT" in client_names else client_names[0]

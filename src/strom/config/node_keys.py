@@ -99,7 +99,7 @@ NODE_KEYS: tuple[ConfigKey, ...] = (
         "security.inter.broker.protocol",
         STRING,
         "PLAINTEXT",
-        "Protocol between brokers; strom speaks PLAINTEXT only.",
+        "The inter-broker listener, by name, when inter.broker.listener.name is not set.",
         OneOf(SECURITY_PROTOCOLS),
     ),
     # --- controller quorum

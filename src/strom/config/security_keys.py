@@ -186,8 +186,7 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
         "ssl.endpoint.identification.algorithm",
         STRING,
         "https",
-        "Kafka's host name check on outgoing TLS; strom's own links are plaintext so far.",
-        effect=False,
+        "https: a node checks the host name in the certificate of a node it connects to.",
     ),
 )
 
@@ -214,8 +213,13 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         "sasl.mechanism.inter.broker.protocol",
         STRING,
         "GSSAPI",
-        "Kafka's mechanism between brokers; strom's brokers reach each other in plaintext.",
-        effect=False,
+        "Mechanism a broker logs in with on a SASL inter-broker listener: PLAIN or SCRAM-*.",
+    ),
+    ConfigKey(
+        "sasl.mechanism.controller.protocol",
+        STRING,
+        "GSSAPI",
+        "Mechanism a node logs in with on a SASL controller listener: PLAIN or SCRAM-*.",
     ),
 )
 

@@ -25,6 +25,7 @@ from typing import Any
 from strom.config import BrokerConfig, Listener
 from strom.config.dynamic import shown
 from strom.config.errors import ConfigError
+from strom.config.node_links import NodeLinks
 from strom.fetch.sessions import FetchSessionCache
 from strom.metadata.image import MetadataImage
 from strom.metadata.stores import (
@@ -52,6 +53,7 @@ from strom.server.handlers.ports import (
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
+from strom.server.link_security import LinkContexts
 from strom.server.listener_security import ListenerSecurity, advertised_endpoints
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
@@ -91,6 +93,8 @@ class Broker:
         )
         """The fetch sessions (KIP-227) of consumers and followers fetching here."""
         self.local_cluster_id: str | None = None
+        self.links = LinkContexts(self.node_id, NodeLinks(None, None))
+        """How connections to other nodes are secured; from the config in `_bind`."""
         self.metadata = MetadataState(config.node_id)
         self.store: MetadataStore | None = None
         """The metadata store (metadata/stores/): none on a broker-only Raft node."""
@@ -115,6 +119,7 @@ class Broker:
                 config=lambda: self.config,
                 image=lambda: self.metadata.image,
                 replicated_in=self.observability.counters.traffic.replicated_in,
+                security=lambda: self.links.inter_broker(),
             )
         )
         self.isr = IsrManager(
@@ -203,6 +208,7 @@ class Broker:
             self._store_ports(),
             raft_directory=config.metadata_log_dir / METADATA_LOG_DIR,
             snapshot_every_bytes=SNAPSHOT_EVERY_BYTES,
+            security=lambda: self.links.controller(),
         )
         if store is not None:
             await self._start_store(store)
@@ -327,6 +333,7 @@ class Broker:
             self.security = ListenerSecurity(
                 self.node_id, config.listener_tls, config.listener_sasl, self.metadata
             )
+            self.links = LinkContexts(self.node_id, config.node_links)
         except ConfigError as exc:
             raise ListenError(str(exc)) from None
         listeners = list(config.client_listeners) if self.is_broker else []
@@ -467,7 +474,11 @@ class Broker:
     async def _on_controller_connection(
         self, listener: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        await self._serve_nodes(listener, reader, writer, self.dispatch_controller)
+        principal = self.security.principal(listener, writer)
+        if principal is None:
+            writer.close()
+            return
+        await self._serve_nodes(listener, reader, writer, self.dispatch_controller, principal)
 
     async def _serve_nodes(
         self,
@@ -493,6 +504,7 @@ class Broker:
                 observe=self.observability.request_observer,
                 listener=listener,
                 principal=principal,
+                sasl=self.security.sasl_gate(listener, writer),
             ),
             gated_ip,
         )
@@ -558,6 +570,7 @@ class Broker:
         self.partitions.reconfigure(self.config)
         problems = [*self.config.dynamic_problems]
         problems += self.security.reconfigure(self.config.listener_tls)
+        problems += self.links.reconfigure(self.config.node_links)
         self.connections.gate.reconfigure(self.config.connection_limits)
         for problem in problems:
             log.warning("[node %d] dynamic config skipped: %s", self.node_id, problem)

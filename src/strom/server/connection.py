@@ -206,9 +206,10 @@ class Connection:
         if gate is not None and gate.raw_tokens:
             return self._sasl_answer(0, gate.raw_token(frame))
         if len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) >= FIRST_PRIVATE_KEY:
-            if gate is not None:  # strom's nodes never talk on a SASL listener
+            if gate is not None and gate.principal is None:  # nodes log in first, too
                 log.warning(
-                    "[node %d] closing connection from %s: node-to-node frame on a SASL listener",
+                    "[node %d] closing connection from %s: node-to-node frame before SASL "
+                    "authentication",
                     self._node_id,
                     self.peer,
                 )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from strom.client import ClientError, KafkaConnection
+from strom.client.security import ClientSecurity
 from strom.config import BrokerConfig
 from strom.server.controller import NotController
 from strom.server.controller_link import LocalController
@@ -59,8 +60,11 @@ class ControllerChannel:
         store: Callable[[], ChannelStore | None],
         fetcher: Callable[[], FetchedLeader | None],
         controller: Callable[[], ChannelController | None],
+        security: Callable[[], ClientSecurity | None] = lambda: None,
     ) -> None:
+        """`security`: how connections to the controllers are secured."""
         self._node_id = node_id
+        self._security = security
         self._config = config
         self._store = store
         self._fetcher = fetcher
@@ -117,7 +121,10 @@ class ControllerChannel:
                 raise NotController(None)
             try:
                 connection = await KafkaConnection.connect(
-                    *endpoint, client_id=f"strom-broker-{self._node_id}", timeout_s=2.0
+                    *endpoint,
+                    client_id=f"strom-broker-{self._node_id}",
+                    timeout_s=2.0,
+                    security=self._security(),
                 )
             except (ClientError, OSError):
                 raise NotController(leader) from None

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from strom.client import ClientError, KafkaConnection
+from strom.client.security import ClientSecurity
 from strom.config import BrokerConfig
 from strom.raft.messages import Entry, Snapshot
 from strom.server.private import (
@@ -75,8 +76,11 @@ class MetadataFetcher:
         store: Callable[[], LeaderStore | None],
         metadata: FollowedMetadata,
         on_leader_changed: Callable[[], None],
+        security: Callable[[], ClientSecurity | None] = lambda: None,
     ) -> None:
+        """`security`: how connections to the controllers are secured."""
         self._node_id = node_id
+        self._security = security
         self._config = config
         self._store = store
         self._metadata = metadata
@@ -131,7 +135,11 @@ class MetadataFetcher:
         """Follow the metadata at host:port (see _follow); False when that failed."""
         try:
             connection = await KafkaConnection.connect(
-                host, port, client_id=f"strom-metadata-{self._node_id}", timeout_s=2.0
+                host,
+                port,
+                client_id=f"strom-metadata-{self._node_id}",
+                timeout_s=2.0,
+                security=self._security(),
             )
         except (ClientError, OSError):
             return False

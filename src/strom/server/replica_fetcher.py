@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, KafkaConnection
+from strom.client.security import ClientSecurity
 from strom.config import BrokerConfig
 from strom.fetch.fetcher_session import FetcherSession
 from strom.fetch.sessions import PartitionFetch, PartitionKey
@@ -78,6 +79,8 @@ class FetcherPorts:
     """The committed metadata image: where each leader listens."""
     replicated_in: Tally = field(default_factory=Tally)
     """Where the bytes and records copied from leaders are counted (metrics)."""
+    security: Callable[[], ClientSecurity | None] = lambda: None
+    """How connections to the leaders are secured (the inter-broker listener's)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -217,6 +220,7 @@ class _LeaderFetcher:
             client_id=f"strom-replica-{self._node_id}",
             timeout_s=CONNECT_TIMEOUT_S,
             max_frame_bytes=self._ports.config().replica_fetch_response_max_bytes + (1 << 20),
+            security=self._ports.security(),
         )
         return self._connection
 

@@ -35,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
 from strom.client import ClientError, NodeClient
+from strom.client.security import ClientSecurity
 from strom.group.placement import OFFSETS_TOPIC
 from strom.log.results import AppendResult
 from strom.metadata.image import MetadataImage
@@ -213,10 +214,13 @@ class TxnMarkerSender:
         image: Callable[[], MetadataImage],
         here: MarkerAppender,
         retry_s: float = RETRY_S,
+        security: Callable[[], ClientSecurity | None] = lambda: None,
     ) -> None:
+        """`security`: how connections to other brokers are secured (inter-broker)."""
         self._node_id = node_id
         self._image = image
         self._here = here
+        self._security = security
         self._retry_s = retry_s
         self._clients: dict[int, NodeClient] = {}
 
@@ -313,6 +317,7 @@ class TxnMarkerSender:
             broker.port,
             client_id=f"strom-txn-markers-{self._node_id}",
             node_id=broker_id,
+            security=self._security(),
         )
         return client
 

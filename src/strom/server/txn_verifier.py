@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, NodeClient, UnsupportedVersionError
+from strom.client.security import ClientSecurity
 from strom.group.placement import partition_for
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
@@ -162,6 +163,8 @@ class VerifierPorts:
     """`transaction.partition.verification.enable` now (it changes at run time). Off, a
     write that only verifies is let through unasked, as Kafka's broker does; one that
     adds its partition (transaction version 2) still asks."""
+    security: Callable[[], ClientSecurity | None] = lambda: None
+    """How connections to other brokers are secured (the inter-broker listener's)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -302,7 +305,10 @@ class TxnVerifier:
         if old is not None and old.address == address:
             return old
         client = NodeClient(
-            *address, client_id=f"strom-txn-verifier-{self._ports.node_id}", node_id=broker_id
+            *address,
+            client_id=f"strom-txn-verifier-{self._ports.node_id}",
+            node_id=broker_id,
+            security=self._ports.security(),
         )
         link = self._links[broker_id] = _CoordinatorLink(broker_id, address, client)
         if old is not None:

@@ -28,6 +28,7 @@ def controller_channel(broker: Broker) -> ControllerChannel:
         store=lambda: broker.store,
         fetcher=lambda: broker.fetcher,
         controller=lambda: broker.controller,
+        security=lambda: broker.links.controller(),
     )
 
 
@@ -38,6 +39,7 @@ def metadata_fetcher(broker: Broker) -> MetadataFetcher:
         store=lambda: broker.store,
         metadata=broker.metadata,
         on_leader_changed=broker.channel.leader_changed,
+        security=lambda: broker.links.controller(),
     )
 
 
@@ -79,7 +81,10 @@ def txn_service(broker: Broker) -> TxnService:
         create_topics=create,
         producer_ids=broker.producer_ids,
         markers=TxnMarkerSender(
-            node_id=broker.node_id, image=lambda: broker.metadata.image, here=broker.marker_appender
+            node_id=broker.node_id,
+            image=lambda: broker.metadata.image,
+            here=broker.marker_appender,
+            security=lambda: broker.links.inter_broker(),
         ),
     )
 
@@ -88,7 +93,8 @@ def txn_verifier(broker: Broker) -> TxnVerifier:
     """Transactional produces: KIP-890's check with the id's coordinator, here or remote."""
     image = lambda: broker.metadata.image  # noqa: E731 (one line in a small function)
     enabled = lambda: broker.config.transaction_partition_verification_enable  # noqa: E731
-    return TxnVerifier(VerifierPorts(broker.node_id, image, broker.transactions, enabled))
+    security = lambda: broker.links.inter_broker()  # noqa: E731
+    return TxnVerifier(VerifierPorts(broker.node_id, image, broker.transactions, enabled, security))
 
 
 def controller_service(broker: Broker) -> ControllerService:

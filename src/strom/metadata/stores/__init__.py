@@ -12,8 +12,10 @@ names a concrete store. The adapters:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from strom.client.security import ClientSecurity
 from strom.config import BrokerConfig
 from strom.config.listeners import QuorumVoter
 from strom.metadata.stores.base import (
@@ -57,11 +59,13 @@ def build_store(
     *,
     raft_directory: Path,
     snapshot_every_bytes: int,
+    security: Callable[[], ClientSecurity | None] = lambda: None,
 ) -> MetadataStore | None:
     """The store the config names for this node: ZooKeeper with `zookeeper.connect`,
     else the Raft quorum on a controller; None on a broker-only node of a Raft cluster,
     which pulls the committed metadata from the controllers instead
-    (server/metadata_fetcher.py)."""
+    (server/metadata_fetcher.py). `security`: how the Raft driver's connections to the
+    other voters are secured (the controller listener's)."""
     if config.zookeeper is not None:
         settings = ZooKeeperSettings(
             connect=config.zookeeper,
@@ -86,4 +90,5 @@ def build_store(
             ),
         ),
         snapshot_every_bytes=snapshot_every_bytes,
+        security=security,
     )

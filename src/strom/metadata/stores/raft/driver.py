@@ -24,11 +24,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from random import Random
 
 from strom.client import ClientError, KafkaConnection
+from strom.client.security import ClientSecurity
 from strom.config.listeners import QuorumVoter
 from strom.metadata.stores.base import (
     ControllerListener,
@@ -83,8 +84,12 @@ class RaftDriver:
         directory: Path,
         config: RaftConfig,
         snapshot_every_bytes: int,
+        security: Callable[[], ClientSecurity | None] = lambda: None,
     ) -> None:
+        """`security`: how connections to the other voters are secured (the controller
+        listener's)."""
         node_id = ports.node_id
+        self._security = security
         self.node_id = node_id
         self._voters = {voter.node_id: voter for voter in voters}
         self._directory = directory
@@ -358,7 +363,11 @@ class RaftDriver:
             message = await queue.get()
             try:
                 connection = await KafkaConnection.connect(
-                    voter.host, voter.port, client_id=f"strom-raft-{self.node_id}", timeout_s=2.0
+                    voter.host,
+                    voter.port,
+                    client_id=f"strom-raft-{self.node_id}",
+                    timeout_s=2.0,
+                    security=self._security(),
                 )
             except (ClientError, OSError):
                 delay = _RECONNECT_BACKOFF_S[min(failures, len(_RECONNECT_BACKOFF_S) - 1)]
