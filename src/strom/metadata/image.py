@@ -12,6 +12,17 @@ touches), plus one copy of each top-level map it changes.
 A record naming a broker or topic the image does not have (or a broker epoch that is no
 longer current) changes nothing: decisions are taken against the image they are applied
 to, so this only happens after a bug, and a broker must not crash replaying it.
+
+ACLs: `acls` maps the id of each AccessControlEntryRecord to its binding, and
+`acl_index` holds the distinct bindings, indexed for the authorizer. An entry's ACL
+records change the index once, with `AclIndex.with_changes` (the bindings that gained
+their first id or lost their last), never by building it anew. The controller stores a
+binding once (CreateAcls of a binding that exists is a success that writes nothing), so
+ids and bindings normally map one to one; a history that does hold one binding under two
+ids (a bug, or a hand-edited log) is kept as it is: both ids stay in `acls`, the index
+holds the binding once, until its last id is removed (`acl_duplicates` counts the ids
+beyond the first, and is empty otherwise). An AccessControlEntryRecord reusing an id
+replaces that id's binding. Removing an id the image does not have changes nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +32,10 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from strom.metadata.acl_records import binding_of
 from strom.metadata.records import (
     CLUSTER_DEFAULT,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ClusterRecord,
     ConfigRecord,
@@ -33,6 +46,7 @@ from strom.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -40,6 +54,8 @@ from strom.metadata.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
+from strom.security.acls import AclBinding
+from strom.security.authorizer import AclIndex
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +147,14 @@ class MetadataImage:
     next_producer_id: int = 0
     scram_users: Mapping[str, Mapping[int, UserScramCredentialRecord]] = field(default_factory=dict)
     """Each SCRAM user's credentials, by Kafka's mechanism type (1 SHA-256, 2 SHA-512)."""
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    """Every ACL binding, by the id of the record that created it."""
+    acl_index: AclIndex = field(default_factory=AclIndex, compare=False, repr=False)
+    """The distinct bindings of `acls`, indexed for decisions (derived: not compared)."""
+    acl_duplicates: Mapping[AclBinding, int] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Bindings held under more than one id, with the number of ids beyond the first."""
 
     @staticmethod
     def empty() -> MetadataImage:
@@ -196,6 +220,9 @@ class _Replay:
         self.configs: dict[tuple[ConfigResourceType, str], Mapping[str, str]] | None = None
         self.touched: dict[uuid.UUID, dict[int, PartitionImage]] = {}
         self.scram_users: dict[str, Mapping[int, UserScramCredentialRecord]] | None = None
+        self.acls: dict[uuid.UUID, AclBinding] | None = None
+        self.acl_duplicates: dict[AclBinding, int] | None = None
+        self.acl_held: dict[AclBinding, bool] = {}  # touched bindings: held by some id now?
         self.cluster = (image.cluster_id, image.cluster_name)
         self.next_producer_id = image.next_producer_id
 
@@ -296,6 +323,12 @@ class _Replay:
                 self.next_producer_id = record.next_producer_id
             case UserScramCredentialRecord() | RemoveUserScramCredentialRecord():
                 self._scram(record)
+            case AccessControlEntryRecord():
+                self._add_acl(record.id, binding_of(record))
+            case RemoveAccessControlEntryRecord():
+                acls = self.image.acls if self.acls is None else self.acls
+                if record.id in acls:
+                    self._drop_acl(self._acls().pop(record.id))
 
     def _scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
         if self.scram_users is None:
@@ -309,6 +342,53 @@ class _Replay:
             self.scram_users[record.name] = credentials
         else:
             self.scram_users.pop(record.name, None)
+
+    def _acls(self) -> dict[uuid.UUID, AclBinding]:
+        if self.acls is None:
+            self.acls = dict(self.image.acls)
+        return self.acls
+
+    def _add_acl(self, acl_id: uuid.UUID, binding: AclBinding) -> None:
+        acls = self.image.acls if self.acls is None else self.acls
+        old = acls.get(acl_id)
+        if old == binding:
+            return
+        acls = self._acls()
+        if old is not None:
+            self._drop_acl(old)
+        acls[acl_id] = binding
+        held = self.acl_held.get(binding)
+        if (binding in self.image.acl_index) if held is None else held:
+            duplicates = self._acl_duplicates()
+            duplicates[binding] = duplicates.get(binding, 0) + 1
+        else:
+            self.acl_held[binding] = True
+
+    def _drop_acl(self, binding: AclBinding) -> None:
+        """One id of `binding` is gone: it loses a duplicate, or leaves the index."""
+        duplicates = (
+            self.image.acl_duplicates if self.acl_duplicates is None else self.acl_duplicates
+        )
+        extra = duplicates.get(binding, 0)
+        if not extra:
+            self.acl_held[binding] = False
+        elif extra == 1:
+            del self._acl_duplicates()[binding]
+        else:
+            self._acl_duplicates()[binding] = extra - 1
+
+    def _acl_duplicates(self) -> dict[AclBinding, int]:
+        if self.acl_duplicates is None:
+            self.acl_duplicates = dict(self.image.acl_duplicates)
+        return self.acl_duplicates
+
+    def _acl_index(self) -> AclIndex:
+        """The image's index with this entry's bindings that gained their first id or lost
+        their last: one `with_changes` per entry."""
+        index = self.image.acl_index
+        added = [b for b, held in self.acl_held.items() if held and b not in index]
+        removed = [b for b, held in self.acl_held.items() if not held and b in index]
+        return index.with_changes(added, removed) if added or removed else index
 
     def _broker_state(
         self, record: FenceBrokerRecord | UnfenceBrokerRecord | UnregisterBrokerRecord
@@ -350,4 +430,9 @@ class _Replay:
             cluster_name=self.cluster[1],
             next_producer_id=self.next_producer_id,
             scram_users=image.scram_users if self.scram_users is None else self.scram_users,
+            acls=image.acls if self.acls is None else self.acls,
+            acl_index=self._acl_index(),
+            acl_duplicates=(
+                image.acl_duplicates if self.acl_duplicates is None else self.acl_duplicates
+            ),
         )

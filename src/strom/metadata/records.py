@@ -196,6 +196,30 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """An ACL binding was created (Kafka's record of that name, field for field): `id`
+    names it for its removal; the codes are Kafka's ResourceType, PatternType,
+    AclOperation and AclPermissionType (acl_records.binding_of turns them into an
+    AclBinding)."""
+
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """The ACL binding created under `id` was deleted."""
+
+    id: uuid.UUID
+
+
 MetadataRecord = (
     ClusterRecord
     | RegisterBrokerRecord
@@ -210,6 +234,8 @@ MetadataRecord = (
     | ProducerIdsRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 RECORD_TYPES: tuple[type[Any], ...] = (
@@ -226,6 +252,8 @@ RECORD_TYPES: tuple[type[Any], ...] = (
     ProducerIdsRecord,
     UserScramCredentialRecord,
     RemoveUserScramCredentialRecord,
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
 )
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in RECORD_TYPES}
 

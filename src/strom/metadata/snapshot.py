@@ -9,13 +9,14 @@ A snapshot is one JSON document:
 The records are those `snapshot_records` lists, replayed as one entry at `offset`. A
 broker's epoch is normally the offset of the entry that registered it; in a snapshot every
 record shares one offset, so its RegisterBrokerRecords carry `epoch` (and `fenced`)
-explicitly.
+explicitly. ACL bindings keep their ids (a binding held under two ids keeps both).
 """
 
 from __future__ import annotations
 
 import json
 
+from strom.metadata.acl_records import acl_record
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
     ClusterRecord,
@@ -82,6 +83,7 @@ def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
     for name in sorted(image.scram_users):
         credentials = image.scram_users[name]
         records.extend(credentials[mechanism] for mechanism in sorted(credentials))
+    records.extend(acl_record(image.acls[acl_id], acl_id) for acl_id in sorted(image.acls))
     return records
 
 

@@ -1,12 +1,21 @@
 """The ZooKeeper multi that takes the znodes of one metadata image to those of the next
-(the layout is znodes.py's): deletes (children first), creates (parents first), sets,
-then config change notices.
+(the layout is znodes.py's and acl_znodes.py's): deletes (children first), creates
+(parents first), sets, then change notices; and, the other way, the records that take
+the image to what an operator wrote into a znode (`replace_resource_acls`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Set
+
+from strom.metadata.acl_records import ResourcePattern, acl_record
+from strom.metadata.acl_znodes import acl_change, acl_data, acl_path, acl_path_problem
 from strom.metadata.image import MetadataImage, PartitionImage, TopicImage
-from strom.metadata.records import ConfigResourceType
+from strom.metadata.records import (
+    ConfigResourceType,
+    MetadataRecord,
+    RemoveAccessControlEntryRecord,
+)
 from strom.metadata.znodes import (
     CLUSTER_ID,
     CONFIG_CHANGE_PREFIX,
@@ -27,8 +36,9 @@ from strom.metadata.znodes import (
     user_data,
     user_path,
 )
+from strom.security.acls import AclBinding
 
-__all__ = ["diff"]
+__all__ = ["diff", "replace_resource_acls"]
 
 
 class _Ops:
@@ -56,7 +66,7 @@ class _Ops:
 
 def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> list[ZnodeOp]:
     """The ops that take ZooKeeper from `old`'s znodes to `new`'s, in one multi's order:
-    deletes (children first), creates (parents first), sets, then config change notices.
+    deletes (children first), creates (parents first), sets, then change notices.
 
     Unchanged parts cost nothing but an identity check: a topic whose TopicImage `is` the
     same is skipped, and in a changed topic only partitions whose state differs are
@@ -80,6 +90,8 @@ def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> li
     _diff_configs(ops, old, new, reborn)
     if old.scram_users is not new.scram_users:
         _diff_users(ops, old, new)
+    if old.acls is not new.acls:
+        _diff_acls(ops, set(old.acl_index), set(new.acl_index))
     return ops.ordered()
 
 
@@ -168,3 +180,49 @@ def _diff_users(ops: _Ops, old: MetadataImage, new: MetadataImage) -> None:
         ops.put(path, user_data(old, name), user_data(new, name))
         notice = json_bytes({"version": 2, "entity_path": path.removeprefix("/config/")})
         ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))
+
+
+def _diff_acls(ops: _Ops, was: Set[AclBinding], now: Set[AclBinding]) -> None:
+    """The znode of each resource pattern whose bindings changed, and a notice for it.
+
+    A pattern without a znode in Kafka's layout (see acl_path_problem), and a binding
+    CreateAcls would refuse, are not written: the controller refuses such bindings before
+    they reach the image, and ZooKeeper could not store them (or strom read them back).
+    """
+    touched = {ResourcePattern.of(binding) for binding in was ^ now}
+    before: dict[ResourcePattern, list[AclBinding]] = {}
+    after: dict[ResourcePattern, list[AclBinding]] = {}
+    for bindings, into in ((was, before), (now, after)):
+        for binding in bindings:
+            resource = ResourcePattern.of(binding)
+            if resource in touched:
+                into.setdefault(resource, []).append(binding)
+    for resource in sorted(touched):
+        if acl_path_problem(resource) is not None:
+            continue
+        old, new = acl_data(before.get(resource, ())), acl_data(after.get(resource, ()))
+        if old != new:
+            ops.put(acl_path(resource), old, new)
+            ops.notifies.append(acl_change(resource))
+
+
+def replace_resource_acls(
+    image: MetadataImage, resource: ResourcePattern, stored: Iterable[AclBinding]
+) -> list[MetadataRecord]:
+    """The records that make `resource`'s bindings in `image` exactly `stored` (its znode's,
+    as an operator wrote it): a RemoveAccessControlEntryRecord for each id of a binding
+    not stored (every id, should a binding have two), an AccessControlEntryRecord under
+    `acl_id` for each stored binding the image lacks; none if they agree. `stored` are
+    bindings of `resource` (parse_acls gives them so). O(bindings in the image)."""
+    wanted = set(stored)
+    held: set[AclBinding] = set()
+    records: list[MetadataRecord] = []
+    for record_id, binding in sorted(image.acls.items()):
+        if ResourcePattern.of(binding) != resource:
+            continue
+        if binding in wanted:
+            held.add(binding)
+        else:
+            records.append(RemoveAccessControlEntryRecord(record_id))
+    records += [acl_record(binding) for binding in sorted(wanted - held)]
+    return records

@@ -19,6 +19,7 @@ The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS 
     /config/changes/config_change_<seq> {"entity_path":"topics/<name>","version":2}
     /latest_producer_id_block           {"next_producer_id":"2000","version":1}
     /strom/brokers/<id>                 the controller's registration of a broker (strom's own)
+    /kafka-acl/..., /kafka-acl-extended/..., and their change notifications: acl_znodes.py
     /brokers/ids/<id>, /controller      ephemeral: broker_registration(), controller_json()
 
 These are Kafka's shapes plus strom's additions: the cluster name, `partition_epoch` (Kafka
@@ -30,15 +31,14 @@ may have been written by an operator, so parsers check every field and raise Zno
 from __future__ import annotations
 
 import base64
-import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
+from strom.metadata.acl_znodes import ACL_PARENTS, acl_znode_records
 from strom.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
 from strom.metadata.records import (
     CLUSTER_DEFAULT,
@@ -57,6 +57,11 @@ from strom.metadata.records import (
 )
 from strom.metadata.scram_users import credential_of, credential_record
 from strom.metadata.topic_names import validate_topic_name
+from strom.metadata.znode_json import OpKind as OpKind
+from strom.metadata.znode_json import ZnodeError as ZnodeError
+from strom.metadata.znode_json import ZnodeOp as ZnodeOp
+from strom.metadata.znode_json import json_bytes as json_bytes
+from strom.metadata.znode_json import json_object
 from strom.security.scram import ScramMechanism, format_scram_config, parse_scram_config
 
 PARENTS: tuple[str, ...] = (
@@ -71,6 +76,7 @@ PARENTS: tuple[str, ...] = (
     "/config/users",
     "/strom",
     "/strom/brokers",
+    *ACL_PARENTS,
 )
 """Created once by the store, parents first; diff never creates or deletes them."""
 CLUSTER_ID = "/cluster/id"
@@ -82,25 +88,6 @@ DEFAULT_ENTITY = "<default>"
 _NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")
 _KAFKA_UUID = re.compile(r"[A-Za-z0-9_-]{22}")
 _ENDPOINT = re.compile(r"([A-Za-z0-9_.-]+)://\[?([^\[\]]*?)\]?:([0-9]{1,5})")
-
-
-class ZnodeError(ValueError):
-    """A znode that does not parse; the message names the znode and what is wrong."""
-
-
-class OpKind(Enum):
-    CREATE = "create"
-    SET = "set"
-    DELETE = "delete"
-    NOTIFY = "notify"
-    """Create a sequential child: `path` is the prefix CONFIG_CHANGE_PREFIX."""
-
-
-@dataclass(frozen=True, slots=True)
-class ZnodeOp:
-    kind: OpKind
-    path: str
-    data: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,10 +144,6 @@ def config_path(resource_type: ConfigResourceType, name: str) -> str:
 
 
 # --- rendering -------------------------------------------------------------------------------
-
-
-def json_bytes(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
 
 
 def kafka_uuid(value: uuid.UUID) -> str:
@@ -239,13 +222,7 @@ class _Fields:
     """One znode's JSON object; its getters raise ZnodeError naming the znode and the field."""
 
     def __init__(self, data: bytes, what: str) -> None:
-        try:
-            body = json.loads(data)
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            raise ZnodeError(f"{what} is not JSON ({exc}): {data[:100]!r}") from None
-        if not isinstance(body, dict):
-            raise ZnodeError(f"{what} must hold a JSON object, not {data[:100]!r}")
-        self.body: dict[str, Any] = body
+        self.body: dict[str, Any] = json_object(data, what)
         self.what = what
 
     def get(self, key: str, kind: type[_T]) -> _T:
@@ -503,6 +480,8 @@ def image_from_znodes(tree: Mapping[str, bytes], *, offset: int) -> MetadataImag
                 resource_type, resource_name = resource
                 overrides = sorted(_entity_config(data, path).items())
                 records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in overrides]
+            case ["", "kafka-acl" | "kafka-acl-extended", *_]:
+                records += acl_znode_records(path, data)
             case ["", "latest_producer_id_block"]:
                 next_id = _Fields(data, path).get("next_producer_id", str)
                 records.append(ProducerIdsRecord(-1, -1, _number(next_id, path)))

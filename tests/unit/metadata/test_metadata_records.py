@@ -8,6 +8,7 @@ import pytest
 
 from strom.metadata import records
 from strom.metadata.records import (
+    AccessControlEntryRecord,
     BrokerEndpoint,
     ClusterRecord,
     ConfigRecord,
@@ -18,6 +19,7 @@ from strom.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     SecurityProtocol,
@@ -57,6 +59,9 @@ EVERY_RECORD = [
     ProducerIdsRecord(1, 5, 2000),
     UserScramCredentialRecord("alice", 1, b"salt", b"\x00stored", b"server\xff", 4096),
     RemoveUserScramCredentialRecord("alice", 2),
+    AccessControlEntryRecord(TOPIC_ID, 2, "orders", 3, "User:alice", "*", 3, 3),
+    AccessControlEntryRecord(TOPIC_ID, 5, "tx-é", 4, "User:*", "10.0.0.0/8", 12, 2),
+    RemoveAccessControlEntryRecord(TOPIC_ID),
 ]
 
 
@@ -134,6 +139,25 @@ def test_registrations_default_to_fenced_but_old_ones_decode_as_unfenced() -> No
             b'"stored_key":"","server_key":"","iterations":4096}]',
             "expected a string",
         ),
+        (
+            b'[{"type":"AccessControlEntryRecord","id":"x","resource_type":2,'
+            b'"resource_name":"t","pattern_type":3,"principal":"User:a","host":"*",'
+            b'"operation":3,"permission_type":3}]',
+            "AccessControlEntryRecord.id",
+        ),
+        (
+            b'[{"type":"AccessControlEntryRecord","id":"%s","resource_type":2,'
+            b'"resource_name":"t","pattern_type":3,"principal":"User:a","host":"*",'
+            b'"operation":"Read","permission_type":3}]' % str(TOPIC_ID).encode(),
+            "AccessControlEntryRecord.operation: expected an integer",
+        ),
+        (
+            b'[{"type":"AccessControlEntryRecord","id":"%s","resource_type":2,'
+            b'"resource_name":"t","pattern_type":3,"principal":"User:a","operation":3,'
+            b'"permission_type":3}]' % str(TOPIC_ID).encode(),
+            "AccessControlEntryRecord lacks field 'host'",
+        ),
+        (b'[{"type":"RemoveAccessControlEntryRecord"}]', "lacks field 'id'"),
     ],
 )
 def test_malformed_entries_are_refused(data: bytes, problem: str) -> None:
@@ -152,3 +176,22 @@ def test_a_scram_record_keeps_its_keys_out_of_its_repr() -> None:
     text = repr(record)
     assert "alice" in text and "4096" in text
     assert "salty" not in text and "stored!" not in text and "server!" not in text
+
+
+def test_an_acl_record_is_written_with_kafkas_fields() -> None:
+    record = AccessControlEntryRecord(TOPIC_ID, 2, "orders", 3, "User:alice", "*", 3, 3)
+    assert records.record_to_json(record) == {
+        "type": "AccessControlEntryRecord",
+        "id": str(TOPIC_ID),
+        "resource_type": 2,
+        "resource_name": "orders",
+        "pattern_type": 3,
+        "principal": "User:alice",
+        "host": "*",
+        "operation": 3,
+        "permission_type": 3,
+    }
+    assert records.record_to_json(RemoveAccessControlEntryRecord(TOPIC_ID)) == {
+        "type": "RemoveAccessControlEntryRecord",
+        "id": str(TOPIC_ID),
+    }

@@ -10,8 +10,10 @@ from cluster_harness import cluster, create_topic, fence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strom.metadata.acl_records import acl_record
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
+    AccessControlEntryRecord,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -22,6 +24,7 @@ from strom.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -29,7 +32,9 @@ from strom.metadata.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
-from strom.metadata.snapshot import decode_snapshot, encode_snapshot
+from strom.metadata.snapshot import decode_snapshot, encode_snapshot, snapshot_records
+from strom.security.acls import AclBinding, AclPermissionType, PatternType
+from strom.security.operations import AclOperation, AclResourceType
 
 
 def test_a_cluster_snapshot_round_trips_with_epochs_and_fencing() -> None:
@@ -129,6 +134,18 @@ _RECORDS: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.integers(4096, 16384),
     ),
     st.builds(RemoveUserScramCredentialRecord, _NAMES, st.sampled_from([1, 2])),
+    st.builds(
+        AccessControlEntryRecord,
+        _IDS,
+        st.sampled_from([2, 3, 99]),
+        _NAMES,
+        st.sampled_from([3, 4]),
+        st.sampled_from(["User:a", "User:*"]),
+        st.just("*"),
+        st.sampled_from([3, 4]),
+        st.sampled_from([2, 3]),
+    ),
+    st.builds(RemoveAccessControlEntryRecord, _IDS),
 )
 
 
@@ -138,4 +155,50 @@ def test_any_replayed_image_survives_a_snapshot(entries: list[list[MetadataRecor
     image = MetadataImage.empty()
     for entry in entries:
         image = image.replay(entry)
-    assert decode_snapshot(encode_snapshot(image)) == image
+    restored = decode_snapshot(encode_snapshot(image))
+    assert restored == image
+    assert set(restored.acl_index) == set(image.acl_index) == set(image.acls.values())
+    assert restored.acl_duplicates == image.acl_duplicates
+
+
+def test_acls_survive_a_snapshot_with_their_ids_duplicates_included() -> None:
+    read = AclBinding(
+        AclResourceType.TOPIC,
+        "orders",
+        PatternType.LITERAL,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    prefixed = AclBinding(
+        AclResourceType.GROUP,
+        "app-",
+        PatternType.PREFIXED,
+        "User:*",
+        "10.0.0.0/8",
+        AclOperation.ALL,
+        AclPermissionType.DENY,
+    )
+    image = MetadataImage.empty().replay(
+        [
+            acl_record(read, uuid.UUID(int=9)),
+            acl_record(prefixed),
+            acl_record(read, uuid.UUID(int=3)),  # a duplicate no controller writes
+        ]
+    )
+    # By id: the small test ids first, then the derived (version-5) one.
+    assert [r for r in snapshot_records(image) if isinstance(r, AccessControlEntryRecord)] == [
+        acl_record(read, uuid.UUID(int=3)),
+        acl_record(read, uuid.UUID(int=9)),
+        acl_record(prefixed),
+    ]
+    restored = decode_snapshot(encode_snapshot(image))
+    assert restored == image
+    assert restored.acls == {
+        uuid.UUID(int=9): read,
+        uuid.UUID(int=3): read,
+        acl_record(prefixed).id: prefixed,
+    }
+    assert sorted(restored.acl_index) == sorted([read, prefixed])
+    assert restored.acl_duplicates == {read: 1}

@@ -10,9 +10,11 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from znode_harness import (
+    BINDINGS,
     BROKER,
     EPOCH,
     TOPIC,
+    acl_notices,
     apply,
     assert_notices_come_last,
     notified,
@@ -20,6 +22,8 @@ from znode_harness import (
     settled,
 )
 
+from strom.metadata.acl_records import ResourcePattern, acl_record
+from strom.metadata.acl_znodes import parse_acl_change
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
     ClusterRecord,
@@ -30,6 +34,7 @@ from strom.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -54,6 +59,7 @@ DECISIONS = (
     "config",
     "producer",
     "scram",
+    "acl",
 )
 USERS = ("alice", "bob,=x", "ü*~")
 REPLICAS = st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True).map(tuple)
@@ -152,6 +158,11 @@ def _decision(draw: st.DrawFn, image: MetadataImage, fresh: uuid.UUID) -> list[M
         key = draw(st.binary(min_size=1, max_size=8))
         iterations = draw(st.integers(4096, 16384))
         return [UserScramCredentialRecord(name, mechanism, key, key * 2, key * 3, iterations)]
+    if kind == "acl":
+        # As a controller on ZooKeeper writes them: ids derived from the bindings.
+        if image.acls and draw(st.booleans()):
+            return [RemoveAccessControlEntryRecord(draw(st.sampled_from(sorted(image.acls))))]
+        return [acl_record(draw(BINDINGS))]
     return []
 
 
@@ -180,6 +191,8 @@ def test_any_image_round_trips_through_its_znodes(
     assert rebuilt.configs == image.configs
     assert (rebuilt.cluster_id, rebuilt.cluster_name) == (image.cluster_id, image.cluster_name)
     assert rebuilt.next_producer_id == image.next_producer_id
+    assert rebuilt.acls == image.acls
+    assert set(rebuilt.acl_index) == set(image.acl_index)
     assert rebuilt == image
     assert operator_topics(tree, rebuilt) == []
 
@@ -207,4 +220,7 @@ def test_a_diff_takes_one_images_tree_to_the_others(
             if old.scram_users.get(name) != new.scram_users.get(name)
         }
         assert sorted(notified(ops)) == sorted(changed)
+        moved = set(old.acls.values()) ^ set(new.acls.values())
+        named = [parse_acl_change(f"{op.path}0", op.data) for op in acl_notices(ops)]
+        assert sorted(named) == sorted({ResourcePattern.of(binding) for binding in moved})
         assert diff(new, new, controller_epoch=EPOCH) == []

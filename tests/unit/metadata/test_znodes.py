@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from znode_harness import BROKER, EPOCH, ORDERS, TOPIC, example, notified, render
 
+from strom.metadata.acl_records import ResourcePattern
+from strom.metadata.acl_znodes import parse_acl_change, parse_acls
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
     BrokerEndpoint,
@@ -46,6 +48,8 @@ from strom.metadata.znodes import (
     user_path,
     user_records,
 )
+from strom.security.acls import PatternType
+from strom.security.operations import AclResourceType
 
 
 def test_the_example_image_as_znodes() -> None:
@@ -80,6 +84,16 @@ def test_the_example_image_as_znodes() -> None:
             b'{"entity_path":"users/alice%40corp","version":2}'
         ),
         "/latest_producer_id_block": b'{"next_producer_id":"2000","version":1}',
+        "/kafka-acl/Topic/orders": b'{"acls":['
+        b'{"host":"*","operation":"Read","permissionType":"Allow","principal":"User:alice"},'
+        b'{"host":"10.0.0.9","operation":"Write","permissionType":"Deny",'
+        b'"principal":"User:alice"}],"version":1}',
+        "/kafka-acl-changes/acl_changes_0000000000": b"TOPIC:orders",
+        "/kafka-acl-extended/prefixed/TransactionalId/tx-": b'{"acls":['
+        b'{"host":"*","operation":"Describe","permissionType":"Allow","principal":"User:*"}],'
+        b'"version":1}',
+        "/kafka-acl-extended-changes/acl_changes_0000000000": b'{"name":"tx-",'
+        b'"patternType":"PREFIXED","resourceType":"TRANSACTIONAL_ID","version":1}',
     }
 
 
@@ -297,6 +311,13 @@ _TEXTS = st.sampled_from(
         "PLAINTEXT://h:9092",
         "AAAAAAAAAAAAAAAAAAAAAQ",
         str(uuid.UUID(int=1)),
+        "Read",
+        "idempotentwrite",
+        "Allow",
+        "User:a",
+        "10.0.0.0/33",
+        "TOPIC",
+        "PREFIXED",
     ]
 )
 _KEYS = st.sampled_from(
@@ -317,6 +338,13 @@ _KEYS = st.sampled_from(
         "leader",
         "0",
         "a",
+        "acls",
+        "principal",
+        "operation",
+        "permissionType",
+        "resourceType",
+        "patternType",
+        "name",
     ]
 )
 _JSON = st.recursive(
@@ -324,6 +352,7 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=5),
     max_leaves=15,
 )
+ACL_PATTERN = (AclResourceType.TOPIC, "t", PatternType.LITERAL)
 JUNK = st.one_of(st.binary(max_size=40), _JSON.map(lambda value: json.dumps(value).encode()))
 PARSERS: list[Callable[[bytes], object]] = [
     parse_topic,
@@ -331,6 +360,9 @@ PARSERS: list[Callable[[bytes], object]] = [
     parse_change,
     parse_broker_registration,
     parse_controller,
+    lambda data: parse_acls(ResourcePattern(*ACL_PATTERN), data, "/kafka-acl/Topic/t"),
+    lambda data: parse_acl_change("/kafka-acl-changes/acl_changes_0000000001", data),
+    lambda data: parse_acl_change("/kafka-acl-extended-changes/acl_changes_0000000001", data),
 ]
 
 

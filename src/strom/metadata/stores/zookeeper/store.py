@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.config.zookeeper import ZooKeeperConnect
-from strom.metadata import znode_batches, znode_diff, znodes
+from strom.metadata import acl_znodes, znode_batches, znode_diff, znodes
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import BrokerEndpoint, ConfigResourceType, decode_entry
 from strom.metadata.stores.base import (
@@ -79,6 +79,8 @@ _TREE_ROOTS = (
     "/config/topics",
     "/config/brokers",
     "/config/users",
+    acl_znodes.ACL_ROOT,
+    acl_znodes.EXTENDED_ACL_ROOT,
     "/strom/brokers",
 )
 
