@@ -17,7 +17,12 @@ from types import MappingProxyType
 
 from strom.config.errors import ConfigError
 from strom.config.listener_setup import ListenerSetup
-from strom.config.node_keys import CONNECTION_KEYS, parse_ip_overrides
+from strom.config.node_keys import (
+    CONNECTION_KEYS,
+    SASL_PROTOCOLS,
+    TLS_PROTOCOLS,
+    parse_ip_overrides,
+)
 from strom.config.schema import ConfigKey, ConfigType, ConfigValue, check_value, invalid_value
 from strom.config.security_keys import (
     SASL_KEYS,
@@ -61,8 +66,6 @@ _LIMIT_KEYS = tuple(
 )
 _LIMITS = tuple((key.name, key) for key in _LIMIT_KEYS)
 _OVERRIDABLE = {key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS, *_LIMIT_KEYS)}
-_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
-_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def listener_prefix(listener: str) -> str:
@@ -126,7 +129,7 @@ def listener_tls(
             )
     result = []
     for name, protocol in listeners.protocols:
-        if protocol not in _TLS_PROTOCOLS:
+        if protocol not in TLS_PROTOCOLS:
             continue
         values: dict[str, ConfigValue] = {key.name: v.all[key.name] for key in SSL_KEYS}
         for key_name, text in overrides.get(name, {}).items():
@@ -149,7 +152,7 @@ def listener_sasl(
     its users are in the metadata)."""
     result = []
     for listener in listeners.listeners:
-        if listeners.protocol(listener.name) not in _SASL_PROTOCOLS:
+        if listeners.protocol(listener.name) not in SASL_PROTOCOLS:
             continue
         own = overrides.get(listener.name, {})
         prefix = listener_prefix(listener.name)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from strom.config.errors import ConfigError
 from strom.config.listener_setup import ListenerSetup
+from strom.config.node_keys import SASL_PROTOCOLS
 from strom.config.schema import invalid_value
 from strom.config.security_keys import SERVED_SASL_MECHANISMS, SaslSettings, TlsSettings
 from strom.config.typed_values import TypedValues
@@ -31,8 +32,6 @@ from strom.security.jaas import parse_jaas_config
 
 __all__ = ["LinkLogin", "LinkSecurity", "NodeLinks", "node_links"]
 
-_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
-_SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 _HOSTNAME_CHECKS = {"https": True, "": False}
 
 
@@ -122,13 +121,13 @@ def _link(
 ) -> LinkSecurity:
     protocol = listeners.protocol(listener)
     own = overrides.get(listener, {})
-    settings = tls.get(listener) if protocol in _TLS_PROTOCOLS else None
+    settings = tls.get(listener)  # only TLS listeners have settings there
     check_key = "ssl.endpoint.identification.algorithm"
     check_text = own.get(check_key, v.string(check_key)).strip().lower()
     if check_text not in _HOSTNAME_CHECKS:
         raise invalid_value(check_key, check_text, "expected https, or empty for no check")
     login = None
-    if protocol in _SASL_PROTOCOLS:
+    if protocol in SASL_PROTOCOLS:
         login = _login(listener, protocol, v, own, sasl.get(listener), mechanism_key)
     return LinkSecurity(listener, protocol, settings, _HOSTNAME_CHECKS[check_text], login)
 

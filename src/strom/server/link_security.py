@@ -44,12 +44,7 @@ class LinkContexts:
         """ConfigError naming the key when a link's key or trust store is unusable."""
         self._node_id = node_id
         self._links = links
-        self._inter_broker = client_security(links.inter_broker)
-        self._controller = (
-            self._inter_broker
-            if links.controller == links.inter_broker
-            else client_security(links.controller)
-        )
+        self._inter_broker, self._controller = _both(links)
 
     def inter_broker(self) -> ClientSecurity | None:
         """For connections to other brokers (replication, transactions)."""
@@ -64,18 +59,20 @@ class LinkContexts:
         keeps its settings."""
         if links == self._links:
             return []
-        problems = []
         try:
-            inter_broker = client_security(links.inter_broker)
-            controller = (
-                inter_broker
-                if links.controller == links.inter_broker
-                else client_security(links.controller)
-            )
+            both = _both(links)
         except ConfigError as exc:
-            problems.append(f"connections to other nodes keep their settings: {exc}")
-            return problems
+            return [f"connections to other nodes keep their settings: {exc}"]
         self._links = links
-        self._inter_broker, self._controller = inter_broker, controller
+        self._inter_broker, self._controller = both
         log.info("[node %d] connections to other nodes now use the new settings", self._node_id)
-        return problems
+        return []
+
+
+def _both(links: NodeLinks) -> tuple[ClientSecurity | None, ClientSecurity | None]:
+    """The client security of the inter-broker and the controller link (one context for
+    both when they are one link, as on ZooKeeper)."""
+    inter_broker = client_security(links.inter_broker)
+    if links.controller == links.inter_broker:
+        return inter_broker, inter_broker
+    return inter_broker, client_security(links.controller)
