@@ -241,6 +241,12 @@ def running_cluster(
             cluster.start_all()
         except Exception as exc:
             raise AssertionError(f"the cluster did not start: {exc}\n{cluster.logs()}") from exc
-        yield cluster
+        try:
+            yield cluster
+        except Exception:
+            # A client's own timeout says nothing of the nodes: pytest shows this output
+            # beside the failure.
+            print(f"every node's log when the test failed:\n{cluster.logs()}")
+            raise
     finally:
         cluster.close()

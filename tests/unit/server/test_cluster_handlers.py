@@ -180,13 +180,14 @@ def test_describe_cluster_lists_fenced_brokers_only_when_asked(tmp_path: Path) -
 
 def test_the_controller_id_clients_get(tmp_path: Path) -> None:
     """The active controller when it is a live broker; this broker when the controller is
-    not one clients can reach (a controller-only node, or fenced); -1 with none."""
+    not one clients can reach (a controller-only node, or fenced); with none, -1 in
+    DescribeCluster and this broker in Metadata."""
 
     async def scenario() -> None:
         (one,) = await controller_with_brokers(tmp_path, 1)
         image = one.metadata.image
 
-        def controller_id(leader: int | None) -> int:
+        def controller_id(leader: int | None) -> tuple[int, int]:
             channel: ControllerLink = Loopback(leader_id=leader, session=None)
             at = ClusterContext(
                 node_id=2,
@@ -195,11 +196,11 @@ def test_the_controller_id_clients_get(tmp_path: Path) -> None:
                 channel=channel,
                 admin=admin_context(one),
             )
-            return cluster.controller_id(at, image)
+            return cluster.controller_id(at, image), cluster.metadata_controller_id(at, image)
 
-        assert controller_id(3) == 3  # a live broker
-        assert controller_id(7) == 2  # not a registered broker: a controller-only node
-        assert controller_id(None) == -1
+        assert controller_id(3) == (3, 3)  # a live broker
+        assert controller_id(7) == (2, 2)  # not a registered broker: a controller-only node
+        assert controller_id(None) == (-1, 2)  # DescribeCluster says none; Metadata: itself
 
     run(scenario())
 

@@ -133,6 +133,16 @@ def controller_id(context: ClusterContext, image: MetadataImage) -> int:
     return leader
 
 
+def metadata_controller_id(context: ClusterContext, image: MetadataImage) -> int:
+    """The controller id of a Metadata answer: controller_id's, but this broker while no
+    active controller is known, as Kafka's KRaft brokers never answer -1. Admin clients
+    send their requests to it, and it forwards them once a controller is elected
+    (handlers/forward.py). librdkafka's admin client that is told -1 twice in a row waits
+    for a controller until its request times out, even after one is elected."""
+    found = controller_id(context, image)
+    return context.node_id if found < 0 else found
+
+
 def _topic_entry(topic: TopicImage, image: MetadataImage) -> MetadataTopic:
     fenced = fenced_brokers(image)
     return {
@@ -230,7 +240,7 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
         "throttle_time": 0,
         "brokers": _metadata_brokers(image, request.listener),
         "cluster_id": context.cluster_id(),
-        "controller_id": controller_id(context, image),
+        "controller_id": metadata_controller_id(context, image),
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(CLUSTER, asked=asked),
         "error_code": ErrorCode.none,
