@@ -115,6 +115,7 @@ def test_pause_leader(tmp_path: Path, store: str) -> None:
     run(scenario("test_pause_leader", schedule, store), tmp_path)
 
 
+@stores("zookeeper")  # acks=all against the ISR: the same on both stores
 def test_majority_down_refuses_acks(tmp_path: Path, store: str) -> None:
     """Both followers of partition 0 killed for 10 s: no acks=all write is acknowledged
     while only its leader is up (the checker's UNDER_MIN_ISR_ACK), writes were attempted

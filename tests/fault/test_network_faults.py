@@ -111,6 +111,7 @@ REJOIN_BOUND_S = 6.0
 SAMPLE_S = 0.5
 
 
+@stores("raft")  # the follower's epoch handling is the same on both stores
 def test_quiet_partition_interim_leader_rejoins_isr(tmp_path: Path, store: str) -> None:
     """Regression: a partition takes a few writes, then none (it is quiet from then on);
     its leader (not the active controller) is cut from the other nodes for 10 s (on
