@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from strom.cli.acl import acl_app
 from strom.cli.cluster import cluster_app
 from strom.cli.common import reporting_errors, usage_error
 from strom.cli.config_cmd import config_app
@@ -41,6 +42,7 @@ app.add_typer(cluster_app)
 app.add_typer(config_app)
 app.add_typer(txn_app)
 app.add_typer(user_app)
+app.add_typer(acl_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("dev")(dev)
