@@ -154,7 +154,7 @@ def test_every_page_renders_against_the_cluster(
 
         page.goto(console.url + "/security")
         assert page.locator("h1").inner_text() == "Security"
-        assert "Cannot list ACLs" in page.content()  # strom has no authorizer yet
+        assert "Cannot list ACLs: the broker has no authorizer" in page.content()
     consumer.close()
 
 

@@ -38,6 +38,11 @@ from strom.config.schema import ConfigValue, format_value, invalid_value, unknow
 from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
+from strom.security.authorizer import (
+    AUTHORIZER_CLASS_NAMES,
+    is_authorizer_class,
+    parse_super_users,
+)
 from strom.security.connection_quotas import ConnectionLimits
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -148,6 +153,8 @@ class BrokerConfig:
     transactional_id_expiration_ms: int
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int
     transaction_remove_expired_transaction_cleanup_interval_ms: int
+    authorizer: AuthorizerSettings | None
+    """ACLs: set by authorizer.class.name; None: every request is allowed."""
     raw: Mapping[str, str]
     """Effective text of every known key that has a value (defaults included); keys that
     are unset and have no default (e.g. log.retention.ms) are absent."""
@@ -243,6 +250,32 @@ def shortcut_overrides(
             raise invalid_value("--node-id", str(node_id), "must be from 0 to 2147483647")
         result["node.id"] = str(node_id)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizerSettings:
+    """The authorizer's settings: `super.users` and `allow.everyone.if.no.acl.found`."""
+
+    super_users: frozenset[str]
+    allow_if_no_acl: bool
+
+
+def _authorizer(v: TypedValues) -> AuthorizerSettings | None:
+    class_name = v.string("authorizer.class.name").strip()
+    if not class_name:
+        return None
+    if not is_authorizer_class(class_name):
+        raise invalid_value(
+            "authorizer.class.name",
+            class_name,
+            f"strom's authorizer is named by {' or '.join(AUTHORIZER_CLASS_NAMES)}",
+        )
+    text = v.string("super.users")
+    try:
+        super_users = parse_super_users(text)
+    except ValueError as exc:
+        raise invalid_value("super.users", text, str(exc)) from None
+    return AuthorizerSettings(super_users, v.boolean("allow.everyone.if.no.acl.found"))
 
 
 def _metrics_listener(v: TypedValues) -> tuple[str, int] | None:
@@ -431,6 +464,7 @@ def build_config(
         transaction_remove_expired_transaction_cleanup_interval_ms=v.integer(
             "transaction.remove.expired.transaction.cleanup.interval.ms"
         ),
+        authorizer=_authorizer(v),
         raw=MappingProxyType(raw),
         sources=MappingProxyType(sources),
         values=MappingProxyType(typed),

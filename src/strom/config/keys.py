@@ -19,7 +19,7 @@ from strom.config.compat_keys import KAFKA_ONLY_KEYS
 from strom.config.log_keys import LOG_KEYS
 from strom.config.node_keys import CONNECTION_KEYS, NODE_KEYS
 from strom.config.schema import ConfigKey, DynamicUpdateMode, unknown_key
-from strom.config.security_keys import SASL_KEYS, SECURITY_COMPAT_KEYS, SSL_KEYS
+from strom.config.security_keys import AUTHORIZER_KEYS, SASL_KEYS, SECURITY_COMPAT_KEYS, SSL_KEYS
 
 __all__ = [
     "CLUSTER_WIDE_KEYS",
@@ -37,6 +37,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *CONNECTION_KEYS,  # requests and connections (node_keys.py)
     *SSL_KEYS,  # TLS on SSL listeners (security_keys.py)
     *SASL_KEYS,  # SASL listeners (security_keys.py)
+    *AUTHORIZER_KEYS,  # ACLs (security_keys.py)
     *GROUP_KEYS,  # consumer groups (cluster_keys.py)
     *TXN_KEYS,  # transactions (cluster_keys.py)
     *KAFKA_ONLY_KEYS,  # accepted for compatibility, no effect (compat_keys.py)

@@ -15,6 +15,7 @@ from enum import Enum
 from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, OneOf
 
 __all__ = [
+    "AUTHORIZER_KEYS",
     "SASL_KEYS",
     "SASL_MECHANISMS",
     "SECURITY_COMPAT_KEYS",
@@ -220,6 +221,28 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         STRING,
         "GSSAPI",
         "Mechanism a node logs in with on a SASL controller listener: PLAIN or SCRAM-*.",
+    ),
+)
+
+
+AUTHORIZER_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "authorizer.class.name",
+        STRING,
+        "",
+        "Turns ACLs on: Kafka's StandardAuthorizer (or AclAuthorizer) class name; empty: off.",
+    ),
+    ConfigKey(
+        "super.users",
+        STRING,
+        "",
+        "Principals allowed everything, separated by ';' (e.g. User:admin;User:node).",
+    ),
+    ConfigKey(
+        "allow.everyone.if.no.acl.found",
+        ConfigType.BOOLEAN,
+        "false",
+        "Allow an operation on a resource no ACL names at all (default: deny).",
     ),
 )
 

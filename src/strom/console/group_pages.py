@@ -96,7 +96,7 @@ def security_body(view: SecurityView) -> str:
         acls = f'<p class="notice error">Cannot list ACLs: {esc(view.acl_problem)}</p>'
     else:
         acls = table(
-            ("Principal", "Host", "Operation", "Permission", "Resource", "Pattern", "Name"),
+            ("Resource", "Pattern", "Name", "Principal", "Host", "Operation", "Permission"),
             view.acls,
             label="ACLs",
             empty="No ACLs.",

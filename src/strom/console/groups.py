@@ -8,7 +8,12 @@ import concurrent.futures
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from strom.cli.common import CommandError, admin_outcome, kafka_error_message
+from strom.cli.common import (
+    CommandError,
+    ConnectionSettings,
+    admin_outcome,
+    kafka_error_message,
+)
 from strom.cli.group import (
     commit_plan,
     committed_offsets,
@@ -150,47 +155,31 @@ class SecurityView:
     user_problem: str | None
 
 
-def security(backend: ClusterBackend) -> SecurityView:
-    """The cluster's ACLs and SCRAM users, or why they cannot be shown (a cluster without
-    an authorizer answers DescribeAcls with SECURITY_DISABLED)."""
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
+def acl_listing(connection: ConnectionSettings) -> tuple[list[tuple[str, ...]] | None, str | None]:
+    """Every ACL binding as a row, or why they cannot be listed. Asked through strom's
+    own client, as `strom acl list` asks: librdkafka answers a refused DescribeAcls
+    (SECURITY_DISABLED on a cluster without an authorizer, CLUSTER_AUTHORIZATION_FAILED)
+    with an empty list, which would read as "no ACLs"."""
+    from strom.cli.acl import describe
+    from strom.cli.acl_model import AclCommand, AclFilter
 
+    try:
+        entries = describe(
+            connection.bootstrap,
+            connection.timeout_s,
+            connection.command_config_file,
+            [AclFilter()],
+            AclCommand.LIST,
+        )
+    except CommandError as exc:
+        return None, str(exc)
+    return [entry.row() for entry in entries], None
+
+
+def security(backend: ClusterBackend) -> SecurityView:
+    """The cluster's ACLs and SCRAM users, or why they cannot be shown."""
     connection = backend.connection
-    acls: list[tuple[str, ...]] | None = None
-    acl_problem = None
-    anything: Any = None  # a filter's None matches any name, principal and host
-    wanted = AclBindingFilter(
-        ResourceType.ANY,
-        anything,
-        ResourcePatternType.ANY,
-        anything,
-        anything,
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    future = backend.admin.describe_acls(wanted, request_timeout=backend.timeout_s)
-    bindings, error = admin_outcome(future, connection, "ACLs")
-    if error is not None:
-        acl_problem = kafka_error_message(error.name(), error.str())
-    else:
-        acls = [
-            (
-                b.principal,
-                b.host,
-                b.operation.name,
-                b.permission_type.name,
-                b.restype.name,
-                b.resource_pattern_type.name,
-                b.name,
-            )
-            for b in bindings
-        ]
+    acls, acl_problem = acl_listing(connection)
     users: list[tuple[str, str]] | None = None
     user_problem = None
     try:

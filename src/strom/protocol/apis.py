@@ -39,6 +39,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -106,6 +109,10 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     # From transaction coordinators to the partitions' leaders; Kafka 4.0 serves v1 only.
     ApiKey.WRITE_TXN_MARKERS: VersionRange(1, 1),
     ApiKey.TXN_OFFSET_COMMIT: VersionRange(0, 5),
+    # Kafka 4.0 serves 1-3 (v0 went with KIP-896).
+    ApiKey.DESCRIBE_ACLS: VersionRange(1, 3),
+    ApiKey.CREATE_ACLS: VersionRange(1, 3),
+    ApiKey.DELETE_ACLS: VersionRange(1, 3),
     ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     ApiKey.ALTER_CONFIGS: VersionRange(0, 2),
     ApiKey.DELETE_RECORDS: VersionRange(0, 2),

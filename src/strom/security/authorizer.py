@@ -31,7 +31,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from strom.config.schema import invalid_value
 from strom.security.acls import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -90,18 +89,15 @@ def is_authorizer_class(class_name: str) -> bool:
 
 def parse_super_users(text: str) -> frozenset[str]:
     """The principals of a `super.users` value, as Kafka reads it: separated by `;`,
-    each trimmed, empty ones skipped; a principal without `Type:` is a ConfigError."""
+    each trimmed, empty ones skipped; ValueError for a principal without `Type:` (the
+    config names the key)."""
     users: set[str] = set()
     for part in text.split(";"):
         principal = part.strip()
         if not principal:
             continue
         if ":" not in principal:
-            raise invalid_value(
-                SUPER_USERS_KEY,
-                text,
-                f"{principal!r} is not a principal: write Type:name, e.g. User:admin",
-            )
+            raise ValueError(f"{principal!r} is not a principal: write Type:name, e.g. User:admin")
         users.add(principal)
     return frozenset(users)
 

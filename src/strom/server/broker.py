@@ -42,7 +42,7 @@ from strom.server.cleaner import run_cleaner
 from strom.server.clock import now_ms
 from strom.server.connection import Connection
 from strom.server.connection_gate import OpenConnections, peer_ip
-from strom.server.contexts import handler_contexts
+from strom.server.contexts import handler_contexts, node_peer
 from strom.server.controller import ControllerService
 from strom.server.controller_link import ControllerCaller
 from strom.server.flusher import Flusher
@@ -162,7 +162,8 @@ class Broker:
         self.bound: list[tuple[Listener, int]] = []
         self.security = ListenerSecurity(self.node_id, ())  # _bind() reads the TLS settings
         self.stopping = False
-        self.forward = ForwardPort(self.node_id, self.channel, self.metadata)
+        controllers = frozenset(config.controller_listener_names)
+        self.forward = ForwardPort(self.node_id, self.channel, self.metadata, controllers)
         """How handlers reach the active controller (handlers/forward.py)."""
         contexts = handler_contexts(self)
         self._private = contexts.private
@@ -505,6 +506,7 @@ class Broker:
                 listener=listener,
                 principal=principal,
                 sasl=self.security.sasl_gate(listener, writer),
+                node_peer=functools.partial(node_peer, self),
             ),
             gated_ip,
         )
@@ -518,8 +520,10 @@ class Broker:
         return await self._handlers[request.api_key](request)
 
     async def dispatch_controller(self, request: Request) -> Any | None:
+        """A request for the controller: in process or forwarded by a node (no listener),
+        or a client's on the controller listener, which the client handlers check."""
         handler = self._controller_handlers.get(request.api_key)
-        if handler is None:
+        if handler is None or (request.listener and request.api_key in self._handlers):
             return await self._handlers[request.api_key](request)
         return await handler(request)
 

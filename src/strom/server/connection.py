@@ -98,6 +98,7 @@ class Connection:
         listener: str = "",
         principal: str = "User:ANONYMOUS",
         sasl: SaslGate | None = None,
+        node_peer: Callable[[str, str], bool] | None = None,
     ) -> None:
         """`private` serves strom's own node-to-node APIs (server/private.py); a
         connection without it (a client listener) closes on any of them. `observe`
@@ -105,6 +106,9 @@ class Connection:
         self._observe = observe
         self._reader = reader
         self._private = private
+        self._node_peer = node_peer
+        """Whether a principal at a host may use strom's node-to-node APIs (CLUSTER_ACTION
+        on the cluster, with an authorizer); None: any may."""
         self._apis = apis
         self._writer = writer
         self._dispatch = dispatch
@@ -262,6 +266,15 @@ class Connection:
                 self._node_id,
                 self.peer,
                 api_key,
+            )
+            return None
+        if self._node_peer is not None and not self._node_peer(self.principal, self.host):
+            log.warning(
+                "[node %d] closing connection from %s: %s may not use strom's node-to-node "
+                "APIs (it needs CLUSTER_ACTION on the cluster, e.g. as one of super.users)",
+                self._node_id,
+                self.peer,
+                self.principal,
             )
             return None
         payload = frame[_PRIVATE_HEADER.size :]

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.security.acls import CLUSTER_NAME
+from strom.security.authorizer import Authorizer
+from strom.security.operations import AclOperation, AclResourceType
 from strom.server.handlers import Contexts
 from strom.server.handlers.ports import (
     AdminContext,
@@ -23,8 +26,32 @@ if TYPE_CHECKING:
     from strom.server.broker import Broker
 
 
+def authorizer(broker: Broker) -> Authorizer | None:
+    """The ACL decisions over the broker's image now; None without an authorizer."""
+    settings = broker.config.authorizer
+    if settings is None:
+        return None
+    return Authorizer(broker.image.acl_index, settings.super_users, settings.allow_if_no_acl)
+
+
+def node_peer(broker: Broker, principal: str, host: str) -> bool:
+    """Whether `principal` at `host` may use strom's node-to-node APIs: CLUSTER_ACTION on
+    the cluster, as Kafka asks of its brokers; any may without an authorizer."""
+    current = authorizer(broker)
+    if current is None:
+        return True
+    address = host.removeprefix("/").partition("%")[0]
+    return current.authorize(
+        principal, address, AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME
+    )
+
+
 def handler_contexts(broker: Broker) -> Contexts:
     """What each group of handlers reaches (handlers/ports.py)."""
+
+    def current() -> Authorizer | None:
+        return authorizer(broker)
+
     admin = AdminContext(
         node_id=broker.node_id,
         config=lambda: broker.config,
@@ -32,6 +59,7 @@ def handler_contexts(broker: Broker) -> Contexts:
         controller=lambda: broker.controller,
         rng=broker.rng,
         forward=broker.forward,
+        authorizer=current,
     )
     return Contexts(
         produce=ProduceContext(
@@ -42,19 +70,26 @@ def handler_contexts(broker: Broker) -> Contexts:
             txns=broker.transactions,
             verifier=broker.txn_verifier,
             produced=broker.observability.counters.traffic.produced,
+            authorizer=current,
         ),
         fetch=FetchContext(
+            authorizer=current,
             metadata=broker.metadata,
             partitions=broker.partitions,
             stopping=lambda: broker.stopping,
             sessions=broker.fetch_sessions,
             traffic=broker.observability.counters.traffic,
         ),
-        groups=GroupContext(broker.metadata, broker.groups, broker.txn_verifier),
+        groups=GroupContext(broker.metadata, broker.groups, broker.txn_verifier, current),
         txns=TxnContext(
-            broker.node_id, broker.metadata, broker.partitions, broker.groups, broker.transactions
+            broker.node_id,
+            broker.metadata,
+            broker.partitions,
+            broker.groups,
+            broker.transactions,
+            current,
         ),
-        txn_markers=TxnMarkersContext(markers=broker.marker_appender),
+        txn_markers=TxnMarkersContext(markers=broker.marker_appender, authorizer=current),
         cluster=ClusterContext(
             node_id=broker.node_id,
             metadata=broker.metadata,
@@ -68,6 +103,7 @@ def handler_contexts(broker: Broker) -> Contexts:
             store=lambda: broker.store,
             listener_name=next(iter(broker.config.controller_listener_names), "CONTROLLER"),
             forward=broker.forward,
+            authorizer=current,
         ),
         admin=admin,
         private=PrivateContext(

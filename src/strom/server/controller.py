@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from strom.config import BrokerConfig
 from strom.metadata import brokers as broker_decisions
 from strom.metadata import elect_leaders, isr, reassignments
+from strom.metadata.acl_records import ResourcePattern
 from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
 from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
@@ -42,6 +43,8 @@ from strom.metadata.records import (
 )
 from strom.metadata.scram_users import replace_user_credentials
 from strom.metadata.stores import Liveness, NotMetadataLeader, StoreCapabilities
+from strom.metadata.znode_diff import replace_resource_acls
+from strom.security.acls import AclBinding
 from strom.server.clock import now_ms
 from strom.server.tasks import TaskSet
 
@@ -572,6 +575,18 @@ class ControllerService:
 
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], bool]:
             records = replace_user_credentials(image, name, credentials)
+            return records, bool(records)
+
+        if await self.decide(decide):
+            log.info("[node %d] took the %s", self.node_id, source)
+
+    async def apply_stored_acls(
+        self, resource: ResourcePattern, bindings: Sequence[AclBinding], source: str
+    ) -> None:
+        """A resource's ACL bindings written into the store: make the image's those."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], bool]:
+            records = replace_resource_acls(image, resource, bindings)
             return records, bool(records)
 
         if await self.decide(decide):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from acl_helpers import ALLOW, DENY, LITERAL, PREFIXED, Kind, Op, acl
 
+from strom.config import load_config
 from strom.config.errors import ConfigError
 from strom.security.acls import AclBinding, AclBindingFilter, AclPermissionType, PatternType
 from strom.security.authorizer import (
@@ -294,9 +295,16 @@ def test_super_users_are_read_as_kafka_reads_them(text: str, expected: set[str])
     assert parse_super_users(text) == expected
 
 
-def test_a_super_user_without_a_type_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="'admin' is not a principal") as raised:
+def test_a_super_user_without_a_type_is_refused() -> None:
+    with pytest.raises(ValueError, match="'admin' is not a principal"):
         parse_super_users("User:root;admin")
+    with pytest.raises(ConfigError, match="'admin' is not a principal") as raised:
+        load_config(
+            overrides=[
+                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                "super.users=User:root;admin",
+            ]
+        )
     assert raised.value.key == "super.users"
 
 

@@ -148,7 +148,7 @@ def test_delete_topics_by_name_and_by_id_and_unknown_ones(tmp_path: Path) -> Non
         codes = [(r.name, r.topic_id, ErrorCode(r.error_code)) for r in answer.responses]
         assert codes == [
             (TOPIC, topic_id, ErrorCode.none),
-            ("", unknown, ErrorCode.unknown_topic_id),
+            (None, unknown, ErrorCode.unknown_topic_id),
         ]
         assert topic_id not in one.metadata.image.topics_by_id
 

@@ -4,6 +4,7 @@ Nodes on the in-memory metadata store; the "network" is a Loopback; no sleep."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from strom.metadata.stores.memory import MemoryLog
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.server.handlers import forward
-from strom.server.handlers.ports import PrivateContext, QuorumContext
+from strom.server.handlers.ports import ForwardPort, PrivateContext, QuorumContext
 from strom.server.handlers.private import PrivateSession
 from strom.server.handlers.quorum import controller_describe_quorum, handle_describe_quorum
 from strom.server.private import FORWARD_NOT_CONTROLLER, PrivateApi, encode_forward_response
@@ -151,5 +152,31 @@ def test_a_forwarded_request_at_a_node_that_is_not_the_controller_is_refused(
         assert answer.error_code == ErrorCode.not_controller
         assert answer.error_message == "not the active controller (the active controller is 1)"
         assert work.ran_with == []
+
+    run(scenario())
+
+
+def test_a_clients_request_on_a_controller_listener_is_that_controllers_own(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        _one, two = await cluster(MemoryLog(), tmp_path, 1, 2)
+        work = Recorded()
+        link = Loopback(leader_id=1, session=None)
+        context = dataclasses.replace(
+            quorum_context(two, channel=link),
+            forward=ForwardPort(2, link, two.metadata, frozenset({"CONTROLLER"})),
+        )
+        on_listener = dataclasses.replace(describe_quorum(), listener="CONTROLLER")
+        answer = await forward.at_controller(context, on_listener, work.handle, _describe_answer)
+        assert answer.error_code == ErrorCode.not_controller  # not forwarded to node 1
+        assert link.sent == [] and work.ran_with == []
+
+        active = Loopback(leader_id=2, session=None, local_controller_active=True)
+        context = dataclasses.replace(
+            context, forward=ForwardPort(2, active, two.metadata, frozenset({"CONTROLLER"}))
+        )
+        answer = await forward.at_controller(context, on_listener, work.handle, _describe_answer)
+        assert answer.error_message == "ran here"
 
     run(scenario())

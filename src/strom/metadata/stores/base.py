@@ -35,10 +35,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from strom.metadata.acl_records import ResourcePattern
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import BrokerEndpoint, ConfigResourceType, UserScramCredentialRecord
 from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry, Snapshot
+from strom.security.acls import AclBinding
 
 
 class NotMetadataLeader(Exception):
@@ -154,6 +156,12 @@ class StoreWatches(Protocol):
         self, name: str, credentials: Sequence[UserScramCredentialRecord], source: str
     ) -> None:
         """A user's SCRAM credentials written into the store (all it has now)."""
+        ...
+
+    async def apply_stored_acls(
+        self, resource: ResourcePattern, bindings: Sequence[AclBinding], source: str
+    ) -> None:
+        """A resource pattern's ACL bindings written into the store (all it has now)."""
         ...
 
 

@@ -13,6 +13,11 @@ lacks, no field a version requires left optional. Values are plain: ints for dur
 from __future__ import annotations
 
 from strom.protocol.apis import ApiKey
+from strom.protocol.responses.acls import (
+    CreateAclsResponse,
+    DeleteAclsResponse,
+    DescribeAclsResponse,
+)
 from strom.protocol.responses.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsResponse,
@@ -106,6 +111,9 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
+    ApiKey.DESCRIBE_ACLS: DescribeAclsResponse,
+    ApiKey.CREATE_ACLS: CreateAclsResponse,
+    ApiKey.DELETE_ACLS: DeleteAclsResponse,
     ApiKey.JOIN_GROUP: JoinGroupResponse,
     ApiKey.SYNC_GROUP: SyncGroupResponse,
     ApiKey.HEARTBEAT: HeartbeatResponse,

@@ -101,8 +101,9 @@ class CreateTopicsResponse(TypedDict):
 
 
 class DeletableTopicResult(TypedDict):
-    name: str
-    """The name ("" for a topic asked for by id and not found, v6+)."""
+    name: str | None
+    """The name; null (v6+) for a topic asked for by id whose name is not shown (unknown,
+    or one the principal may not describe)."""
     topic_id: uuid.UUID
     """The id (v6+); the zero UUID when unknown."""
     error_code: ErrorCode

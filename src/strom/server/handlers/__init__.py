@@ -15,6 +15,7 @@ from typing import Any
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
 from strom.server.handlers import (
+    acls,
     admin,
     cluster,
     configs,
@@ -123,6 +124,9 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: partial(
             scram.handle_alter_user_scram_credentials, contexts.admin
         ),
+        ApiKey.DESCRIBE_ACLS: partial(acls.handle_describe_acls, contexts.admin),
+        ApiKey.CREATE_ACLS: partial(acls.handle_create_acls, contexts.admin),
+        ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, contexts.admin),
         **_transactional(contexts.txns),
         ApiKey.WRITE_TXN_MARKERS: partial(
             txn_markers.handle_write_txn_markers, contexts.txn_markers
@@ -168,6 +172,8 @@ def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: partial(
             scram.controller_alter_user_scram_credentials, contexts.admin
         ),
+        ApiKey.CREATE_ACLS: partial(acls.controller_create_acls, contexts.admin),
+        ApiKey.DELETE_ACLS: partial(acls.controller_delete_acls, contexts.admin),
     }
 
 

@@ -21,9 +21,12 @@ from strom.protocol.responses.cluster import (
     MetadataTopic,
 )
 from strom.protocol.responses.groups import ApiVersionsResponse
-from strom.security.operations import OMITTED, AclResourceType, authorized_operations
+from strom.security.acls import CLUSTER_NAME
+from strom.security.operations import OMITTED, AclOperation, AclResourceType, operations_field
 from strom.server.handlers import admin
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import ClusterContext
+from strom.server.handlers.refusals import not_authorized
 from strom.server.transactions import TRANSACTION_VERSION
 
 log = logging.getLogger(__name__)
@@ -196,45 +199,69 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
     if version == 0 and not requested:
         requested = None  # v0 asks for every topic with an empty list
     allow_auto_create = bool(getattr(body, "allow_auto_topic_creation", True))
+    access = Access.of(context.admin.authorizer(), request)
+    describable = _Describable(access)
     topics: list[MetadataTopic] = []
-    if requested is None:
+    served: set[int] = set()  # entries whose authorized operations are told
+    if requested is None:  # topics the principal may not describe are left out
         image = context.metadata.image
-        topics = [_topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
+        for name, topic in sorted(image.topics_by_name.items()):
+            if describable(name):
+                served.add(len(topics))
+                topics.append(_topic_entry(topic, image))
     else:
+        image = context.metadata.image
+        auto_create = allow_auto_create and context.admin.config().auto_create_topics_enable
         missing = [
             t.name
             for t in requested
-            if t.name is not None and t.name not in context.metadata.image.topics_by_name
+            if t.name is not None and t.name not in image.topics_by_name and describable(t.name)
         ]
-        if missing and allow_auto_create and context.admin.config().auto_create_topics_enable:
+        creatable = [n for n in missing if auto_create and describable.may_create(n)]
+        if creatable:
             await admin.create_topics(
-                context.admin, [controller.NewTopic(n, -1, -1) for n in missing]
+                context.admin, [controller.NewTopic(n, -1, -1) for n in creatable]
             )
         image = context.metadata.image
         for wanted in requested:
             topic_id = getattr(wanted, "topic_id", None)
             if wanted.name is None and topic_id is not None and topic_id.int != 0:
                 by_id = image.topics_by_id.get(topic_id)
-                topics.append(
-                    _topic_entry(by_id, image)
-                    if by_id
-                    else _error_entry(None, ErrorCode.unknown_topic_id, topic_id)
-                )
+                if by_id is None:
+                    topics.append(_error_entry(None, ErrorCode.unknown_topic_id, topic_id))
+                elif not describable(by_id.name):  # the id is no secret, the name is
+                    topics.append(
+                        _error_entry(None, ErrorCode.topic_authorization_failed, topic_id)
+                    )
+                else:
+                    served.add(len(topics))
+                    topics.append(_topic_entry(by_id, image))
                 continue
-            topic = image.topics_by_name.get(wanted.name or "")
-            if topic is not None:
-                topics.append(_topic_entry(topic, image))
+            name = wanted.name or ""
+            if not describable(name):  # whether it exists or not, as Kafka answers
+                topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
+                continue
+            named = image.topics_by_name.get(name)
+            if named is not None:
+                served.add(len(topics))
+                topics.append(_topic_entry(named, image))
+            elif name in missing and auto_create and name not in creatable:
+                topics.append(_error_entry(name, ErrorCode.topic_authorization_failed))
             else:
-                reason = controller.validate_topic_name(wanted.name or "")
+                reason = controller.validate_topic_name(name)
                 code = (
                     ErrorCode.invalid_topic_exception
                     if reason
                     else ErrorCode.unknown_topic_or_partition
                 )
-                topics.append(_error_entry(wanted.name, code))
+                served.add(len(topics))
+                topics.append(_error_entry(name, code))
     if getattr(body, "include_topic_authorized_operations", False):
-        for entry in topics:
-            entry["topic_authorized_operations"] = authorized_operations(TOPIC, asked=True)
+        for index in served:
+            entry = topics[index]
+            entry["topic_authorized_operations"] = operations_field(
+                access.operations(TOPIC, entry["name"] or "")
+            )
     asked = bool(getattr(body, "include_cluster_authorized_operations", False))
     response: MetadataResponse = {
         "throttle_time": 0,
@@ -242,25 +269,63 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
         "cluster_id": context.cluster_id(),
         "controller_id": metadata_controller_id(context, image),
         "topics": topics,
-        "cluster_authorized_operations": authorized_operations(CLUSTER, asked=asked),
+        "cluster_authorized_operations": _cluster_operations(access, asked=asked),
         "error_code": ErrorCode.none,
     }
     return build_response(ApiKey.METADATA, version, response)
 
 
+class _Describable:
+    """Which topics the principal may describe (DESCRIBE) and create (CREATE on the
+    cluster, or on the topic), each asked once per request."""
+
+    def __init__(self, access: Access) -> None:
+        self._access = access
+        self._answers: dict[str, bool] = {}
+        self._create_cluster: bool | None = None
+
+    def __call__(self, name: str) -> bool:
+        answer = self._answers.get(name)
+        if answer is None:
+            answer = self._answers[name] = self._access.allows(AclOperation.DESCRIBE, TOPIC, name)
+        return answer
+
+    def may_create(self, name: str) -> bool:
+        if self._create_cluster is None:
+            self._create_cluster = self._access.allows_cluster(AclOperation.CREATE)
+        return self._create_cluster or self._access.allows(AclOperation.CREATE, TOPIC, name)
+
+
+def _cluster_operations(access: Access, *, asked: bool) -> int:
+    """The cluster's authorized_operations: none without DESCRIBE on it, as Kafka says."""
+    if not asked:
+        return OMITTED
+    if not access.allows_cluster(AclOperation.DESCRIBE):
+        return 0
+    return operations_field(access.operations(CLUSTER, CLUSTER_NAME))
+
+
 async def handle_describe_cluster(context: ClusterContext, request: Request) -> Any:
     image = context.metadata.image
     include_fenced = bool(getattr(request.body, "include_fenced_brokers", False))
+    access = Access.of(context.admin.authorizer(), request)
+    error, message = ErrorCode.none, None
+    on_controller = request.listener in context.admin.forward.controller_listeners
+    if on_controller and not access.allows_cluster(AclOperation.ALTER):
+        # Kafka's controllers ask ALTER on the cluster: their addresses are for operators.
+        error, message = ErrorCode.cluster_authorization_failed, not_authorized(request)
     response: DescribeClusterResponse = {
         "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "error_message": None,
+        "error_code": error,
+        "error_message": message,
         "endpoint_type": int(getattr(request.body, "endpoint_type", 1)),
         "cluster_id": context.cluster_id(),
         "controller_id": controller_id(context, image),
-        "brokers": _cluster_brokers(image, request.listener, include_fenced=include_fenced),
-        "cluster_authorized_operations": authorized_operations(
-            CLUSTER,
+        "brokers": []
+        if error is not ErrorCode.none
+        else _cluster_brokers(image, request.listener, include_fenced=include_fenced),
+        "cluster_authorized_operations": _cluster_operations(
+            access,
             asked=bool(getattr(request.body, "include_cluster_authorized_operations", False)),
         ),
     }

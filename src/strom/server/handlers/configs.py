@@ -1,9 +1,22 @@
 """DescribeConfigs for topics, this broker and the cluster-wide broker default, with
-sources; AlterConfigs and IncrementalAlterConfigs, decided by the active controller."""
+sources; AlterConfigs and IncrementalAlterConfigs, decided by the active controller.
+
+ACLs, per resource, as Kafka checks them (DescribeConfigs here; the alters on the broker
+the client reached, before they go on, as the controller's variants check nothing):
+DESCRIBE_CONFIGS, or ALTER_CONFIGS, on the topic for a TOPIC (TOPIC_AUTHORIZATION_FAILED),
+on the cluster for a BROKER, BROKER_LOGGER or CLIENT_METRICS
+(CLUSTER_AUTHORIZATION_FAILED), on the group for a GROUP (GROUP_AUTHORIZATION_FAILED),
+each with Kafka's default text. A refused resource is neither looked up nor validated.
+DescribeConfigs answers the refused ones after the others; the alters keep the
+request's order, and a resource named twice goes on regardless (the controller refuses
+both). Legacy AlterConfigs has no BROKER_LOGGER (INVALID_REQUEST, unchecked), and
+IncrementalAlterConfigs refuses one with no message, as Kafka does.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,11 +42,46 @@ from strom.protocol.responses.admin import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
+from strom.security.operations import AclOperation, AclResourceType
+from strom.server.handlers.access import Access
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
+from strom.server.handlers.refusals import (
+    CLUSTER_DENIED,
+    GROUP_DENIED,
+    TOPIC_DENIED,
+    answer_each,
+)
 from strom.server.listener_security import check_tls_change
 
 log = logging.getLogger(__name__)
+
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
+GROUP = 32
+"""Kafka's config resource types strom has no configs of (ConfigResourceType has those it
+has), checked all the same: a principal refused learns nothing more."""
+
+
+def _refusal(
+    access: Access, operation: AclOperation, kind: int, name: str
+) -> tuple[ErrorCode, str] | None:
+    """Why the principal may not do `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on
+    the config resource (`kind`, `name`), with Kafka's text; None when it may (or when
+    `kind` is no config resource type Kafka knows: refused as unsupported, unchecked)."""
+    if kind == ConfigResourceType.TOPIC:
+        if access.allows(operation, AclResourceType.TOPIC, name):
+            return None
+        return ErrorCode.topic_authorization_failed, TOPIC_DENIED
+    if kind in (ConfigResourceType.BROKER, BROKER_LOGGER, CLIENT_METRICS):
+        if access.allows_cluster(operation):
+            return None
+        return ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
+    if kind == GROUP:
+        if access.allows(operation, AclResourceType.GROUP, name):
+            return None
+        return ErrorCode.group_authorization_failed, GROUP_DENIED
+    return None
 
 
 def _entry(name: str, value: str | None, source: ConfigSource) -> DescribeConfigsEntry:
@@ -69,7 +117,9 @@ def _broker_entries(config: BrokerConfig) -> list[DescribeConfigsEntry]:
 async def handle_describe_configs(context: AdminContext, request: Request) -> Any:
     image = context.metadata.image
     config = context.config()
+    access = Access.of(context.authorizer(), request)
     results: list[DescribeConfigsResult] = []
+    refused: list[DescribeConfigsResult] = []
     for resource in request.body.resources:
         result: DescribeConfigsResult = {
             "error_code": ErrorCode.none,
@@ -78,8 +128,13 @@ async def handle_describe_configs(context: AdminContext, request: Request) -> An
             "resource_name": resource.resource_name,
             "configs": [],
         }
-        results.append(result)
         kind = int(resource.resource_type)
+        denied = _refusal(access, AclOperation.DESCRIBE_CONFIGS, kind, resource.resource_name)
+        if denied is not None:  # answered after the others, as Kafka answers
+            result["error_code"], result["error_message"] = denied
+            refused.append(result)
+            continue
+        results.append(result)
         if kind == ConfigResourceType.TOPIC:
             if resource.resource_name not in image.topics_by_name:
                 result["error_code"] = ErrorCode.unknown_topic_or_partition
@@ -109,7 +164,7 @@ async def handle_describe_configs(context: AdminContext, request: Request) -> An
             wanted = set(keys)
             entries = [e for e in entries if e["name"] in wanted]
         result["configs"] = entries
-    response: DescribeConfigsResponse = {"throttle_time": 0, "results": results}
+    response: DescribeConfigsResponse = {"throttle_time": 0, "results": results + refused}
     return build_response(ApiKey.DESCRIBE_CONFIGS, request.api_version, response)
 
 
@@ -232,6 +287,40 @@ def _tls_problem(context: AdminContext, request: Request) -> tuple[str, str] | N
 
 
 async def _alter(context: AdminContext, request: Request) -> Any:
+    access = Access.of(context.authorizer(), request)
+    if not access.enforced:
+        return await _alter_allowed(context, request)
+    incremental = request.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    resources = request.body.resources
+    named = Counter((int(r.resource_type), r.resource_name) for r in resources)
+    refusals: list[ConfigResult | None] = []
+    for resource in resources:
+        kind, name = int(resource.resource_type), resource.resource_name
+        denied = None
+        if named[kind, name] == 1 and (incremental or kind != BROKER_LOGGER):
+            denied = _refusal(access, AclOperation.ALTER_CONFIGS, kind, name)
+        if denied is None:
+            refusals.append(None)
+        else:
+            code, message = denied
+            shown = None if kind == BROKER_LOGGER else message  # Kafka's broker says none
+            refusals.append(ConfigResult(kind, name, code, shown))
+
+    async def allowed(passed_on: Request) -> list[ConfigResult]:
+        body = await _alter_allowed(context, passed_on)
+        return [
+            ConfigResult(
+                int(r.resource_type), r.resource_name, ErrorCode(r.error_code), r.error_message
+            )
+            for r in body.responses
+        ]
+
+    return _alter_response(request, await answer_each(request, "resources", refusals, allowed))
+
+
+async def _alter_allowed(context: AdminContext, request: Request) -> Any:
+    """The alter of the resources the principal may alter: checked for this broker's TLS
+    stores here, then decided by the active controller."""
     problem = None if request.body.validate_only else _tls_problem(context, request)
     if problem is not None:
         name, message = problem

@@ -7,6 +7,14 @@ number on strom as on Kafka. The first lookup of either kind creates its topic; 
 it has a live leader the answer is COORDINATOR_NOT_AVAILABLE and the client retries.
 Every answer but the coordinator's endpoint is node -1 at host "" and port -1. v4+ look
 up a batch of keys; earlier versions one, answered at the top level.
+
+With an authorizer each key is checked first, as Kafka's KafkaApis does, so that a key
+the principal may not look up creates no topic: a group needs DESCRIBE on it (else
+GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a share group (key type 2, v6) CLUSTER_ACTION on
+the cluster (else CLUSTER_AUTHORIZATION_FAILED; strom serves no share groups, so with it
+the answer is INVALID_REQUEST). The error's message is Kafka's: its default text where
+Kafka sends one (v0-v3, and the share key's refusal), none otherwise.
 """
 
 from __future__ import annotations
@@ -19,16 +27,43 @@ from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.cluster import Coordinator, FindCoordinatorResponse
+from strom.security.operations import AclOperation, AclResourceType
 from strom.server.groups import CoordinatorUnavailable
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import TxnContext
 from strom.server.transactions import TxnUnavailable
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
 
 _GROUP = 0
 _TRANSACTION = 1
+_SHARE = 2
+_BATCHED_VERSION = 4
+_SHARE_VERSION = 6
+_DENIED_MESSAGES = {
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+}
+"""Kafka's default text of each error, which it sends with a refusal to v0-v3."""
 
 
-async def _coordinator(context: TxnContext, key: str, key_type: int, listener: str) -> Coordinator:
+def _refused(access: Access, key: str, key_type: int, version: int) -> ErrorCode | None:
+    """The error when the principal may not look `key` up; None when it may."""
+    if key_type == _GROUP:
+        allowed = access.allows(AclOperation.DESCRIBE, AclResourceType.GROUP, key)
+        return None if allowed else ErrorCode.group_authorization_failed
+    if key_type == _TRANSACTION:
+        allowed = access.allows(AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, key)
+        return None if allowed else ErrorCode.transactional_id_authorization_failed
+    if key_type == _SHARE and version >= _SHARE_VERSION:
+        allowed = access.allows_cluster(AclOperation.CLUSTER_ACTION)
+        return None if allowed else ErrorCode.cluster_authorization_failed
+    return None
+
+
+async def _coordinator(
+    context: TxnContext, access: Access, key: str, key_type: int, request: Request
+) -> Coordinator:
     entry: Coordinator = {
         "key": key,
         "node_id": -1,
@@ -37,6 +72,13 @@ async def _coordinator(context: TxnContext, key: str, key_type: int, listener: s
         "error_code": ErrorCode.none,
         "error_message": None,
     }
+    refused = _refused(access, key, key_type, request.api_version)
+    if refused is not None:
+        entry["error_code"] = refused
+        if request.api_version < _BATCHED_VERSION or key_type == _SHARE:
+            entry["error_message"] = _DENIED_MESSAGES[refused]
+        return entry
+    listener = request.listener
     try:
         if key_type == _GROUP:
             service = context.groups
@@ -75,13 +117,14 @@ async def _coordinator(context: TxnContext, key: str, key_type: int, listener: s
 async def handle_find_coordinator(context: TxnContext, request: Request) -> Any:
     body = request.body
     key_type = int(getattr(body, "key_type", _GROUP))
-    if request.api_version >= 4:
+    access = Access.of(context.authorizer(), request)
+    if request.api_version >= _BATCHED_VERSION:
         coordinators = [
-            await _coordinator(context, key, key_type, request.listener)
+            await _coordinator(context, access, key, key_type, request)
             for key in body.coordinator_keys
         ]
     else:
-        coordinators = [await _coordinator(context, body.key, key_type, request.listener)]
+        coordinators = [await _coordinator(context, access, body.key, key_type, request)]
     # v0-v3 answer their one key at the top level, v4+ in `coordinators`; the codec
     # keeps what the asked version has.
     first = coordinators[0] if coordinators else None

@@ -11,6 +11,10 @@ learn the leader's start from its fetch answers and report their own in their fe
 A wait longer than the request's `timeout_ms` ends in REQUEST_TIMED_OUT for that
 partition (the deletion stands; followers catch up later); a leadership that moves
 meanwhile ends in NOT_LEADER_OR_FOLLOWER.
+
+ACLs, as Kafka checks them: DELETE on each topic, before anything else; a partition of
+a topic without it is TOPIC_AUTHORIZATION_FAILED (low watermark -1), whether it exists
+or not.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from strom.protocol.responses.admin import (
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
+from strom.security.operations import AclOperation, AclResourceType
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import FetchContext
 from strom.server.partition import LeadershipMoved, Partition
 
@@ -39,11 +45,13 @@ _TO_HIGH_WATERMARK = -1
 async def handle_delete_records(context: FetchContext, request: Request) -> Any:
     image = context.metadata.image
     timeout_s = max(ms(request.body.timeout), 0) / 1000
+    access = Access.of(context.authorizer(), request)
     topics: list[DeleteRecordsTopicResult] = []
     waits: list[asyncio.Task[None]] = []
     for topic in request.body.topics:
         results: list[DeleteRecordsPartitionResult] = []
         topics.append({"name": topic.name, "partitions": results})
+        allowed = access.allows(AclOperation.DELETE, AclResourceType.TOPIC, topic.name)
         for wanted in topic.partitions:
             result: DeleteRecordsPartitionResult = {
                 "partition_index": wanted.partition_index,
@@ -51,6 +59,9 @@ async def handle_delete_records(context: FetchContext, request: Request) -> Any:
                 "error_code": ErrorCode.none,
             }
             results.append(result)
+            if not allowed:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             partition, error = context.partitions.led(topic.name, wanted.partition_index, image, -1)
             if partition is None:
                 result["error_code"] = error

@@ -1,7 +1,14 @@
 """ElectLeaders and UnregisterBroker: decided by the active controller
 (metadata/elect_leaders.py, metadata/brokers.py), wherever a client sent them (see
 forward.py). The answer comes once the decision is committed, as Kafka's controller
-answers; ElectLeaders' timeout is not otherwise used."""
+answers; ElectLeaders' timeout is not otherwise used.
+
+ACLs, as Kafka's controller checks them, but on the broker the client reached, before
+the request goes on (the controller's variants, for forwarded requests, check nothing):
+each needs ALTER on the cluster. A refused ElectLeaders is CLUSTER_AUTHORIZATION_FAILED
+at the top and on every partition asked for ("Request … is not authorized."); a refused
+UnregisterBroker is CLUSTER_AUTHORIZATION_FAILED with no message.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +24,22 @@ from strom.protocol.responses.admin import (
     ReplicaElectionResult,
     UnregisterBrokerResponse,
 )
+from strom.security.operations import AclOperation
+from strom.server.handlers.access import Access
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
+from strom.server.handlers.refusals import not_authorized
+
+
+def _may_alter_cluster(context: AdminContext, request: Request) -> bool:
+    return Access.of(context.authorizer(), request).allows_cluster(AclOperation.ALTER)
 
 
 async def handle_elect_leaders(context: AdminContext, request: Request) -> Any:
+    if not _may_alter_cluster(context, request):
+        return _elect_error(
+            request, ErrorCode.cluster_authorization_failed, not_authorized(request)
+        )
     return await at_controller(context, request, _elect_here, _elect_error)
 
 
@@ -93,6 +111,8 @@ async def _elect_here(context: AdminContext, request: Request) -> Any:
 
 
 async def handle_unregister_broker(context: AdminContext, request: Request) -> Any:
+    if not _may_alter_cluster(context, request):
+        return _unregister_response(request, ErrorCode.cluster_authorization_failed, None)
     return await at_controller(context, request, _unregister_here, _unregister_response)
 
 

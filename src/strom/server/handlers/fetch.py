@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -55,7 +56,9 @@ from strom.protocol.responses.fetch import (
     ListOffsetsTopic,
     OffsetForLeaderEpochResponse,
 )
+from strom.security.operations import AclOperation, AclResourceType
 from strom.server.clock import now_ms
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import FetchContext
 from strom.server.partition import Partition
 
@@ -206,8 +209,9 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
         return build_response(ApiKey.FETCH, version, refused)
     read_committed = int(getattr(body, "isolation_level", 0)) == _READ_COMMITTED
     image = context.metadata.image
+    allowed = _allowed(Access.of(context.authorizer(), request), replica_id >= 0)
     wanted = [
-        _wanted(context, image, fetch, version, replica_id, current_ms, read_committed)
+        _wanted(context, image, fetch, version, replica_id, current_ms, read_committed, allowed)
         for fetch in served.fetches
     ]
     max_bytes = int(getattr(body, "max_bytes", 0x7FFFFFFF))
@@ -230,6 +234,24 @@ async def handle_fetch(context: FetchContext, request: Request) -> Any:
     return build_response(ApiKey.FETCH, version, response)
 
 
+def _allowed(access: Access, follower: bool) -> Callable[[str], bool]:
+    """Whether a topic may be read: a follower needs CLUSTER_ACTION on the cluster (every
+    partition refused without it, as Kafka answers), a consumer READ on the topic."""
+    if not access.enforced:
+        return lambda _name: True
+    if follower:
+        may = access.allows_cluster(AclOperation.CLUSTER_ACTION)
+        return lambda _name: may
+    readable: dict[str, bool] = {}
+
+    def allowed(name: str) -> bool:
+        if name not in readable:
+            readable[name] = access.allows(AclOperation.READ, AclResourceType.TOPIC, name)
+        return readable[name]
+
+    return allowed
+
+
 def _wanted(
     context: FetchContext,
     image: MetadataImage,
@@ -238,6 +260,7 @@ def _wanted(
     replica_id: int,
     current_ms: int,
     read_committed: bool,
+    allowed: Callable[[str], bool],
 ) -> _Wanted:
     """One partition to read: the partition led here, or None with the entry's error."""
     if isinstance(fetch.topic, uuid.UUID):
@@ -247,6 +270,8 @@ def _wanted(
         name = fetch.topic
     if name is None:
         partition, error = None, ErrorCode.unknown_topic_id
+    elif not allowed(name):
+        partition, error = None, ErrorCode.topic_authorization_failed
     else:
         partition, error = context.partitions.led(
             name, fetch.partition, image, fetch.current_leader_epoch
@@ -375,13 +400,20 @@ async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
 
 async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
     """Offsets by timestamp; "latest" is the high watermark, or the last stable offset
-    for isolation_level 1 (read_committed), which also bounds the timestamp lookups."""
+    for isolation_level 1 (read_committed), which also bounds the timestamp lookups.
+
+    ACLs, as Kafka checks them, before anything else: DESCRIBE on each topic (whatever
+    the replica id says); the partitions of a topic without it are
+    TOPIC_AUTHORIZATION_FAILED, answered after the others."""
     image = context.metadata.image
     read_committed = int(getattr(request.body, "isolation_level", 0)) == _READ_COMMITTED
+    access = Access.of(context.authorizer(), request)
     topics: list[ListOffsetsTopic] = []
+    refused: list[ListOffsetsTopic] = []
     for list_topic in request.body.topics:
         entries: list[ListOffsetsPartition] = []
-        topics.append({"name": list_topic.name, "partitions": entries})
+        allowed = access.allows(AclOperation.DESCRIBE, AclResourceType.TOPIC, list_topic.name)
+        (topics if allowed else refused).append({"name": list_topic.name, "partitions": entries})
         for list_partition in list_topic.partitions:
             entry: ListOffsetsPartition = {
                 "partition_index": list_partition.partition_index,
@@ -391,6 +423,9 @@ async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
                 "leader_epoch": -1,
             }
             entries.append(entry)
+            if not allowed:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             partition, error = context.partitions.led(
                 list_topic.name,
                 list_partition.partition_index,
@@ -419,18 +454,29 @@ async def handle_list_offsets(context: FetchContext, request: Request) -> Any:
                     entry["offset"], entry["timestamp"] = found
             else:
                 entry["error_code"] = ErrorCode.invalid_request
-    response: ListOffsetsResponse = {"throttle_time": 0, "topics": topics}
+    response: ListOffsetsResponse = {"throttle_time": 0, "topics": topics + refused}
     return build_response(ApiKey.LIST_OFFSETS, request.api_version, response)
 
 
 async def handle_offset_for_leader_epoch(context: FetchContext, request: Request) -> Any:
     """Where each asked-about leader epoch ends in the leader's log (KIP-101, KIP-279):
-    followers truncate to it, consumers (KIP-320) check their position against it."""
+    followers truncate to it, consumers (KIP-320) check their position against it.
+
+    ACLs, as Kafka checks them, before anything else: CLUSTER_ACTION on the cluster (a
+    follower's) allows every topic, else DESCRIBE on each (a consumer's); the
+    partitions of a topic without it are TOPIC_AUTHORIZATION_FAILED, answered after the
+    others."""
     image = context.metadata.image
+    access = Access.of(context.authorizer(), request)
+    every_topic = access.allows_cluster(AclOperation.CLUSTER_ACTION)
     topics: list[LeaderEpochTopic] = []
+    refused: list[LeaderEpochTopic] = []
     for asked_topic in request.body.topics:
         results: list[LeaderEpochEndOffset] = []
-        topics.append({"topic": asked_topic.topic, "partitions": results})
+        allowed = every_topic or access.allows(
+            AclOperation.DESCRIBE, AclResourceType.TOPIC, asked_topic.topic
+        )
+        (topics if allowed else refused).append({"topic": asked_topic.topic, "partitions": results})
         for asked in asked_topic.partitions:
             result: LeaderEpochEndOffset = {
                 "error_code": ErrorCode.none,
@@ -439,6 +485,9 @@ async def handle_offset_for_leader_epoch(context: FetchContext, request: Request
                 "end_offset": -1,
             }
             results.append(result)
+            if not allowed:
+                result["error_code"] = ErrorCode.topic_authorization_failed
+                continue
             partition, error = context.partitions.led(
                 asked_topic.topic, asked.partition, image, int(asked.current_leader_epoch)
             )
@@ -447,5 +496,5 @@ async def handle_offset_for_leader_epoch(context: FetchContext, request: Request
                 continue
             epoch, end_offset = partition.log.end_offset_for_epoch(int(asked.leader_epoch))
             result["leader_epoch"], result["end_offset"] = epoch, end_offset
-    response: OffsetForLeaderEpochResponse = {"throttle_time": 0, "topics": topics}
+    response: OffsetForLeaderEpochResponse = {"throttle_time": 0, "topics": topics + refused}
     return build_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version, response)

@@ -6,6 +6,9 @@ until its own metadata has reached the offset the controller answered at (so the
 sees its change on this broker at once), and relays the answer. While there is no active
 controller (an election is under way), or the node it believes active says it is not
 (yet), it retries for a while, then answers NOT_CONTROLLER, which Kafka clients retry.
+A client's request on a controller listener (the caller has checked its ACLs) is that
+controller's own: it runs there when it is the active one, and is answered
+NOT_CONTROLLER otherwise, as Kafka's controllers answer.
 
 A caller passes its handlers' context, which carries the node's `ForwardPort` as
 `forward` (handlers/ports.py); the request's own work, `handle(context, request)`, gets
@@ -50,6 +53,8 @@ async def at_controller(
 ) -> Any:
     """`handle(context, request)` on the active controller; its response body."""
     port = context.forward
+    if request.listener in port.controller_listeners:  # checked by the caller, not forwarded
+        return await on_this_controller(context, request, handle, error_response)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + FORWARD_TIMEOUT_S
     frame = encode_request(

@@ -7,6 +7,15 @@ write what it returns, and waits for its reply when the coordinator parks the re
 Every decision is carried out by `apply`, so a reply goes out only once the state it
 reports is committed; when the write fails the client gets the coordinator error (the
 group is as before).
+
+With an authorizer, as Kafka's KafkaApis checks before the coordinator is asked:
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup need READ on the group (else the whole
+answer is GROUP_AUTHORIZATION_FAILED); DescribeGroups needs DESCRIBE on each group (a
+denied one is answered first, GROUP_AUTHORIZATION_FAILED) and reports the principal's
+`authorized_operations` on each group described without error; DeleteGroups needs DELETE
+on each group (the denied ones are answered after the others); ListGroups lists every
+group to a principal with DESCRIBE on the cluster, and otherwise only the groups it may
+DESCRIBE, never refusing.
 """
 
 from __future__ import annotations
@@ -30,9 +39,17 @@ from strom.protocol.responses.groups import (
     ListGroupsResponse,
     SyncGroupResponse,
 )
-from strom.security.operations import AclResourceType, authorized_operations
+from strom.security.operations import OMITTED, AclOperation, AclResourceType, operations_field
 from strom.server.groups import CoordinatorUnavailable
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import GroupContext
+
+_GROUP = AclResourceType.GROUP
+
+
+def _readable(context: GroupContext, request: Request, group_id: str) -> bool:
+    """Whether the principal may READ the group: what a member's requests need."""
+    return Access.of(context.authorizer(), request).allows(AclOperation.READ, _GROUP, group_id)
 
 
 async def handle_join_group(context: GroupContext, request: Request) -> Any:
@@ -52,10 +69,13 @@ async def handle_join_group(context: GroupContext, request: Request) -> Any:
         require_known_member_id=request.api_version >= 4,
         reason=getattr(body, "reason", None),
     )
-    try:
-        result = await context.groups.join(join)
-    except CoordinatorUnavailable as exc:
-        result = JoinResult(exc.error_code, member_id=join.member_id)
+    if not _readable(context, request, join.group_id):
+        result = JoinResult(ErrorCode.group_authorization_failed)
+    else:
+        try:
+            result = await context.groups.join(join)
+        except CoordinatorUnavailable as exc:
+            result = JoinResult(exc.error_code, member_id=join.member_id)
     if result.error is ErrorCode.member_id_required and request.api_version < 4:
         result = JoinResult(ErrorCode.unknown_member_id)
     response: JoinGroupResponse = {
@@ -90,10 +110,16 @@ async def handle_sync_group(context: GroupContext, request: Request) -> Any:
         protocol_name=getattr(body, "protocol_name", None),
         assignments=tuple((a.member_id, a.assignment) for a in body.assignments),
     )
-    try:
-        result = await context.groups.sync(sync)
-    except CoordinatorUnavailable as exc:
-        result = SyncResult(exc.error_code)
+    if request.api_version >= 5 and (sync.protocol_type is None or sync.protocol_name is None):
+        # Mandatory from v5 on, checked before the ACLs, as Kafka does.
+        result = SyncResult(ErrorCode.inconsistent_group_protocol)
+    elif not _readable(context, request, sync.group_id):
+        result = SyncResult(ErrorCode.group_authorization_failed)
+    else:
+        try:
+            result = await context.groups.sync(sync)
+        except CoordinatorUnavailable as exc:
+            result = SyncResult(exc.error_code)
     response: SyncGroupResponse = {
         "throttle_time": 0,
         "error_code": result.error,
@@ -106,6 +132,12 @@ async def handle_sync_group(context: GroupContext, request: Request) -> Any:
 
 async def handle_heartbeat(context: GroupContext, request: Request) -> Any:
     body = request.body
+    if not _readable(context, request, body.group_id):
+        denied: HeartbeatResponse = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+        }
+        return build_response(ApiKey.HEARTBEAT, request.api_version, denied)
     try:
         await context.groups.coordinate(body.group_id)
         error, out = context.groups.heartbeat(
@@ -123,6 +155,13 @@ async def handle_heartbeat(context: GroupContext, request: Request) -> Any:
 
 async def handle_leave_group(context: GroupContext, request: Request) -> Any:
     body = request.body
+    if not _readable(context, request, body.group_id):
+        denied: LeaveGroupResponse = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.group_authorization_failed,
+            "members": [],
+        }
+        return build_response(ApiKey.LEAVE_GROUP, request.api_version, denied)
     if request.api_version >= 3:
         leaving = [
             LeavingMember(m.member_id, getattr(m, "group_instance_id", None)) for m in body.members
@@ -154,12 +193,16 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
     body = request.body
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
+    access = Access.of(context.authorizer(), request)
+    every = access.allows_cluster(AclOperation.DESCRIBE)
     groups: list[ListedGroup] = []
     for group in context.groups.describe_all():
         if states and group.state.value.lower() not in states:
             continue
         if types and "classic" not in types:
             continue
+        if not (every or access.allows(AclOperation.DESCRIBE, _GROUP, group.group_id)):
+            continue  # left out, never refused
         groups.append(
             {
                 "group_id": group.group_id,
@@ -177,22 +220,17 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
 
 
 async def handle_describe_groups(context: GroupContext, request: Request) -> Any:
+    access = Access.of(context.authorizer(), request)
+    tell_operations = request.api_version >= 3 and bool(
+        getattr(request.body, "include_authorized_operations", False)
+    )
+    denied: list[DescribedGroup] = []
     entries: list[DescribedGroup] = []
     for group_id in request.body.groups:
-        entry: DescribedGroup = {
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "group_id": group_id,
-            "group_state": GroupState.DEAD.value,
-            "protocol_type": "",
-            "protocol_data": "",
-            "members": [],
-            "authorized_operations": authorized_operations(
-                AclResourceType.GROUP,
-                asked=request.api_version >= 3
-                and bool(getattr(request.body, "include_authorized_operations", False)),
-            ),
-        }
+        if not access.allows(AclOperation.DESCRIBE, _GROUP, group_id):
+            denied.append(_group_entry(group_id, ErrorCode.group_authorization_failed, ""))
+            continue
+        entry = _group_entry(group_id, ErrorCode.none, GroupState.DEAD.value)
         entries.append(entry)
         try:
             await context.groups.coordinate(group_id)
@@ -219,12 +257,37 @@ async def handle_describe_groups(context: GroupContext, request: Request) -> Any
             }
             for m in description.members
         ]
-    response: DescribeGroupsResponse = {"throttle_time": 0, "groups": entries}
+    if tell_operations:  # only of the groups described without error, as Kafka
+        for entry in entries:
+            if entry["error_code"] is ErrorCode.none:
+                entry["authorized_operations"] = operations_field(
+                    access.operations(_GROUP, entry["group_id"])
+                )
+    # The refused groups first, then the described ones, as Kafka answers.
+    response: DescribeGroupsResponse = {"throttle_time": 0, "groups": denied + entries}
     return build_response(ApiKey.DESCRIBE_GROUPS, request.api_version, response)
 
 
+def _group_entry(group_id: str, error: ErrorCode, state: str) -> DescribedGroup:
+    return {
+        "error_code": error,
+        "error_message": None,
+        "group_id": group_id,
+        "group_state": state,
+        "protocol_type": "",
+        "protocol_data": "",
+        "members": [],
+        "authorized_operations": OMITTED,
+    }
+
+
 async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
-    group_ids = list(request.body.groups_names)
+    access = Access.of(context.authorizer(), request)
+    group_ids: list[str] = []
+    denied: list[str] = []
+    for group_id in dict.fromkeys(request.body.groups_names):  # each once, as Kafka
+        allowed = access.allows(AclOperation.DELETE, _GROUP, group_id)
+        (group_ids if allowed else denied).append(group_id)
     results: dict[str, ErrorCode] = {}
     local: list[str] = []
     for group_id in group_ids:
@@ -240,8 +303,10 @@ async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
     except CoordinatorUnavailable as exc:
         deleted = [g for g, error in zip(local, errors, strict=True) if error is ErrorCode.none]
         results.update(dict.fromkeys(deleted, exc.error_code))
+    results.update(dict.fromkeys(denied, ErrorCode.group_authorization_failed))
     response: DeleteGroupsResponse = {
         "throttle_time": 0,
-        "results": [{"group_id": g, "error_code": results[g]} for g in group_ids],
+        # The refused groups after the others, as Kafka answers.
+        "results": [{"group_id": g, "error_code": results[g]} for g in group_ids + denied],
     }
     return build_response(ApiKey.DELETE_GROUPS, request.api_version, response)

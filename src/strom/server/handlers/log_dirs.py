@@ -8,6 +8,9 @@ watermark (`offset_lag`, as Kafka computes it for a current log; strom has no fu
 logs, AlterReplicaLogDirs having nowhere to move them). Partitions not held here are
 left out, as Kafka leaves them out. From v4 the answer has the volume's total and
 usable bytes.
+
+ACLs, as Kafka checks them: DESCRIBE on the cluster, else no log directories and, from
+v3, CLUSTER_AUTHORIZATION_FAILED (v1-2 have no error field: the answer is just empty).
 """
 
 from __future__ import annotations
@@ -24,10 +27,19 @@ from strom.protocol.responses.admin import (
     DescribeLogDirsResponse,
     DescribeLogDirsResult,
 )
+from strom.security.operations import AclOperation
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import FetchContext
 
 
 async def handle_describe_log_dirs(context: FetchContext, request: Request) -> Any:
+    if not Access.of(context.authorizer(), request).allows_cluster(AclOperation.DESCRIBE):
+        refused: DescribeLogDirsResponse = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "results": [],
+        }
+        return build_response(ApiKey.DESCRIBE_LOG_DIRS, request.api_version, refused)
     wanted = _wanted(request.body.topics)
     by_topic: dict[str, list[DescribeLogDirsPartition]] = {}
     for partition in context.partitions:

@@ -34,6 +34,7 @@ from strom.metadata.stores.base import PeerStream, QuorumDescription, StoreCapab
 from strom.metrics.traffic import Tally, TopicTraffic
 from strom.protocol.codec import Request
 from strom.raft.messages import Entry, Snapshot
+from strom.security.authorizer import Authorizer
 from strom.server.controller import NotController
 from strom.server.controller_link import LocalController
 from strom.server.partitions import PartitionManager
@@ -154,6 +155,8 @@ class ProduceContext:
     """Transactional produces: is the partition in the producer's transaction?"""
     produced: Tally = field(default_factory=Tally)
     """Bytes and records appended, per topic (metrics)."""
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now; None: no authorizer configured."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,8 @@ class FetchContext:
     """The fetch sessions (KIP-227) of this broker."""
     traffic: TopicTraffic = field(default_factory=TopicTraffic)
     """Bytes and records sent to consumers and followers, per topic (metrics)."""
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now; None: no authorizer configured."""
 
 
 # --- groups and offsets ---
@@ -256,6 +261,8 @@ class GroupContext:
     groups: GroupCoordination
     verifier: TxnVerification
     """TxnOffsetCommit: is the group's partition in the producer's transaction?"""
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now; None: no authorizer configured."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +279,8 @@ class TxnContext:
     groups: GroupCoordination
     """Where a group lives (FindCoordinator, AddOffsetsToTxn)."""
     txns: TxnCoordination
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now; None: no authorizer configured."""
 
 
 # --- controller quorum, forwarding, admin, private ---
@@ -326,6 +335,9 @@ class ForwardPort:
     node_id: int
     channel: ControllerLink
     metadata: MetadataProgress
+    controller_listeners: frozenset[str] = frozenset()
+    """This node's controller listeners: a client's request on one is this controller's
+    to answer, NOT_CONTROLLER unless it is the active one (as Kafka's controllers do)."""
 
 
 class Forwarding(Protocol):
@@ -375,6 +387,8 @@ class QuorumContext:
     listener_name: str
     """The controller listener's name, as DescribeQuorum lists the voters' endpoints."""
     forward: ForwardPort
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now; None: no authorizer configured."""
 
 
 class AdminController(Protocol):
@@ -421,6 +435,8 @@ class AdminContext:
     rng: Random
     """Where new replicas go (placement of created topics and partitions)."""
     forward: ForwardPort
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now (the image's bindings); None: no authorizer configured."""
 
     def active_controller(self) -> AdminController:
         """This node's controller while it is the active one; NotController otherwise."""

@@ -27,7 +27,7 @@ _FETCH_MAX_BYTES = 1 << 20
 # CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
 # AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders, DescribeQuorum,
 # UnregisterBroker, AlterUserScramCredentials
-FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 43, 55, 64, 51})
+FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 43, 55, 64, 51, 30, 31})
 
 
 class PrivateSession:

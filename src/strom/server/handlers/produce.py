@@ -37,8 +37,10 @@ from strom.protocol.responses.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from strom.security.operations import AclOperation, AclResourceType
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import ProduceContext
 from strom.server.partition import LeadershipMoved, Partition
 from strom.server.producer_ids import ProducerIdsUnavailable
@@ -76,6 +78,12 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
     timeout_s = max(0, ms(body.timeout)) / 1000
     image = context.metadata.image
     led = context.partitions.led
+    access = Access.of(context.authorizer(), request)
+    txn_id = body.transactional_id
+    txn_denied = txn_id is not None and not access.allows(
+        AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id
+    )
+    writable: dict[str, bool] = {}
     writes: list[_Write] = []
     entries: list[PartitionProduceResponse] = []
     topics: list[TopicProduceResponse] = []
@@ -96,6 +104,15 @@ async def handle_produce(context: ProduceContext, request: Request) -> Any | Non
             entries.append(entry)
             if acks not in (-1, 0, 1):
                 entry["error_code"] = ErrorCode.invalid_required_acks
+                continue
+            if txn_denied:  # the whole request, as Kafka refuses it
+                entry["error_code"] = ErrorCode.transactional_id_authorization_failed
+                continue
+            name = topic_data.name
+            if name not in writable:
+                writable[name] = access.allows(AclOperation.WRITE, AclResourceType.TOPIC, name)
+            if not writable[name]:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
                 continue
             partition, error = led(topic_data.name, data.index, image)
             if partition is None:
@@ -333,6 +350,10 @@ async def handle_init_producer_id(context: ProduceContext, request: Request) -> 
         "producer_id": -1,
         "producer_epoch": -1,
     }
+    denied = _init_denied(Access.of(context.authorizer(), request), body.transactional_id)
+    if denied is not None:
+        response["error_code"] = denied
+        return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)
     producer_id = int(getattr(body, "producer_id", -1))
     producer_epoch = int(getattr(body, "producer_epoch", -1))
     if body.transactional_id is not None:
@@ -351,6 +372,22 @@ async def handle_init_producer_id(context: ProduceContext, request: Request) -> 
             return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)
         response["producer_epoch"] = 0
     return build_response(ApiKey.INIT_PRODUCER_ID, request.api_version, response)
+
+
+def _init_denied(access: Access, txn_id: str | None) -> ErrorCode | None:
+    """Kafka's checks of an InitProducerId, before anything else: a transactional
+    producer needs WRITE on its transactional id; an idempotent one IDEMPOTENT_WRITE on
+    the cluster, or else WRITE on some topic (KIP-679: any LITERAL or PREFIXED ALLOW no
+    DENY overrides, as Kafka's authorizeByResourceType decides)."""
+    if txn_id is not None:
+        if access.allows(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if access.allows_cluster(AclOperation.IDEMPOTENT_WRITE) or access.allows_any(
+        AclOperation.WRITE, AclResourceType.TOPIC
+    ):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 async def _init_transactional(

@@ -5,6 +5,13 @@ The controller's APIs are answered only by the active controller; any other node
 that is no controller, or one that lost or has not yet taken over the leadership)
 answers NOT_CONTROLLER, and the broker asking looks for the one that is. DescribeQuorum
 runs at the active controller (forward.py); a store with no quorum refuses it.
+
+ACLs, as Kafka's controller checks them, before anything else: the controller's APIs
+need CLUSTER_ACTION on the cluster of the node sending them (refused:
+CLUSTER_AUTHORIZATION_FAILED at the top), except a request this node made itself and
+answers in process (its ISR manager's AlterPartition); DescribeQuorum needs DESCRIBE on
+the cluster, checked on the broker the client reached before it goes on (refused:
+CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.").
 """
 
 from __future__ import annotations
@@ -29,9 +36,12 @@ from strom.protocol.responses.quorum import (
     QuorumPartition,
     QuorumReplica,
 )
+from strom.security.operations import AclOperation
 from strom.server.controller import NotController
+from strom.server.handlers.access import Access
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import QuorumContext, QuorumController
+from strom.server.handlers.refusals import CLUSTER_DENIED, in_process
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -42,12 +52,21 @@ def _active(context: QuorumContext) -> QuorumController | None:
     return controller if controller is not None and controller.active else None
 
 
+def _node_refused(context: QuorumContext, request: Request) -> bool:
+    """Whether the sender of a controller API lacks CLUSTER_ACTION on the cluster."""
+    if in_process(request):
+        return False
+    return not Access.of(context.authorizer(), request).allows_cluster(AclOperation.CLUSTER_ACTION)
+
+
 async def handle_broker_registration(context: QuorumContext, request: Request) -> Any:
     body = request.body
     controller = _active(context)
     error, epoch = ErrorCode.not_controller, -1
     endpoints = _endpoints(body.listeners)
-    if controller is not None and endpoints:
+    if _node_refused(context, request):
+        error = ErrorCode.cluster_authorization_failed
+    elif controller is not None and endpoints:
         # The first listener is the one other brokers use (lifecycle.py sends it first).
         first = endpoints[0]
         try:
@@ -94,7 +113,9 @@ async def handle_broker_heartbeat(context: QuorumContext, request: Request) -> A
         "is_fenced": True,
         "should_shut_down": False,
     }
-    if controller is not None:
+    if _node_refused(context, request):
+        data["error_code"] = ErrorCode.cluster_authorization_failed
+    elif controller is not None:
         try:
             result = await controller.broker_heartbeat(
                 broker_id=int(body.broker_id),
@@ -117,6 +138,8 @@ async def handle_broker_heartbeat(context: QuorumContext, request: Request) -> A
 
 
 async def handle_describe_quorum(context: QuorumContext, request: Request) -> Any:
+    if not Access.of(context.authorizer(), request).allows_cluster(AclOperation.DESCRIBE):
+        return _describe_error(request, ErrorCode.cluster_authorization_failed, CLUSTER_DENIED)
     store = context.store()
     refusal = store.capabilities.quorum_refusal if store is not None else None
     if refusal is not None:  # no quorum to describe (e.g. ZooKeeper)
@@ -188,7 +211,9 @@ async def handle_allocate_producer_ids(context: QuorumContext, request: Request)
         "producer_id_start": -1,
         "producer_id_len": 0,
     }
-    if controller is not None:
+    if _node_refused(context, request):
+        data["error_code"] = ErrorCode.cluster_authorization_failed
+    elif controller is not None:
         try:
             result = await controller.allocate_producer_ids(
                 int(body.broker_id), int(body.broker_epoch)
@@ -212,6 +237,9 @@ async def handle_alter_partition(context: QuorumContext, request: Request) -> An
         "error_code": ErrorCode.not_controller,
         "topics": [],
     }
+    if _node_refused(context, request):
+        data["error_code"] = ErrorCode.cluster_authorization_failed
+        return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
     if controller is None:
         return build_response(ApiKey.ALTER_PARTITION, request.api_version, data)
     changes = [

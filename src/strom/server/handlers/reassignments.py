@@ -1,5 +1,13 @@
 """AlterPartitionReassignments and ListPartitionReassignments: decided by the active
-controller (metadata/reassignments.py), wherever a client sent them (see forward.py)."""
+controller (metadata/reassignments.py), wherever a client sent them (see forward.py).
+
+ACLs, as Kafka's controller checks them, but on the broker the client reached, before
+the request goes on (the controller's variants, for forwarded requests, check nothing):
+AlterPartitionReassignments needs ALTER on the cluster, ListPartitionReassignments
+DESCRIBE. Refused, each is CLUSTER_AUTHORIZATION_FAILED with "Request … is not
+authorized." at the top, and on every partition asked for (Alter), or with the topics
+asked for echoed with their partition indexes only (List), as Kafka's error responses.
+"""
 
 from __future__ import annotations
 
@@ -17,13 +25,25 @@ from strom.protocol.responses.admin import (
     OngoingTopicReassignment,
     ReassignablePartitionResponse,
 )
+from strom.security.operations import AclOperation
+from strom.server.handlers.access import Access
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
+from strom.server.handlers.refusals import not_authorized
+
+
+def _may(context: AdminContext, request: Request, operation: AclOperation) -> bool:
+    return Access.of(context.authorizer(), request).allows_cluster(operation)
+
 
 # --- AlterPartitionReassignments ------------------------------------------------------
 
 
 async def handle_alter_partition_reassignments(context: AdminContext, request: Request) -> Any:
+    if not _may(context, request, AclOperation.ALTER):
+        return _alter_error(
+            request, ErrorCode.cluster_authorization_failed, not_authorized(request)
+        )
     return await at_controller(context, request, _alter_here, _alter_error)
 
 
@@ -83,6 +103,8 @@ async def _alter_here(context: AdminContext, request: Request) -> Any:
 
 
 async def handle_list_partition_reassignments(context: AdminContext, request: Request) -> Any:
+    if not _may(context, request, AclOperation.DESCRIBE):
+        return _list_refused(request)
     return await at_controller(context, request, _list_here, _list_error)
 
 
@@ -107,6 +129,29 @@ def _list_response(
 
 def _list_error(request: Request, code: ErrorCode, message: str) -> Any:
     return _list_response(request, [], code, message)
+
+
+def _list_refused(request: Request) -> Any:
+    """The refusal of a principal without DESCRIBE on the cluster, shaped as Kafka's:
+    the topics asked for, each partition with its index only."""
+    echoed: list[OngoingTopicReassignment] = [
+        {
+            "name": topic.name,
+            "partitions": [
+                {
+                    "partition_index": int(index),
+                    "replicas": [],
+                    "adding_replicas": [],
+                    "removing_replicas": [],
+                }
+                for index in topic.partition_indexes
+            ],
+        }
+        for topic in request.body.topics or ()
+    ]
+    return _list_response(
+        request, echoed, ErrorCode.cluster_authorization_failed, not_authorized(request)
+    )
 
 
 async def _list_here(context: AdminContext, request: Request) -> Any:

@@ -1,6 +1,14 @@
 """DescribeUserScramCredentials, answered by any broker from its metadata image, and
 AlterUserScramCredentials, decided by the active controller wherever a client sent it
-(see forward.py); the decisions are metadata/scram_users.py's."""
+(see forward.py); the decisions are metadata/scram_users.py's.
+
+ACLs, as Kafka checks them: DescribeUserScramCredentials needs DESCRIBE on the cluster
+(refused: CLUSTER_AUTHORIZATION_FAILED at the top, no message, and on one result per
+user asked for, its name left empty); AlterUserScramCredentials needs ALTER on the
+cluster, checked on the broker the client reached before the request goes on (refused:
+one result per user named, sorted, each CLUSTER_AUTHORIZATION_FAILED with "Request … is
+not authorized.").
+"""
 
 from __future__ import annotations
 
@@ -18,13 +26,18 @@ from strom.protocol.responses.scram import (
     DescribeUserScramCredentialsResponse,
     DescribeUserScramCredentialsResult,
 )
+from strom.security.operations import AclOperation
+from strom.server.handlers.access import Access
 from strom.server.handlers.forward import at_controller, on_this_controller
 from strom.server.handlers.ports import AdminContext
+from strom.server.handlers.refusals import not_authorized
 
 log = logging.getLogger(__name__)
 
 
 async def handle_describe_user_scram_credentials(context: AdminContext, request: Request) -> Any:
+    if not Access.of(context.authorizer(), request).allows_cluster(AclOperation.DESCRIBE):
+        return _describe_refused(request)
     users = request.body.users
     names = None if users is None else [str(user.name) for user in users]
     described = scram_users.describe_scram_credentials(context.metadata.image, names)
@@ -49,7 +62,30 @@ async def handle_describe_user_scram_credentials(context: AdminContext, request:
     return build_response(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request.api_version, response)
 
 
+def _describe_refused(request: Request) -> Any:
+    code = ErrorCode.cluster_authorization_failed
+    results: list[DescribeUserScramCredentialsResult] = [
+        {"user": "", "error_code": code, "error_message": None, "credential_infos": []}
+        for _ in request.body.users or ()  # "every user" (null): no results
+    ]
+    response: DescribeUserScramCredentialsResponse = {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": None,
+        "results": results,
+    }
+    return build_response(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request.api_version, response)
+
+
 async def handle_alter_user_scram_credentials(context: AdminContext, request: Request) -> Any:
+    if not Access.of(context.authorizer(), request).allows_cluster(AclOperation.ALTER):
+        body = request.body
+        names = sorted({d.name for d in body.deletions} | {u.name for u in body.upsertions})
+        code, message = ErrorCode.cluster_authorization_failed, not_authorized(request)
+        return _alter_response(
+            request,
+            [{"user": name, "error_code": code, "error_message": message} for name in names],
+        )
     return await at_controller(context, request, _alter_here, _alter_error)
 
 

@@ -30,13 +30,21 @@ from strom.protocol.responses.cluster import (
     TopicPartitionsCursor,
     TopicPartitionsTopic,
 )
-from strom.security.operations import AclResourceType, authorized_operations
+from strom.security.operations import (
+    OMITTED,
+    AclOperation,
+    AclResourceType,
+    authorized_operations,
+    operations_field,
+)
+from strom.server.handlers.access import Access
 from strom.server.handlers.cluster import fenced_brokers, partition_entry
 from strom.server.handlers.ports import ClusterContext
 
 PARTITION_LIMIT = 2000
+TOPIC = AclResourceType.TOPIC
 # What Kafka answers for a topic when it has no authorizer: every topic operation.
-ALL_TOPIC_OPERATIONS = authorized_operations(AclResourceType.TOPIC, asked=True)
+ALL_TOPIC_OPERATIONS = authorized_operations(TOPIC, asked=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +95,23 @@ async def handle_describe_topic_partitions(context: ClusterContext, request: Req
         else (str(body.cursor.topic_name), int(body.cursor.partition_index))
     )
     if asked and cursor is not None and cursor[0] not in asked:
-        topics = [_missing(name, ErrorCode.invalid_request) for name in asked]
+        topics = [_missing(name, ErrorCode.invalid_request, OMITTED) for name in asked]
         return _answer(request, topics, None)
+    access = Access.of(context.admin.authorizer(), request)
     names = asked or sorted(image.topics_by_name)
-    counts = [(name, _count(image, name)) for name in names]
+    describable = [n for n in names if access.allows(AclOperation.DESCRIBE, TOPIC, n)]
+    counts = [(name, _count(image, name)) for name in describable]
     slices, next_cursor = page(
         counts, cursor, min(int(body.response_partition_limit), PARTITION_LIMIT)
     )
-    entries = [_entry(image, s) for s in slices]
+    entries = [_entry(image, s, access) for s in slices]
+    if asked:  # named, so told, after the page; never looked up
+        shown = set(describable)
+        entries += [
+            _missing(name, ErrorCode.topic_authorization_failed, OMITTED)
+            for name in asked
+            if name not in shown and (cursor is None or name >= cursor[0])
+        ]
     following: TopicPartitionsCursor | None = None
     if next_cursor is not None:
         following = {"topic_name": next_cursor[0], "partition_index": next_cursor[1]}
@@ -106,10 +123,11 @@ def _count(image: MetadataImage, name: str) -> int | None:
     return None if topic is None else len(topic.partitions)
 
 
-def _entry(image: MetadataImage, part: Slice) -> TopicPartitionsTopic:
+def _entry(image: MetadataImage, part: Slice, access: Access) -> TopicPartitionsTopic:
+    operations = operations_field(access.operations(TOPIC, part.name))
     topic: TopicImage | None = image.topics_by_name.get(part.name)
     if topic is None or part.partitions is None:
-        return _missing(part.name, ErrorCode.unknown_topic_or_partition)
+        return _missing(part.name, ErrorCode.unknown_topic_or_partition, operations)
     fenced = fenced_brokers(image)
     chosen = sorted(topic.partitions.values(), key=lambda p: p.partition)[part.start : part.stop]
     return {
@@ -121,18 +139,18 @@ def _entry(image: MetadataImage, part: Slice) -> TopicPartitionsTopic:
             {**partition_entry(p, fenced), "eligible_leader_replicas": (), "last_known_elr": ()}
             for p in chosen
         ],
-        "topic_authorized_operations": ALL_TOPIC_OPERATIONS,
+        "topic_authorized_operations": operations,
     }
 
 
-def _missing(name: str, code: ErrorCode) -> TopicPartitionsTopic:
+def _missing(name: str, code: ErrorCode, operations: int) -> TopicPartitionsTopic:
     return {
         "error_code": code,
         "name": name,
         "topic_id": uuid.UUID(int=0),
         "is_internal": False,
         "partitions": [],
-        "topic_authorized_operations": ALL_TOPIC_OPERATIONS,
+        "topic_authorized_operations": operations,
     }
 
 

@@ -5,11 +5,21 @@ core strom/txn/coordinator.py).
 AddPartitionsToTxn comes in two forms. v0-v3 are a producer's: one transaction, its
 partitions. v4+ are what brokers send (KIP-890): a batch of transactions, each either
 added or only verified (`verify_only`: is each partition in the open transaction?).
-strom has no authorizer, so like a Kafka broker without one it serves v4+ to anyone.
+
 The transaction version the coordinator follows is Kafka's rule: 2 when the request
 version is above 3 (AddPartitionsToTxn) or above 4 (EndTxn), else 0. Older clients do
 not know PRODUCER_FENCED: AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2 hear
 INVALID_PRODUCER_EPOCH instead.
+
+ACLs, as Kafka checks them before anything else: a producer's AddPartitionsToTxn needs
+WRITE on its transactional id (else every partition hears
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic (a denied topic's
+partitions hear TOPIC_AUTHORIZATION_FAILED, whether it exists or not, and nothing is
+added: the others hear UNKNOWN_TOPIC_OR_PARTITION or OPERATION_NOT_ATTEMPTED); a
+broker's (v4+) needs CLUSTER_ACTION on the cluster (else the request's error_code is
+CLUSTER_AUTHORIZATION_FAILED, with no transaction answered). AddOffsetsToTxn needs WRITE
+on the transactional id, then READ on the group; EndTxn WRITE on the transactional id.
+Without an authorizer all is allowed.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from strom.protocol.responses.transactions import (
     AddPartitionsToTxnTopicResult,
     EndTxnResponse,
 )
+from strom.security.operations import AclOperation, AclResourceType
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import TxnContext
 from strom.server.transactions import TxnUnavailable
 from strom.txn.placement import TRANSACTION_STATE_TOPIC
@@ -60,8 +72,13 @@ def _results(errors: dict[TopicPartition, ErrorCode]) -> list[AddPartitionsToTxn
     return [{"name": name, "results_by_partition": parts} for name, parts in topics.items()]
 
 
+def _txn_id_writable(access: Access, txn_id: str) -> bool:
+    return access.allows(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id)
+
+
 async def _one_transaction(
     context: TxnContext,
+    access: Access,
     version: int,
     txn_id: str,
     producer_id: int,
@@ -69,13 +86,23 @@ async def _one_transaction(
     partitions: list[TopicPartition],
     verify_only: bool,
 ) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's answer for one transaction of an AddPartitionsToTxn."""
+    """Each partition's answer for one transaction of an AddPartitionsToTxn. A producer's
+    (v0-v3) are checked here: WRITE on the transactional id, then on each topic (an
+    internal topic is never writable, whatever the ACLs say, as in Kafka)."""
+    if version < 4 and not _txn_id_writable(access, txn_id):
+        return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
     image = context.metadata.image
     refused: dict[TopicPartition, ErrorCode] = {}
+    writable: dict[str, bool] = {}
     for topic, index in partitions:
-        if version < 4 and topic in INTERNAL_TOPICS:
-            refused[(topic, index)] = ErrorCode.topic_authorization_failed
-            continue
+        if version < 4:
+            if topic not in writable:
+                writable[topic] = topic not in INTERNAL_TOPICS and access.allows(
+                    AclOperation.WRITE, AclResourceType.TOPIC, topic
+                )
+            if not writable[topic]:
+                refused[(topic, index)] = ErrorCode.topic_authorization_failed
+                continue
         known = image.topics_by_name.get(topic)
         if known is None or index not in known.partitions:
             refused[(topic, index)] = ErrorCode.unknown_topic_or_partition
@@ -109,15 +136,21 @@ def _partitions(topics: Any) -> list[TopicPartition]:
 async def handle_add_partitions_to_txn(context: TxnContext, request: Request) -> Any:
     body = request.body
     version = request.api_version
+    access = Access.of(context.authorizer(), request)
     response: AddPartitionsToTxnResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
         "results_by_topic_v3_and_below": [],
         "results_by_transaction": [],
     }
-    if version < 4:
+    if version >= 4 and not access.allows_cluster(AclOperation.CLUSTER_ACTION):
+        # Only brokers send these: Kafka refuses the whole request, answering no
+        # transaction (its getErrorResponse for v4+).
+        response["error_code"] = ErrorCode.cluster_authorization_failed
+    elif version < 4:
         errors = await _one_transaction(
             context,
+            access,
             version,
             str(body.v3_and_below_transactional_id),
             int(body.v3_and_below_producer_id),
@@ -132,6 +165,7 @@ async def handle_add_partitions_to_txn(context: TxnContext, request: Request) ->
             *(
                 _one_transaction(
                     context,
+                    access,
                     version,
                     str(t.transactional_id),
                     int(t.producer_id),
@@ -155,7 +189,21 @@ async def handle_add_offsets_to_txn(context: TxnContext, request: Request) -> An
     offsets a TxnOffsetCommit writes there are committed (or dropped) with it."""
     body = request.body
     version = request.api_version
-    offsets = (OFFSETS_TOPIC, partition_for(str(body.group_id), context.groups.num_partitions))
+    access = Access.of(context.authorizer(), request)
+    group_id = str(body.group_id)
+    response: AddOffsetsToTxnResponse = {"throttle_time": 0, "error_code": ErrorCode.none}
+    if not _txn_id_writable(access, str(body.transactional_id)):
+        response["error_code"] = ErrorCode.transactional_id_authorization_failed
+    elif not access.allows(AclOperation.READ, AclResourceType.GROUP, group_id):
+        response["error_code"] = ErrorCode.group_authorization_failed
+    else:
+        response["error_code"] = await _add_offsets(context, request, group_id)
+    return build_response(ApiKey.ADD_OFFSETS_TO_TXN, version, response)
+
+
+async def _add_offsets(context: TxnContext, request: Request, group_id: str) -> ErrorCode:
+    body = request.body
+    offsets = (OFFSETS_TOPIC, partition_for(group_id, context.groups.num_partitions))
     try:
         result = await context.txns.add_partitions(
             str(body.transactional_id),
@@ -164,11 +212,9 @@ async def handle_add_offsets_to_txn(context: TxnContext, request: Request) -> An
             [offsets],
             transaction_version=0,  # Kafka: only clients before transaction version 2 send it
         )
-        error = client_error(result.error, version, fenced_since=2)
+        return client_error(result.error, request.api_version, fenced_since=2)
     except TxnUnavailable as exc:
-        error = exc.error_code
-    response: AddOffsetsToTxnResponse = {"throttle_time": 0, "error_code": error}
-    return build_response(ApiKey.ADD_OFFSETS_TO_TXN, version, response)
+        return exc.error_code
 
 
 async def handle_end_txn(context: TxnContext, request: Request) -> Any:
@@ -183,6 +229,9 @@ async def handle_end_txn(context: TxnContext, request: Request) -> Any:
         "producer_id": -1,
         "producer_epoch": -1,
     }
+    if not _txn_id_writable(Access.of(context.authorizer(), request), str(body.transactional_id)):
+        response["error_code"] = ErrorCode.transactional_id_authorization_failed
+        return build_response(ApiKey.END_TXN, version, response)
     try:
         result = await context.txns.end_txn(
             str(body.transactional_id),

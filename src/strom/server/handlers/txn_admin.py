@@ -6,6 +6,13 @@ DescribeTransactions and ListTransactions answer from the transactional ids this
 coordinates (a client asks each coordinator, or every broker for ListTransactions);
 DescribeProducers from the producer state of the partitions held here, leader or
 follower, as Kafka does.
+
+ACLs, as Kafka checks them: DescribeTransactions needs DESCRIBE on each transactional id
+(else that id's entry is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and lists, of each
+transaction's topics, only those the principal may DESCRIBE; ListTransactions lists only
+the ids the principal may DESCRIBE, and never fails for it; DescribeProducers needs READ
+on each topic (after the topic name is checked; every partition of a denied topic is
+TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not).
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from strom.protocol.responses.transactions import (
     ProducerState,
     TopicData,
 )
+from strom.security.operations import AclOperation, AclResourceType
 from strom.server.clock import now_ms
+from strom.server.handlers.access import Access
 from strom.server.handlers.ports import TxnContext
 from strom.server.partition import Partition
 from strom.server.transactions import TxnUnavailable
@@ -36,6 +45,8 @@ from strom.txn.metadata import TxnEntry
 from strom.txn.state import TxnState
 
 _STATES_BY_NAME = {state.wire_name: state for state in TxnState}
+_TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."
+"""DescribeProducers' message for a denied topic: Kafka's default text for the error."""
 
 
 def _described(txn_id: str, entry: TxnEntry | None, error: ErrorCode) -> DescribedTransaction:
@@ -65,7 +76,9 @@ def _described(txn_id: str, entry: TxnEntry | None, error: ErrorCode) -> Describ
     return described
 
 
-def _describe(context: TxnContext, txn_id: str) -> DescribedTransaction:
+def _describe(context: TxnContext, access: Access, txn_id: str) -> DescribedTransaction:
+    if not access.allows(AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, txn_id):
+        return _described(txn_id, None, ErrorCode.transactional_id_authorization_failed)
     if not txn_id:
         return _described(txn_id, None, ErrorCode.invalid_request)
     try:
@@ -75,14 +88,21 @@ def _describe(context: TxnContext, txn_id: str) -> DescribedTransaction:
     if entry is None or entry.value.state is TxnState.DEAD:
         # A dead id is being removed: as good as gone.
         return _described(txn_id, None, ErrorCode.transactional_id_not_found)
-    return _described(txn_id, entry, ErrorCode.none)
+    described = _described(txn_id, entry, ErrorCode.none)
+    described["topics"] = [
+        topic
+        for topic in described["topics"]
+        if access.allows(AclOperation.DESCRIBE, AclResourceType.TOPIC, topic["topic"])
+    ]
+    return described
 
 
 async def handle_describe_transactions(context: TxnContext, request: Request) -> Any:
+    access = Access.of(context.authorizer(), request)
     response: DescribeTransactionsResponse = {
         "throttle_time": 0,
         "transaction_states": [
-            _describe(context, str(txn_id)) for txn_id in request.body.transactional_ids
+            _describe(context, access, str(txn_id)) for txn_id in request.body.transactional_ids
         ],
     }
     return build_response(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version, response)
@@ -126,6 +146,7 @@ async def handle_list_transactions(context: TxnContext, request: Request) -> Any
     except TxnUnavailable as exc:
         response["error_code"] = exc.error_code
         entries = []
+    access = Access.of(context.authorizer(), request)
     current_ms = now_ms()
     listed: list[ListedTransaction] = [
         {
@@ -135,6 +156,7 @@ async def handle_list_transactions(context: TxnContext, request: Request) -> Any
         }
         for entry in sorted(entries, key=lambda e: e.txn_id)
         if _listed(entry, states, bool(asked_states), producer_ids, duration_ms, current_ms)
+        and access.allows(AclOperation.DESCRIBE, AclResourceType.TRANSACTIONAL_ID, entry.txn_id)
     ]
     response["transaction_states"] = listed
     return build_response(ApiKey.LIST_TRANSACTIONS, request.api_version, response)
@@ -158,6 +180,7 @@ def _producers(partition: Partition) -> list[ProducerState]:
 
 async def handle_describe_producers(context: TxnContext, request: Request) -> Any:
     image = context.metadata.image
+    access = Access.of(context.authorizer(), request)
     topics: list[ProducersOfTopic] = []
     for asked in request.body.topics:
         name = str(asked.name)
@@ -165,6 +188,8 @@ async def handle_describe_producers(context: TxnContext, request: Request) -> An
         reason = validate_topic_name(name)
         if reason:
             topic_error = (ErrorCode.invalid_topic_exception, reason)
+        elif not access.allows(AclOperation.READ, AclResourceType.TOPIC, name):
+            topic_error = (ErrorCode.topic_authorization_failed, _TOPIC_AUTHORIZATION_FAILED)
         elif name not in image.topics_by_name:
             topic_error = (ErrorCode.unknown_topic_or_partition, None)
         partitions: list[ProducersOfPartition] = []

@@ -9,11 +9,17 @@ TRANSACTION_COORDINATOR_FENCED for an older coordinator, NOT_ENOUGH_REPLICAS or
 REQUEST_TIMED_OUT when it is not committed. A marker on a `__consumer_offsets`
 partition then completes the transaction's offsets in its group coordinator. The
 answers are grouped by producer id, as Kafka's are.
+
+ACLs, as Kafka checks them before anything else: the sender needs ALTER on the cluster
+(what Admin.abortTransaction needs, KIP-664) or else CLUSTER_ACTION (a coordinator
+broker's); otherwise nothing is written and every partition of every marker is
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +31,9 @@ from strom.protocol.responses.txn_markers import (
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersResponse,
 )
+from strom.security.authorizer import Authorizer
+from strom.security.operations import AclOperation
+from strom.server.handlers.access import Access
 from strom.server.txn_markers import WRITE_TXN_MARKERS, MarkerAppender, TopicPartition, TxnMarker
 
 
@@ -34,6 +43,8 @@ class TxnMarkersContext:
 
     markers: MarkerAppender
     """Writes markers to the partitions led here (server/txn_markers.py)."""
+    authorizer: Callable[[], Authorizer | None] = lambda: None
+    """The ACL decisions now; None: no authorizer configured."""
 
 
 async def handle_write_txn_markers(context: TxnMarkersContext, request: Request) -> Any:
@@ -51,7 +62,14 @@ async def handle_write_txn_markers(context: TxnMarkersContext, request: Request)
         )
         for entry in request.body.markers
     ]
-    answers = await asyncio.gather(*(context.markers.write(marker) for marker in markers))
+    access = Access.of(context.authorizer(), request)
+    if access.allows_cluster(AclOperation.ALTER) or access.allows_cluster(
+        AclOperation.CLUSTER_ACTION
+    ):
+        answers = await asyncio.gather(*(context.markers.write(marker) for marker in markers))
+    else:
+        denied = ErrorCode.cluster_authorization_failed
+        answers = [dict.fromkeys(marker.partitions, denied) for marker in markers]
     by_producer: dict[int, dict[TopicPartition, ErrorCode]] = {}
     for marker, answer in zip(markers, answers, strict=True):
         by_producer.setdefault(marker.producer_id, {}).update(answer)

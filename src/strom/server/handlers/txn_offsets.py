@@ -16,6 +16,11 @@ whether the group's `__consumer_offsets` partition is in the producer's transact
 TRANSACTION_ABORTABLE, when it is not), v5 (transaction version 2 clients, which send no
 AddOffsetsToTxn) has it added. A failed verification is every offset's error, as Kafka's
 group coordinator tells it (a lost coordinator as COORDINATOR_LOAD_IN_PROGRESS).
+
+With an authorizer, first of all, as Kafka's KafkaApis: WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), then READ on the group
+(else GROUP_AUTHORIZATION_FAILED on every partition), then READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED on its partitions, before whether it exists is asked).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from kio.schema.errors import ErrorCode
 from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.txn_offsets import TxnCommitRequest
 from strom.protocol.codec import Request, build_response
-from strom.protocol.responses.groups import OffsetCommitResponse, TopicPartitionErrors
+from strom.protocol.responses.groups import OffsetCommitResponse
+from strom.security.operations import AclOperation, AclResourceType
 from strom.server.groups import CoordinatorUnavailable
-from strom.server.handlers.offsets import requested_offsets
+from strom.server.handlers.access import Access
+from strom.server.handlers.offsets import partition_errors, requested_offsets
 from strom.server.handlers.ports import GroupContext
 from strom.server.txn_verifier import VerifyOperation, txn_offset_commit_error
 
@@ -38,8 +45,16 @@ __all__ = ["handle_txn_offset_commit"]
 
 async def handle_txn_offset_commit(context: GroupContext, request: Request) -> Any:
     body = request.body
+    access = Access.of(context.authorizer(), request)
+    refused = _refused(access, body.transactional_id, body.group_id)
+    if refused is not None:
+        denied: OffsetCommitResponse = {
+            "throttle_time": 0,
+            "topics": partition_errors(body.topics, lambda _t, _p: refused),
+        }
+        return build_response(request.api_key, request.api_version, denied)
     image = context.metadata.image
-    wanted, errors = requested_offsets(image, body.topics)
+    wanted, errors = requested_offsets(image, body.topics, access)
     commit = TxnCommitRequest(
         group_id=body.group_id,
         producer_id=int(body.producer_id),
@@ -62,21 +77,21 @@ async def handle_txn_offset_commit(context: GroupContext, request: Request) -> A
             ]
         for each, error in zip(wanted, results, strict=True):
             errors[(each.topic, each.partition)] = error
-    topics: list[TopicPartitionErrors] = [
-        {
-            "name": topic.name,
-            "partitions": [
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": errors[(topic.name, int(p.partition_index))],
-                }
-                for p in topic.partitions
-            ],
-        }
-        for topic in body.topics
-    ]
-    response: OffsetCommitResponse = {"throttle_time": 0, "topics": topics}
+    response: OffsetCommitResponse = {
+        "throttle_time": 0,
+        "topics": partition_errors(body.topics, lambda t, p: errors[(t, p)]),
+    }
     return build_response(request.api_key, request.api_version, response)
+
+
+def _refused(access: Access, txn_id: str, group_id: str) -> ErrorCode | None:
+    """The error of every partition when the principal may not write in the transaction
+    or read the group (the producer id needs no check: the transactional id implies it)."""
+    if not access.allows(AclOperation.WRITE, AclResourceType.TRANSACTIONAL_ID, txn_id):
+        return ErrorCode.transactional_id_authorization_failed
+    if not access.allows(AclOperation.READ, AclResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed
+    return None
 
 
 async def _commit(context: GroupContext, commit: TxnCommitRequest, version: int) -> list[ErrorCode]:

@@ -165,6 +165,14 @@ class ZkSession:
         data, stat = await self._result(self.client.get_async(path, self._watcher(watch)))
         return bytes(data or b""), stat
 
+    async def data_or_empty(self, path: str) -> bytes:
+        """A znode's data; b"" when it does not exist."""
+        try:
+            data, _stat = await self.get(path)
+        except NoNodeError:
+            return b""
+        return data
+
     async def exists(self, path: str, watch: asyncio.Event | None = None) -> ZnodeStat | None:
         stat: ZnodeStat | None = await self._result(
             self.client.exists_async(path, self._watcher(watch))

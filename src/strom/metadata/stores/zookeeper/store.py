@@ -356,6 +356,8 @@ class ZooKeeperStore:
         self._leader_tasks.spawn(self._watch_brokers(), "zk-watch-brokers")
         self._leader_tasks.spawn(self._watch_topics(), "zk-watch-topics")
         self._leader_tasks.spawn(self._watch_changes(), "zk-watch-config-changes")
+        for root in (acl_znodes.ACL_CHANGES, acl_znodes.EXTENDED_ACL_CHANGES):
+            self._leader_tasks.spawn(self._watch_acl_notices(root), f"zk-watch{root}")
         self._on_change()
 
     async def _release_controller(self) -> None:
@@ -550,10 +552,42 @@ class ZooKeeperStore:
             source = f"SCRAM credentials of {path} written into ZooKeeper"
             await watches.apply_stored_scram(name, credentials, source)
 
-    async def _purge_changes(self, names: Sequence[str]) -> None:
+    async def _purge_changes(self, names: Sequence[str], root: str = CHANGES) -> None:
         for name in names[:-KEEP_CHANGES]:
             with contextlib.suppress(NoNodeError):
-                await self.session.delete(f"{CHANGES}/{name}")
+                await self.session.delete(f"{root}/{name}")
+
+    async def _watch_acl_notices(self, root: str) -> None:
+        """Each new ACL change notice makes the image's bindings of its resource those
+        of its znode (notices there at takeover are passed over: the tree had them)."""
+        last: int | None = None
+        while True:
+            changed = asyncio.Event()
+            names = sorted(await self.session.children(root, watch=changed), key=_sequence)
+            last = max(map(_sequence, names), default=-1) if last is None else last
+            for name in names:
+                if _sequence(name) > last:
+                    last = _sequence(name)
+                    await self._on_acl_notice(f"{root}/{name}")
+            await self._purge_changes(names, root)
+            await changed.wait()
+
+    async def _on_acl_notice(self, path: str) -> None:
+        try:
+            data, _stat = await self.session.get(path)
+            resource = acl_znodes.parse_acl_change(path, data)
+            znode = acl_znodes.acl_path(resource)
+            stored = await self.session.data_or_empty(znode)
+            bindings = acl_znodes.parse_acls(resource, stored, znode)
+        except NoNodeError:
+            return
+        except znodes.ZnodeError as exc:
+            log.warning("[node %d] ignoring ACL change %s: %s", self.node_id, path, exc)
+            return
+        watches = self._ports.watches()
+        if watches is not None:
+            source = f"ACLs of {znode} written into ZooKeeper"
+            await watches.apply_stored_acls(resource, bindings, source)
 
 
 def _broker_ids(names: Sequence[str]) -> frozenset[int]:
