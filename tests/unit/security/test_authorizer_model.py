@@ -26,7 +26,7 @@ from strom.security.operations import AclOperation
 Scenario = tuple[list[AclBinding], Request]
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(scenario=scenarios(), supers=super_user_sets, default=st.booleans())
 def test_authorize_agrees_with_the_model(
     scenario: Scenario, supers: frozenset[str], default: bool
@@ -36,7 +36,7 @@ def test_authorize_agrees_with_the_model(
     assert authorizer.authorize(*request) is model_authorize(held, supers, default, request)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario=scenarios(), supers=super_user_sets, default=st.booleans())
 def test_authorized_operations_agree_with_the_model(
     scenario: Scenario, supers: frozenset[str], default: bool
@@ -49,7 +49,7 @@ def test_authorized_operations_agree_with_the_model(
         assert authorizer.authorize(principal, host, operation, kind, name)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(scenario=scenarios(), supers=super_user_sets, default=st.booleans())
 def test_authorize_by_resource_type_agrees_with_the_model(
     scenario: Scenario, supers: frozenset[str], default: bool
@@ -61,7 +61,7 @@ def test_authorize_by_resource_type_agrees_with_the_model(
     assert authorizer.authorize_by_resource_type(*question) is expected
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(scenario=scenarios())
 def test_a_resource_allowed_means_its_type_is_allowed(scenario: Scenario) -> None:
     # (not the other way round: the type is allowed when some resource is, not this one)
@@ -76,7 +76,7 @@ def test_a_resource_allowed_means_its_type_is_allowed(scenario: Scenario) -> Non
 changes = st.lists(st.tuples(st.booleans(), bindings), max_size=25)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(start=binding_sets, steps=changes, request=requests)
 def test_an_index_changed_step_by_step_decides_as_one_built_at_once(
     start: list[AclBinding], steps: list[tuple[bool, AclBinding]], request: Request
