@@ -427,7 +427,13 @@ class TxnService:
                 continue
             if result.write is None:
                 return result
-            answer = await asyncio.shield(self._spawn(self._carry_out(result.write, index)))
+            write = self._spawn(self._carry_out(result.write, index))
+            try:
+                answer = await asyncio.shield(write)
+            except asyncio.CancelledError:  # the write abandoned, or this request cancelled
+                if not write.cancelled():
+                    raise
+                answer = None
             return TxnResult(ErrorCode.not_coordinator) if answer is None else answer
 
     def _allocate(self) -> int:
@@ -454,8 +460,9 @@ class TxnService:
         (None when the id is no longer coordinated here)."""
         try:
             error = await self._append(write, index)
-        except asyncio.CancelledError:  # closing: the write is abandoned
-            error = ErrorCode.not_coordinator
+        except asyncio.CancelledError:  # abandoned: the core forgets it, the cancel goes on
+            self.core.failed(write.write_id, ErrorCode.not_coordinator)
+            raise
         if error is ErrorCode.none:
             result = self.core.durable(write.write_id, now_ms())
         else:
@@ -586,8 +593,7 @@ class TxnService:
                 self._spawn(self._carry_out(result.write, index))
 
     def close(self) -> None:
-        """Stop: every write and marker under way is abandoned (the next coordinator of
-        each partition finishes what its records say)."""
+        """Stop: abandon every write and marker (the next coordinator finishes them)."""
         self._closed = True
         for task in list(self._tasks):
             task.cancel()

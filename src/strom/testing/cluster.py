@@ -26,6 +26,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import Future
 from functools import partial
@@ -232,8 +233,10 @@ class StromCluster(ClusterQueries):
     def close(self) -> None:
         """Stop everything (nodes crash: a test cluster's data is not kept for later)."""
         for node in self._nodes.values():
-            with contextlib.suppress(NodeError):
+            try:
                 node.crash(lose_unflushed=False, timeout_s=STOP_TIMEOUT_S)
+            except NodeError as exc:  # a node that does not stop is a bug: say where it hangs
+                warnings.warn(str(exc), RuntimeWarning, stacklevel=2)
         if self._loop is not None:
             with contextlib.suppress(Exception):
                 self._run(self._close_clients())

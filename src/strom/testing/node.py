@@ -256,9 +256,23 @@ def _where_stuck(thread: threading.Thread, loop: asyncio.AbstractEventLoop) -> s
     except RuntimeError:  # the loop changed its set of tasks meanwhile
         tasks = []
     for task in tasks:
-        out.write(f"task {task.get_name()}:\n")
-        task.print_stack(limit=8, file=out)
+        out.write(f"task {task.get_name()} ({task!r}):\n")
+        out.writelines(f"  {line}\n" for line in _await_chain(task.get_coro()))
     return out.getvalue()
+
+
+def _await_chain(awaitable: object, depth: int = 24) -> list[str]:
+    """Where a coroutine waits, from its outermost frame through every coroutine it
+    awaits down to the future at the bottom (a task's own stack shows one frame)."""
+    lines: list[str] = []
+    while awaitable is not None and len(lines) < depth:
+        frame = getattr(awaitable, "cr_frame", None) or getattr(awaitable, "gi_frame", None)
+        if frame is None:
+            lines.append(f"awaits {awaitable!r}"[:300])
+            break
+        lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        awaitable = getattr(awaitable, "cr_await", None) or getattr(awaitable, "gi_yieldfrom", None)
+    return lines
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
