@@ -2,10 +2,10 @@
 DescribeAcls' request fields and bindings, table rows, result lines and the errors a user
 should see.
 
-Kafka's codes of resource types, pattern types, operations and permissions are spelled
-out here rather than imported from strom.security, so that `strom` starts without the
-broker's modules (a unit test checks they agree). confluent-kafka's enums carry the same
-codes. Everything here is a function of plain values, tested without sockets; acl.py
+Kafka's codes of resource types, pattern types, operations and permissions, and the
+operations each resource type takes, come from strom.security.operations, which imports
+only the standard library, so `strom` still starts without the broker's modules.
+Everything here is a function of plain values, tested without sockets; acl.py
 does the talking.
 """
 
@@ -14,11 +14,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
-from enum import IntEnum, StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from strom.cli.common import CommandError, ConnectionSettings, kafka_error_message, usage_error
 from strom.cli.wire import error_name, is_error
+from strom.security.operations import (
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
+    PatternType,
+    from_code,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
@@ -31,94 +39,18 @@ NO_AUTHORIZER_MESSAGE = "the broker has no authorizer: set authorizer.class.name
 NOTHING_MATCHES = "no ACLs match: nothing removed"
 
 
-class ResourceTypeCode(IntEnum):
-    """Kafka's ResourceType codes, as the ACL requests carry them (librdkafka calls the
-    cluster, 4, BROKER)."""
-
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-    @property
-    def option(self) -> str:
-        return "--" + self.name.lower().replace("_", "-")
-
-    @property
-    def noun(self) -> str:
-        return self.name.lower().replace("_", " ")
-
-
-class PatternTypeCode(IntEnum):
-    """How a binding names its resources: LITERAL (one name; `*` is every one) or
-    PREFIXED. ANY and MATCH are for filters."""
-
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperationCode(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class PermissionCode(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-CodeT = TypeVar("CodeT", ResourceTypeCode, PatternTypeCode, AclOperationCode, PermissionCode)
-
-
-def from_code(kind: type[CodeT], code: int) -> CodeT:
-    """The member with this code; UNKNOWN for a code this client does not know."""
-    try:
-        return kind(int(code))
-    except ValueError:
-        return kind.UNKNOWN
-
-
-_Op = AclOperationCode
-OPERATIONS = tuple(op for op in AclOperationCode if _Op.ALL <= op <= _Op.IDEMPOTENT_WRITE)
+_Op = AclOperation
+OPERATIONS = tuple(op for op in AclOperation if _Op.ALL <= op <= _Op.IDEMPOTENT_WRITE)
 """The operations a binding made here may name (librdkafka has no token operations)."""
-SUPPORTED_OPERATIONS: dict[ResourceTypeCode, frozenset[AclOperationCode]] = {
-    ResourceTypeCode.TOPIC: frozenset(
-        {_Op.READ, _Op.WRITE, _Op.CREATE, _Op.DESCRIBE, _Op.DELETE, _Op.ALTER}
-        | {_Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}
-    ),
-    ResourceTypeCode.GROUP: frozenset(
-        {_Op.READ, _Op.DESCRIBE, _Op.DELETE, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}
-    ),
-    ResourceTypeCode.CLUSTER: frozenset(
-        {_Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}
-        | {_Op.IDEMPOTENT_WRITE, _Op.ALTER, _Op.DESCRIBE}
-    ),
-    ResourceTypeCode.TRANSACTIONAL_ID: frozenset({_Op.DESCRIBE, _Op.WRITE}),
-}
-"""The operations each resource type has a use for (Kafka's AclEntry.supportedOperations);
-ALL applies to every type."""
+
+
+def resource_option(kind: AclResourceType) -> str:
+    """The option that names a resource of this type: --topic, --transactional-id."""
+    return "--" + kind.name.lower().replace("_", "-")
+
+
+def resource_noun(kind: AclResourceType) -> str:
+    return kind.name.lower().replace("_", " ")
 
 
 class AclCommand(StrEnum):
@@ -137,13 +69,13 @@ class AclCommand(StrEnum):
 class AclEntry:
     """One ACL binding: who may (or may not) do what, on which resources, from where."""
 
-    resource_type: ResourceTypeCode
+    resource_type: AclResourceType
     resource_name: str
-    pattern_type: PatternTypeCode
+    pattern_type: PatternType
     principal: str
     host: str
-    operation: AclOperationCode
-    permission: PermissionCode
+    operation: AclOperation
+    permission: AclPermissionType
 
     def row(self) -> tuple[str, str, str, str, str, str, str]:
         return (
@@ -161,13 +93,13 @@ class AclEntry:
 class AclFilter:
     """Which bindings `list` and `remove` take: None matches any value."""
 
-    resource_type: ResourceTypeCode | None = None
+    resource_type: AclResourceType | None = None
     resource_name: str | None = None
-    pattern_type: PatternTypeCode | None = None
+    pattern_type: PatternType | None = None
     principal: str | None = None
     host: str | None = None
-    operation: AclOperationCode | None = None
-    permission: PermissionCode | None = None
+    operation: AclOperation | None = None
+    permission: AclPermissionType | None = None
 
     @property
     def matches_everything(self) -> bool:
@@ -206,7 +138,7 @@ _OPERATIONS_BY_SQUASHED = {_squashed(op.name): op for op in OPERATIONS}
 OPERATION_CHOICES = ", ".join(op.name for op in OPERATIONS)
 
 
-def parse_operation(text: str) -> AclOperationCode:
+def parse_operation(text: str) -> AclOperation:
     """An operation in any case, with or without its underscore: `read`, `ClusterAction`
     and `describe-configs` are Kafka's READ, CLUSTER_ACTION and DESCRIBE_CONFIGS."""
     operation = _OPERATIONS_BY_SQUASHED.get(_squashed(text))
@@ -215,7 +147,7 @@ def parse_operation(text: str) -> AclOperationCode:
     return operation
 
 
-def parse_operations(texts: Iterable[str]) -> list[AclOperationCode]:
+def parse_operations(texts: Iterable[str]) -> list[AclOperation]:
     """Each --operation (a comma-separated list is fine), each once, in order."""
     names = [part for text in texts for part in text.split(",")]
     return list(dict.fromkeys(parse_operation(name) for name in names))
@@ -235,47 +167,47 @@ def check_host(text: str) -> str:
     return text
 
 
-def chosen_resource(options: AclOptions) -> tuple[ResourceTypeCode, str] | None:
+def chosen_resource(options: AclOptions) -> tuple[AclResourceType, str] | None:
     """The resource type and name an option names; at most one may be given."""
     named = [
         (kind, name)
         for kind, name in (
-            (ResourceTypeCode.TOPIC, options.topic),
-            (ResourceTypeCode.GROUP, options.group),
-            (ResourceTypeCode.TRANSACTIONAL_ID, options.transactional_id),
+            (AclResourceType.TOPIC, options.topic),
+            (AclResourceType.GROUP, options.group),
+            (AclResourceType.TRANSACTIONAL_ID, options.transactional_id),
         )
         if name is not None
     ]
     if options.cluster:
-        named.append((ResourceTypeCode.CLUSTER, CLUSTER_RESOURCE_NAME))
+        named.append((AclResourceType.CLUSTER, CLUSTER_RESOURCE_NAME))
     if len(named) > 1:
         raise usage_error("choose one of --topic, --group, --transactional-id and --cluster")
     if not named:
         return None
     kind, name = named[0]
     if not name.strip():
-        raise usage_error(f"{kind.option} must not be empty")
+        raise usage_error(f"{resource_option(kind)} must not be empty")
     return kind, name
 
 
-def chosen_pattern(options: AclOptions, kind: ResourceTypeCode | None) -> PatternTypeCode | None:
+def chosen_pattern(options: AclOptions, kind: AclResourceType | None) -> PatternType | None:
     if options.literal and options.prefixed:
         raise usage_error("choose one of --literal and --prefixed")
-    if options.prefixed and kind is ResourceTypeCode.CLUSTER:
+    if options.prefixed and kind is AclResourceType.CLUSTER:
         raise usage_error(
             f"--prefixed does not apply to --cluster (its name is {CLUSTER_RESOURCE_NAME})"
         )
     if options.prefixed:
-        return PatternTypeCode.PREFIXED
-    return PatternTypeCode.LITERAL if options.literal else None
+        return PatternType.PREFIXED
+    return PatternType.LITERAL if options.literal else None
 
 
-def chosen_permission(options: AclOptions) -> PermissionCode | None:
+def chosen_permission(options: AclOptions) -> AclPermissionType | None:
     if options.allow and options.deny:
         raise usage_error("choose one of --allow and --deny")
     if options.allow:
-        return PermissionCode.ALLOW
-    return PermissionCode.DENY if options.deny else None
+        return AclPermissionType.ALLOW
+    return AclPermissionType.DENY if options.deny else None
 
 
 def bindings_to_add(options: AclOptions) -> list[AclEntry]:
@@ -285,7 +217,7 @@ def bindings_to_add(options: AclOptions) -> list[AclEntry]:
     if resource is None:
         raise usage_error("name the resource: --topic, --group, --transactional-id or --cluster")
     kind, name = resource
-    pattern = chosen_pattern(options, kind) or PatternTypeCode.LITERAL
+    pattern = chosen_pattern(options, kind) or PatternType.LITERAL
     permission = chosen_permission(options)
     if permission is None:
         raise usage_error("choose --allow or --deny")
@@ -296,12 +228,12 @@ def bindings_to_add(options: AclOptions) -> list[AclEntry]:
     if not operations:
         raise usage_error(f"--operation is required (one of {OPERATION_CHOICES})")
     host = check_host(ANY_HOST if options.host is None else options.host)
-    supported = SUPPORTED_OPERATIONS[kind] | {AclOperationCode.ALL}
+    supported = SUPPORTED_OPERATIONS[kind] | {AclOperation.ALL}
     for operation in operations:
         if operation not in supported:
             choices = ", ".join(op.name for op in OPERATIONS if op in supported)
             raise usage_error(
-                f"--operation {operation.name} does not apply to a {kind.noun} resource: "
+                f"--operation {operation.name} does not apply to a {resource_noun(kind)} resource: "
                 f"choose among {choices}"
             )
     return [AclEntry(kind, name, pattern, principal, host, op, permission) for op in operations]
@@ -315,7 +247,7 @@ def acl_filters(options: AclOptions) -> list[AclFilter]:
     permission = chosen_permission(options)
     principal = None if options.principal is None else check_principal(options.principal)
     host = None if options.host is None else check_host(options.host)
-    operations: list[AclOperationCode | None] = [*parse_operations(options.operations)]
+    operations: list[AclOperation | None] = [*parse_operations(options.operations)]
     return [
         AclFilter(kind, name, pattern, principal, host, operation, permission)
         for operation in operations or [None]
@@ -343,13 +275,13 @@ def acl_rows(entries: Iterable[AclEntry]) -> list[tuple[str, ...]]:
     return [entry.row() for entry in sorted_entries(entries)]
 
 
-def resource_text(kind: ResourceTypeCode, name: str, pattern: PatternTypeCode) -> str:
+def resource_text(kind: AclResourceType, name: str, pattern: PatternType) -> str:
     """Such as "topic 'orders'", "groups prefixed 'app-'" or "the cluster"."""
-    if kind is ResourceTypeCode.CLUSTER:
+    if kind is AclResourceType.CLUSTER:
         return "the cluster"
-    if pattern is PatternTypeCode.PREFIXED:
-        return f"{kind.noun}s prefixed {name!r}"
-    return f"{kind.noun} {name!r}"
+    if pattern is PatternType.PREFIXED:
+        return f"{resource_noun(kind)}s prefixed {name!r}"
+    return f"{resource_noun(kind)} {name!r}"
 
 
 def acl_text(entry: AclEntry) -> str:
@@ -432,13 +364,13 @@ def describe_error(response: Any, command: AclCommand) -> CommandError | None:
 def entry_from(binding: Any) -> AclEntry:
     """confluent-kafka's AclBinding as plain data (its enums' values are Kafka's codes)."""
     return AclEntry(
-        from_code(ResourceTypeCode, binding.restype.value),
+        from_code(AclResourceType, binding.restype.value),
         binding.name,
-        from_code(PatternTypeCode, binding.resource_pattern_type.value),
+        from_code(PatternType, binding.resource_pattern_type.value),
         binding.principal,
         binding.host,
-        from_code(AclOperationCode, binding.operation.value),
-        from_code(PermissionCode, binding.permission_type.value),
+        from_code(AclOperation, binding.operation.value),
+        from_code(AclPermissionType, binding.permission_type.value),
     )
 
 
@@ -446,15 +378,13 @@ def describe_request(acl_filter: AclFilter) -> dict[str, Any]:
     """DescribeAcls' fields (v1 on) for a filter: ANY, or None for a string, matches any."""
     f = acl_filter
     return {
-        "resource_type_filter": ResourceTypeCode.ANY
-        if f.resource_type is None
-        else f.resource_type,
+        "resource_type_filter": AclResourceType.ANY if f.resource_type is None else f.resource_type,
         "resource_name_filter": f.resource_name,
-        "pattern_type_filter": PatternTypeCode.ANY if f.pattern_type is None else f.pattern_type,
+        "pattern_type_filter": PatternType.ANY if f.pattern_type is None else f.pattern_type,
         "principal_filter": f.principal,
         "host_filter": f.host,
-        "operation": AclOperationCode.ANY if f.operation is None else f.operation,
-        "permission_type": PermissionCode.ANY if f.permission is None else f.permission,
+        "operation": AclOperation.ANY if f.operation is None else f.operation,
+        "permission_type": AclPermissionType.ANY if f.permission is None else f.permission,
     }
 
 
@@ -462,13 +392,13 @@ def described_entries(response: Any) -> list[AclEntry]:
     """The bindings of a DescribeAcls response (kio's, or any object with its fields)."""
     return [
         AclEntry(
-            from_code(ResourceTypeCode, resource.resource_type),
+            from_code(AclResourceType, resource.resource_type),
             resource.resource_name,
-            from_code(PatternTypeCode, resource.pattern_type),
+            from_code(PatternType, resource.pattern_type),
             acl.principal,
             acl.host,
-            from_code(AclOperationCode, acl.operation),
-            from_code(PermissionCode, acl.permission_type),
+            from_code(AclOperation, acl.operation),
+            from_code(AclPermissionType, acl.permission_type),
         )
         for resource in response.resources
         for acl in resource.acls

@@ -20,14 +20,18 @@ Kafka's ACL model; the addresses themselves are the standard library's `ipaddres
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
-from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from strom.security.operations import AclOperation, AclResourceType
+from strom.security.operations import (
+    AclOperation,
+    AclPermissionType,
+    AclResourceType,
+    PatternType,
+    from_code,
+)
 
 __all__ = [
     "CLUSTER_NAME",
@@ -55,38 +59,6 @@ CLUSTER_NAME = "kafka-cluster"
 
 Address = IPv4Address | IPv6Address
 Network = IPv4Network | IPv6Network
-
-
-class PatternType(IntEnum):
-    """Kafka's PatternType codes: how a binding's resource name names resources. ANY and
-    MATCH exist only in filters."""
-
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclPermissionType(IntEnum):
-    """Kafka's AclPermissionType codes. ANY exists only in filters."""
-
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-_Code = TypeVar("_Code", PatternType, AclPermissionType, AclOperation, AclResourceType)
-
-
-def from_code(kind: type[_Code], code: int) -> _Code:
-    """The member of `kind` with `code`, or its UNKNOWN (code 0) for a code strom does not
-    know: a newer client's value is refused as unknown rather than failing the request."""
-    try:
-        return kind(code)
-    except ValueError:
-        return kind(0)
 
 
 @dataclass(frozen=True, slots=True, order=True)

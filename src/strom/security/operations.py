@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from types import MappingProxyType
+from typing import TypeVar
 
 __all__ = [
     "OMITTED",
@@ -56,6 +57,38 @@ class AclResourceType(IntEnum):
     TRANSACTIONAL_ID = 5
     DELEGATION_TOKEN = 6
     USER = 7
+
+
+class PatternType(IntEnum):
+    """Kafka's PatternType codes: how a binding's resource name names resources. ANY and
+    MATCH exist only in filters."""
+
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclPermissionType(IntEnum):
+    """Kafka's AclPermissionType codes. ANY exists only in filters."""
+
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+_Code = TypeVar("_Code", PatternType, AclPermissionType, AclOperation, AclResourceType)
+
+
+def from_code(kind: type[_Code], code: int) -> _Code:
+    """The member of `kind` with `code`, or its UNKNOWN (code 0) for a code strom does not
+    know: a newer client's value is refused as unknown rather than failing the request."""
+    try:
+        return kind(code)
+    except ValueError:
+        return kind(0)
 
 
 _Op = AclOperation

@@ -140,12 +140,19 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
         retention_ms=ms(retention) if retention is not None else -1,
         offsets=tuple(wanted),
     )
-    if not wanted:  # all refused or unknown: no group is made or renewed (as Kafka)
-        every: OffsetCommitResponse = {
-            "throttle_time": 0,
-            "topics": partition_errors(body.topics, lambda t, p: errors[(t, p)]),
-        }
-        return build_response(ApiKey.OFFSET_COMMIT, request.api_version, every)
+    if wanted:  # none (all refused or unknown): no group is made or renewed, as Kafka
+        results = await _commit(context, commit)
+        for each, error in zip(wanted, results, strict=True):
+            errors[(each.topic, each.partition)] = error
+    response: OffsetCommitResponse = {
+        "throttle_time": 0,
+        "topics": partition_errors(body.topics, lambda t, p: errors[(t, p)]),
+    }
+    return build_response(ApiKey.OFFSET_COMMIT, request.api_version, response)
+
+
+async def _commit(context: GroupContext, commit: CommitRequest) -> list[ErrorCode]:
+    """The group coordinator's answer for each offset of `commit`, in its order."""
     try:
         await context.groups.coordinate(commit.group_id)
         results, out = context.groups.commit_offsets(commit)
@@ -158,14 +165,8 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
                 failed = ErrorCode.invalid_commit_offset_size
             results = [failed if r is ErrorCode.none else r for r in results]
     except CoordinatorUnavailable as exc:
-        results = [exc.error_code] * len(wanted)
-    for each, error in zip(wanted, results, strict=True):
-        errors[(each.topic, each.partition)] = error
-    response: OffsetCommitResponse = {
-        "throttle_time": 0,
-        "topics": partition_errors(body.topics, lambda t, p: errors[(t, p)]),
-    }
-    return build_response(ApiKey.OFFSET_COMMIT, request.api_version, response)
+        results = [exc.error_code] * len(commit.offsets)
+    return list(results)
 
 
 async def _fetch_group(
