@@ -520,8 +520,8 @@ class Broker:
         return await self._handlers[request.api_key](request)
 
     async def dispatch_controller(self, request: Request) -> Any | None:
-        """A request for the controller: in process or forwarded by a node (no listener),
-        or a client's on the controller listener, which the client handlers check."""
+        """A request for the controller: a node's own (no listener), or a client's, on the
+        controller listener or forwarded with its principal: the client handlers check it."""
         handler = self._controller_handlers.get(request.api_key)
         if handler is None or (request.listener and request.api_key in self._handlers):
             return await self._handlers[request.api_key](request)

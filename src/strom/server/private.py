@@ -11,8 +11,17 @@ short header of their own, and an API key far above Kafka's:
     METADATA_FETCH  request   a broker-only node pulls committed metadata entries
     FORWARD         request   a broker hands a client's admin request to the controller
 
-FORWARD wraps a whole Kafka request frame (header and body, as a client sent it) and
-answers with the metadata offset the controller had committed when it answered, then the
+FORWARD wraps a whole Kafka request frame (header and body, as a client sent it). In
+version 0 the frame is the node's own request (a topic it auto-creates, say), which the
+controller runs unchecked. In version 1 it is a client's, preceded by who sent it:
+
+    int16 length, principal (UTF-8), int16 length, client host (UTF-8), frame
+
+and the controller checks it again, against its own ACLs, as that principal from that host
+(Kafka's envelope principal): the forwarding broker's image may lag behind an ACL change.
+Only a peer allowed strom's node-to-node APIs (CLUSTER_ACTION) can send either.
+
+It answers with the metadata offset the controller had committed when it answered, then the
 Kafka response frame; the forwarding broker waits until its own image has reached that
 offset, so a client that created a topic through any broker sees it there at once. A
 node that is not the active controller (yet: it may have just won an election) answers
@@ -158,6 +167,65 @@ def decode_fetch_response(payload: bytes) -> MetadataFetchResponse:
 # --- FORWARD ------------------------------------------------------------------------
 
 _OFFSET = struct.Struct(">q")
+
+
+FORWARDED_LISTENER = "(forwarded)"
+"""The listener a client's forwarded request (FORWARD v1) carries at the controller: no
+listener's name can be it. The request is checked there as on a controller listener."""
+FORWARD_CLIENT_VERSION = 1
+"""The FORWARD version that carries a client's principal and host."""
+_TEXT_LENGTH = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardedRequest:
+    """A FORWARD request's payload: the request frame (without its size prefix) and, for a
+    client's request (version 1), who sent it."""
+
+    frame: bytes
+    principal: str | None = None
+    """None: the forwarding node's own request (version 0)."""
+    client_host: str = ""
+
+    @property
+    def version(self) -> int:
+        return 0 if self.principal is None else FORWARD_CLIENT_VERSION
+
+
+def encode_forward_request(forwarded: ForwardedRequest) -> bytes:
+    """The payload of a FORWARD request of version `forwarded.version`."""
+    if forwarded.principal is None:
+        return forwarded.frame
+    parts = []
+    for text in (forwarded.principal, forwarded.client_host):
+        encoded = text.encode("utf-8", "surrogatepass")
+        parts.append(_TEXT_LENGTH.pack(len(encoded)) + encoded)
+    return b"".join(parts) + forwarded.frame
+
+
+def decode_forward_request(api_version: int, payload: bytes) -> ForwardedRequest:
+    if api_version == 0:
+        return ForwardedRequest(payload)
+    if api_version != FORWARD_CLIENT_VERSION:
+        raise PrivatePayloadError(f"unknown FORWARD version {api_version}")
+    position = 0
+    texts = []
+    for what in ("principal", "client host"):
+        if len(payload) < position + _TEXT_LENGTH.size:
+            raise PrivatePayloadError(f"forward request truncated before its {what}")
+        (length,) = _TEXT_LENGTH.unpack_from(payload, position)
+        position += _TEXT_LENGTH.size
+        if length < 0 or len(payload) < position + length:
+            raise PrivatePayloadError(f"forward request with a truncated {what}")
+        try:
+            texts.append(payload[position : position + length].decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:
+            raise PrivatePayloadError(f"forward request whose {what} is not UTF-8") from None
+        position += length
+    principal, client_host = texts
+    if not principal:
+        raise PrivatePayloadError("forward request with an empty principal")
+    return ForwardedRequest(payload[position:], principal, client_host)
 
 
 FORWARD_NOT_CONTROLLER = -1

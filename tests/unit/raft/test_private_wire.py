@@ -9,15 +9,18 @@ from hypothesis import strategies as st
 from strom.raft.messages import Entry, Snapshot
 from strom.server.private import (
     FORWARD_NOT_CONTROLLER,
+    ForwardedRequest,
     MetadataFetchRequest,
     MetadataFetchResponse,
     PrivatePayloadError,
     decode_fetch_request,
     decode_fetch_response,
+    decode_forward_request,
     decode_forward_response,
     decode_hello,
     encode_fetch_request,
     encode_fetch_response,
+    encode_forward_request,
     encode_forward_response,
     encode_hello,
 )
@@ -28,6 +31,50 @@ offsets = st.integers(min_value=0, max_value=2**63 - 1)
 @given(offset=offsets, frame=st.binary(max_size=64))
 def test_a_forward_answer_round_trips(offset: int, frame: bytes) -> None:
     assert decode_forward_response(encode_forward_response(offset, frame)) == (offset, frame)
+
+
+texts = st.text(max_size=40)
+
+
+@given(frame=st.binary(max_size=64), principal=texts.filter(bool), host=texts)
+@example(frame=b"", principal="User:\udc80", host="")  # a lone surrogate survives too
+def test_a_forwarded_clients_request_round_trips(frame: bytes, principal: str, host: str) -> None:
+    carried = ForwardedRequest(frame, principal, host)
+    assert carried.version == 1
+    assert decode_forward_request(1, encode_forward_request(carried)) == carried
+
+
+@given(frame=st.binary(max_size=64))
+def test_a_nodes_own_forward_is_the_bare_frame(frame: bytes) -> None:
+    own = ForwardedRequest(frame)
+    assert own.version == 0 and encode_forward_request(own) == frame
+    assert decode_forward_request(0, frame) == own
+
+
+@given(payload=st.binary(max_size=80))
+def test_any_bytes_as_a_clients_forward_decode_or_are_refused(payload: bytes) -> None:
+    try:
+        carried = decode_forward_request(1, payload)
+    except PrivatePayloadError:
+        return
+    assert carried.principal and encode_forward_request(carried) == payload
+
+
+@pytest.mark.parametrize(
+    ("version", "payload", "message"),
+    [
+        (1, b"\x00", "truncated before its principal"),
+        (1, b"\x00\x05User", "truncated principal"),
+        (1, b"\xff\xffUser", "truncated principal"),
+        (1, b"\x00\x01A\x00", "truncated before its client host"),
+        (1, b"\x00\x01\xff\x00\x00", "principal is not UTF-8"),
+        (1, b"\x00\x00\x00\x00frame", "empty principal"),
+        (7, b"", "unknown FORWARD version 7"),
+    ],
+)
+def test_a_bad_forward_request_is_refused(version: int, payload: bytes, message: str) -> None:
+    with pytest.raises(PrivatePayloadError, match=message):
+        decode_forward_request(version, payload)
 
 
 def test_not_the_controller_is_an_answer_of_its_own() -> None:

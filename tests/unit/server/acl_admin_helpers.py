@@ -14,6 +14,8 @@ from strom.security.acls import CLUSTER_NAME, AclBinding, AclPermissionType, Pat
 from strom.security.authorizer import AclIndex, Authorizer
 from strom.security.operations import AclOperation, AclResourceType
 
+AUTHORIZER = "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"""The setting that turns a node's ACL checks on."""
 Op = AclOperation
 Kind = AclResourceType
 ALICE = "User:alice"

@@ -37,11 +37,11 @@ async def with_brokers(node: Broker, *broker_ids: int) -> None:
 
 
 async def controller_with_brokers(
-    tmp_path: Path, *node_ids: int, log: MemoryLog | None = None
+    tmp_path: Path, *node_ids: int, log: MemoryLog | None = None, config: Sequence[str] = ()
 ) -> list[Broker]:
     """Nodes `node_ids` on one memory log (`log`, or a new one), the first active, with
-    live brokers 1, 2, 3."""
-    nodes = await cluster(log or MemoryLog(), tmp_path, *node_ids)
+    live brokers 1, 2, 3; `config` holds more `key=value` settings of every node."""
+    nodes = await cluster(log or MemoryLog(), tmp_path, *node_ids, config=config)
     await with_brokers(nodes[0], 1, 2, 3)
     return nodes
 

@@ -54,11 +54,16 @@ QUORUM = QuorumDescription(
 """A quorum of two voters as its leader, node 1, would describe it."""
 
 
-def controller_node(log: MemoryLog, node_id: int, tmp_path: Path) -> Broker:
+def controller_node(
+    log: MemoryLog, node_id: int, tmp_path: Path, config: Sequence[str] = ()
+) -> Broker:
     """Node `node_id` of the cluster on `log`: a Broker never started, its metadata store on
-    the memory log and its ControllerService following the log's leadership."""
+    the memory log and its ControllerService following the log's leadership; `config`
+    holds more `key=value` settings."""
     broker = Broker(
-        load_config(overrides=[f"node.id={node_id}", f"log.dirs={tmp_path / f'node-{node_id}'}"])
+        load_config(
+            overrides=[f"node.id={node_id}", f"log.dirs={tmp_path / f'node-{node_id}'}", *config]
+        )
     )
 
     def follow_the_log() -> None:
@@ -99,10 +104,12 @@ async def until(broker: Broker, check: Callable[[MetadataImage], bool]) -> None:
     await asyncio.wait_for(wait(), 5)
 
 
-async def cluster(log: MemoryLog, tmp_path: Path, *node_ids: int) -> list[Broker]:
+async def cluster(
+    log: MemoryLog, tmp_path: Path, *node_ids: int, config: Sequence[str] = ()
+) -> list[Broker]:
     """The nodes `node_ids`, started on `log`; the first one is the active controller and
     has formed the cluster (every node has applied its cluster record)."""
-    nodes = [controller_node(log, node_id, tmp_path) for node_id in node_ids]
+    nodes = [controller_node(log, node_id, tmp_path, config) for node_id in node_ids]
     for node in nodes:
         assert node.store is not None
         await node.store.start()

@@ -6,9 +6,22 @@ controller, and that without an authorizer nothing changes. No socket, no sleep.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from acl_admin_helpers import DENY, PREFIXED, Op, acl, by_alice, cluster_acl, guarded
+from acl_admin_helpers import (
+    ALICE,
+    ALLOW,
+    AUTHORIZER,
+    DENY,
+    HOST,
+    PREFIXED,
+    Op,
+    acl,
+    by_alice,
+    cluster_acl,
+    guarded,
+)
 from admin_harness import (
     TOPIC,
     controller_with_brokers,
@@ -23,10 +36,15 @@ from quorum_harness import admin_context, answered, loopback_to
 from server_harness import request, run
 
 from strom.config import load_config
+from strom.metadata import acl_changes
+from strom.metadata.controller import NewTopic
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, decode_request
+from strom.security.acls import AclBinding, PatternType
+from strom.security.operations import AclResourceType
 from strom.server.broker import Broker
 from strom.server.handlers import admin
+from strom.server.private import decode_forward_request
 
 E = ErrorCode
 
@@ -42,8 +60,18 @@ async def topics(node: Broker, *names: str) -> None:
 
 
 def forwarded(sent: list[tuple[int, int, bytes]]) -> list[Request]:
-    """The client requests a Loopback carried to the controller (FORWARD frames)."""
-    return [decode_request(payload) for _key, _version, payload in sent]
+    """The client requests a Loopback carried to the controller (FORWARD frames), each as
+    the principal and host it was sent for."""
+    requests = []
+    for _key, version, payload in sent:
+        carried = decode_forward_request(version, payload)
+        assert carried.principal is not None, "a client's request is forwarded as its own"
+        requests.append(
+            decode_request(
+                carried.frame, client_host=carried.client_host, principal=carried.principal
+            )
+        )
+    return requests
 
 
 # --- CreateTopics ---------------------------------------------------------------------
@@ -167,6 +195,60 @@ def test_only_the_allowed_topics_are_forwarded_and_none_when_all_are_refused(
         )
         assert answer.topics[0].error_code == E.topic_authorization_failed
         assert len(link.sent) == 1  # nothing left to ask the controller
+
+    run(scenario())
+
+
+def test_the_controller_checks_a_forwarded_request_again_with_its_own_acls(
+    tmp_path: Path,
+) -> None:
+    """The broker two still allows alice to create "mine" (its image lags behind the
+    removal of that ACL); the controller, whose ACLs allow only "ours" and only from
+    alice's host, refuses it: the forwarded request carries her principal and host."""
+
+    async def scenario() -> None:
+        one, two = await controller_with_brokers(tmp_path, 1, 2, config=[AUTHORIZER])
+        from_her_host = AclBinding(
+            AclResourceType.TOPIC, "ours", PatternType.LITERAL, ALICE, HOST, Op.CREATE, ALLOW
+        )
+        refusals = (
+            await admin_context(one)
+            .active_controller()
+            .decide(
+                lambda image: acl_changes.create_acls(image, [from_her_host], znode_names=False)
+            )
+        )
+        assert refusals == [None]
+        link = loopback_to(one)
+        lagging = guarded(
+            admin_context(two, channel=link), acl(Op.CREATE, "mine"), acl(Op.CREATE, "ours")
+        )
+        answer = await answered(
+            admin.handle_create_topics,
+            lagging,
+            by_alice(create_topics(("mine", 1, 1, {}), ("ours", 1, 1, {}))),
+        )
+        assert [(t.name, t.error_code, t.error_message) for t in answer.topics] == [
+            ("mine", E.topic_authorization_failed, "Authorization failed."),
+            ("ours", E.none, None),
+        ]
+        assert "mine" not in one.metadata.image.topics_by_name
+        (sent,) = forwarded(link.sent)
+        assert (sent.principal, sent.client_host) == (ALICE, HOST)
+
+        elsewhere = dataclasses.replace(
+            by_alice(create_topics(("ours-too", 1, 1, {}))), client_host="10.9.9.9"
+        )
+        lagging = guarded(admin_context(two, channel=link), acl(Op.CREATE, "ours-too"))
+        answer = await answered(admin.handle_create_topics, lagging, elsewhere)
+        assert answer.topics[0].error_code == E.topic_authorization_failed
+
+        # The broker's own request (a topic it auto-creates) is not a principal's.
+        (result,) = await admin.create_topics(
+            admin_context(two, channel=link), [NewTopic("auto", 1, 1)]
+        )
+        assert result.error_code == E.none
+        assert [version for _key, version, _payload in link.sent] == [1, 1, 0]
 
     run(scenario())
 

@@ -24,12 +24,15 @@ from strom.server.handlers.private import PrivateSession
 from strom.server.handlers.quorum import controller_describe_quorum
 from strom.server.private import (
     FORWARD_NOT_CONTROLLER,
+    FORWARDED_LISTENER,
+    ForwardedRequest,
     MetadataFetchRequest,
     PrivateApi,
     PrivatePayloadError,
     decode_fetch_response,
     decode_forward_response,
     encode_fetch_request,
+    encode_forward_request,
 )
 
 
@@ -172,5 +175,40 @@ def test_a_forward_of_anything_but_a_controller_request_is_refused(tmp_path: Pat
         _correlation_id, body = decode_response(ApiKey.DESCRIBE_QUORUM, 2, frame)
         assert body.error_code == ErrorCode.none
         assert len(dispatched) == 1
+
+    run(scenario())
+
+
+def test_a_clients_forward_is_dispatched_as_its_principal_from_its_host(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        (one,) = await cluster(MemoryLog(), tmp_path, 1)
+        dispatched: list[Request] = []
+        carried = ForwardedRequest(forward_payload(describe_quorum()), "User:alice", "/10.0.0.1")
+        payload = await session_of(one, dispatched).handle(
+            PrivateApi.FORWARD, carried.version, encode_forward_request(carried)
+        )
+        assert payload is not None and decode_forward_response(payload)[1]
+        (request,) = dispatched
+        assert (request.principal, request.client_host, request.listener) == (
+            "User:alice",
+            "/10.0.0.1",
+            FORWARDED_LISTENER,
+        )
+        # A node's own request (version 0) carries no principal and no listener.
+        await session_of(one, dispatched).handle(
+            PrivateApi.FORWARD, 0, forward_payload(describe_quorum())
+        )
+        assert (dispatched[1].principal, dispatched[1].listener) == ("User:ANONYMOUS", "")
+
+    run(scenario())
+
+
+def test_a_forward_of_an_unknown_version_closes_the_connection(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        (one,) = await cluster(MemoryLog(), tmp_path, 1)
+        dispatched: list[Request] = []
+        with pytest.raises(PrivatePayloadError, match="unknown FORWARD version 2"):
+            await session_of(one, dispatched).handle(PrivateApi.FORWARD, 2, b"")
+        assert dispatched == []
 
     run(scenario())

@@ -4,8 +4,9 @@ Served wherever other nodes reach this one (broker.py's `_serve_nodes`: the cont
 listener, or the client listeners of a store whose controller is reached there): each
 such connection gets its own `PrivateSession`, which answers RAFT_HELLO and RAFT (handed
 to the store's stream of that peer), METADATA_FETCH (committed entries for a node that
-follows the metadata) and FORWARD (a client's admin request, run here if this node is the
-active controller).
+follows the metadata) and FORWARD (an admin request, run here if this node is the active
+controller: a client's, which carries its principal, through the client handlers, which
+check it against this node's ACLs; a node's own through the controller handlers).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from strom.protocol.codec import RequestError, decode_request, encode_response
 from strom.server.handlers.ports import PrivateContext
 from strom.server.private import (
     FORWARD_NOT_CONTROLLER,
+    FORWARDED_LISTENER,
     MetadataFetchResponse,
     PrivateApi,
     PrivatePayloadError,
     decode_fetch_request,
+    decode_forward_request,
     encode_fetch_response,
     encode_forward_response,
 )
@@ -50,7 +53,7 @@ class PrivateSession:
         if api_key == PrivateApi.METADATA_FETCH:
             return await self._metadata_fetch(payload)
         if api_key == PrivateApi.FORWARD:
-            return await self._forward(payload)
+            return await self._forward(api_version, payload)
         raise PrivatePayloadError(f"unknown private API {api_key}")
 
     async def _metadata_fetch(self, payload: bytes) -> bytes:
@@ -71,10 +74,19 @@ class PrivateSession:
             )
         )
 
-    async def _forward(self, payload: bytes) -> bytes:
+    async def _forward(self, api_version: int, payload: bytes) -> bytes:
         context = self._context
+        forwarded = decode_forward_request(api_version, payload)
         try:
-            request = decode_request(payload, client_host="forwarded")
+            if forwarded.principal is None:  # the sender's own: run as it is
+                request = decode_request(forwarded.frame, client_host="forwarded")
+            else:  # a client's: the client handlers check it again, as on a listener
+                request = decode_request(
+                    forwarded.frame,
+                    client_host=forwarded.client_host,
+                    listener=FORWARDED_LISTENER,
+                    principal=forwarded.principal,
+                )
         except RequestError as exc:
             raise PrivatePayloadError(f"bad forwarded request: {exc}") from None
         if request.api_key not in FORWARDABLE:
