@@ -120,7 +120,7 @@ PER_BROKER_KEYS: frozenset[str] = frozenset(
         "sasl.mechanism.inter.broker.protocol",
         # Kafka's dynamic security keys that strom accepts without acting on them.
         "ssl.protocol",
-        *(key.name for key in SECURITY_COMPAT_KEYS if key.name != "connections.max.reauth.ms"),
+        *(key.name for key in SECURITY_COMPAT_KEYS),
     }
 )
 """Keys that may change per broker but not as a cluster default: an SSL listener's key

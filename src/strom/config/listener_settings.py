@@ -59,13 +59,26 @@ _JAAS_KEYS = tuple(
     for mechanism in SASL_MECHANISMS
 )
 _MECHANISMS_KEY = next(key for key in SASL_KEYS if key.name == "sasl.enabled.mechanisms")
+_REAUTH_KEY = next(key for key in SASL_KEYS if key.name == "connections.max.reauth.ms")
+_REAUTH_KEYS = tuple(
+    ConfigKey(
+        f"{mechanism.lower()}.{_REAUTH_KEY.name}",
+        _REAUTH_KEY.type,
+        None,
+        f"connections.max.reauth.ms of {mechanism} on one listener.",
+        _REAUTH_KEY.validator,
+    )
+    for mechanism in SASL_MECHANISMS
+)
 _LIMIT_KEYS = tuple(
     key
     for key in CONNECTION_KEYS
     if key.name in ("max.connections", "max.connection.creation.rate")
 )
 _LIMITS = tuple((key.name, key) for key in _LIMIT_KEYS)
-_OVERRIDABLE = {key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS, *_LIMIT_KEYS)}
+_OVERRIDABLE = {
+    key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS, *_REAUTH_KEYS, *_LIMIT_KEYS)
+}
 
 
 def listener_prefix(listener: str) -> str:
@@ -105,8 +118,9 @@ def split_listener_keys(given: Mapping[str, str]) -> tuple[dict[str, str], Liste
             hint = f" (did you mean {LISTENER_PREFIX}{listener}.{close[0]}?)" if close else ""
             raise ConfigError(
                 f"unknown config key {name!r}: a listener may override the ssl.* keys, "
-                "sasl.enabled.mechanisms, <mechanism>.sasl.jaas.config, max.connections "
-                f"and max.connection.creation.rate, not {key!r}{hint}",
+                "sasl.enabled.mechanisms, <mechanism>.sasl.jaas.config, "
+                "<mechanism>.connections.max.reauth.ms, max.connections and "
+                f"max.connection.creation.rate, not {key!r}{hint}",
                 key=name,
             )
         overrides.setdefault(listener.upper(), {})[key] = text
@@ -185,7 +199,19 @@ def listener_sasl(
                 )
             jaas.append((name, own[key]))
         delay_ms = v.integer("connection.failed.authentication.delay.ms")
-        result.append((listener.name, SaslSettings(names, tuple(jaas), delay_ms)))
+        reauth = []
+        for name in names:  # Kafka's order: the mechanism's own key, else the broker's
+            key = f"{name.lower()}.{_REAUTH_KEY.name}"
+            text = own.get(key, "").strip()
+            ms = (
+                check_value(prefix + key, _REAUTH_KEY.type, _REAUTH_KEY.validator, text)
+                if text
+                else v.integer(_REAUTH_KEY.name)
+            )
+            assert isinstance(ms, int)
+            reauth.append((name, ms))
+        settings = SaslSettings(names, tuple(jaas), delay_ms, tuple(reauth))
+        result.append((listener.name, settings))
     return tuple(result)
 
 

@@ -211,6 +211,13 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         AtLeast(0),
     ),
     ConfigKey(
+        "connections.max.reauth.ms",
+        LONG,
+        "0",
+        "A SASL session's longest life before the client re-authenticates (KIP-368); 0: none.",
+        AtLeast(0),
+    ),
+    ConfigKey(
         "sasl.mechanism.inter.broker.protocol",
         STRING,
         "GSSAPI",
@@ -281,9 +288,6 @@ SECURITY_COMPAT_KEYS: tuple[ConfigKey, ...] = (
         "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
         "Kafka's principal builder class.",
     ),
-    _kafka_only(
-        "connections.max.reauth.ms", LONG, "0", "Kafka's re-authentication (KIP-368), not yet."
-    ),
 )
 """Kafka's security keys strom accepts, static or as dynamic per-broker configs as Kafka
 does, without acting on them: Kerberos and JSSE have no counterpart here."""
@@ -300,6 +304,9 @@ class SaslSettings:
     """(mechanism, its sasl.jaas.config text) for each mechanism that has one (PLAIN
     must; SCRAM's users are in the cluster metadata, and its JAAS config is optional)."""
     failed_authentication_delay_ms: int
+    max_reauth_ms: tuple[tuple[str, int], ...] = ()
+    """(mechanism, its `connections.max.reauth.ms`) for each mechanism whose sessions
+    expire after a time (KIP-368); the others' last until their credential expires."""
 
     def __repr__(self) -> str:
         """Without the JAAS texts, which hold passwords."""

@@ -8,10 +8,18 @@ code and closes the connection: the client must reconnect to try again.
 
 A mechanism's server side is a `Mechanism`: one object per authentication, stepped with
 the client's tokens until it completes or refuses. PLAIN (RFC 4616) is here; SCRAM and
-OAUTHBEARER fit the same interface (several steps, a challenge each) and are not written
-yet. Re-authentication (KIP-368) is not supported: once authenticated, a connection stays
-authenticated, SaslHandshake and SaslAuthenticate are refused, and the session lifetime
-strom reports is 0 (no expiry).
+OAUTHBEARER fit the same interface (several steps, a challenge each).
+
+Re-authentication (KIP-368), as Kafka's SaslServerAuthenticator does it: a session
+expires `connections.max.reauth.ms` after it was authenticated (per mechanism), or when
+its credential does (a token's expiry), whichever comes first; with neither it never
+expires. The lifetime goes to the client in SaslAuthenticate v1, and a client that
+supports KIP-368 sends SaslHandshake and SaslAuthenticate again on the same connection,
+with the same mechanism, before then; the new authentication must name the same
+principal. Once the session has expired, every other request closes the connection (the
+shell asks `expired`). A session that never expires cannot re-authenticate, nor can one
+that began to less than a second ago: that SaslHandshake is not the gate's, and is
+answered as Kafka answers it on an authenticated connection (ILLEGAL_SASL_STATE).
 
 Written by hand: Python's SASL libraries are clients, or bind to Cyrus SASL in C; a
 broker needs Kafka's exact messages and rules, which are small.
@@ -35,6 +43,7 @@ __all__ = [
     "MECHANISM_NAMES",
     "OAUTHBEARER",
     "PLAIN",
+    "REAUTH_MIN_INTERVAL_MS",
     "SCRAM_SHA_256",
     "SCRAM_SHA_512",
     "AuthenticateResult",
@@ -45,6 +54,7 @@ __all__ = [
     "SaslAuthenticationFailed",
     "SaslServer",
     "SaslState",
+    "session_lifetime_ms",
 ]
 
 PLAIN = "PLAIN"
@@ -80,6 +90,9 @@ class MechanismStep:
     challenge: bytes
     complete: bool
     principal_name: str | None = None
+    credential_expires_ms: int | None = None
+    """When a complete step's credential stops being valid (a token's expiry, wall-clock
+    ms); None: it does not expire."""
 
     def __post_init__(self) -> None:
         if self.complete != (self.principal_name is not None):
@@ -197,6 +210,24 @@ class AuthenticateResult:
     auth_bytes: bytes
     complete: bool
     close: bool
+    session_lifetime_ms: int = 0
+    """Once complete: how long the session lasts (SaslAuthenticate v1); 0: for ever."""
+
+
+REAUTH_MIN_INTERVAL_MS = 1000
+"""A session re-authenticates at most once a second, as in Kafka."""
+
+
+def session_lifetime_ms(
+    max_reauth_ms: int, credential_expires_ms: int | None, now_ms: int
+) -> int | None:
+    """How long a session authenticated at `now_ms` lasts, by Kafka's rule: the shorter of
+    `max_reauth_ms` (when above 0) and the credential's remaining life (when it has an
+    expiry), never below 0; None when neither applies (it never expires)."""
+    limits = [] if max_reauth_ms <= 0 else [max_reauth_ms]
+    if credential_expires_ms is not None:
+        limits.append(credential_expires_ms - now_ms)
+    return max(0, min(limits)) if limits else None
 
 
 class SaslServer:
@@ -206,21 +237,40 @@ class SaslServer:
         AWAITING_HANDSHAKE    --handshake(an enabled mechanism)-->             AWAITING_AUTHENTICATE
         AWAITING_AUTHENTICATE --authenticate(token), mechanism continues-->   AWAITING_AUTHENTICATE
         AWAITING_AUTHENTICATE --authenticate(token), mechanism completes-->   COMPLETE
+        COMPLETE              --reauthenticate(an enabled mechanism) of a
+                                  session that expires, a second after the last
+                                  one began-->                               AWAITING_AUTHENTICATE
         any state             --any refusal (disabled mechanism, bad credentials,
-                                  a call out of order)-->                     FAILED
+                                  a call out of order, another mechanism or
+                                  principal when re-authenticating)-->      FAILED
     FAILED is terminal: every call is refused again. Every result that says `close`
-    leaves the state FAILED, and only those do.
+    leaves the state FAILED, and only those do. While re-authenticating the principal is
+    None, as before the first authentication: the connection serves nothing else.
     """
 
-    def __init__(self, mechanisms: Mapping[str, Callable[[], Mechanism]]) -> None:
+    def __init__(
+        self,
+        mechanisms: Mapping[str, Callable[[], Mechanism]],
+        max_reauth_ms: Mapping[str, int] | None = None,
+    ) -> None:
         """`mechanisms`: the enabled ones, in the listener's order, name -> a factory of
-        a fresh mechanism server."""
+        a fresh mechanism server; `max_reauth_ms`: `connections.max.reauth.ms` of each
+        (absent or 0: no limit)."""
         self._factories = dict(mechanisms)
         self._enabled = tuple(self._factories)
+        self._max_reauth_ms = dict(max_reauth_ms or {})
         self._state = SaslState.AWAITING_HANDSHAKE
         self._mechanism: str | None = None
         self._server: Mechanism | None = None
         self._principal_name: str | None = None
+        self._expires_ms: int | None = None
+        """When the authenticated session expires (wall-clock ms); None: never."""
+        self._began_ms: int | None = None
+        """When the current re-authentication began; None before the first."""
+        self._previous: tuple[str, str] | None = None
+        """While re-authenticating: the session's mechanism and principal name."""
+        self._bad_mechanism: str | None = None
+        """While re-authenticating with another mechanism: the refusal to answer."""
 
     @property
     def state(self) -> SaslState:
@@ -254,6 +304,20 @@ class SaslServer:
             return False
         return api_key in _DURING_AUTHENTICATION
 
+    @property
+    def reauthenticating(self) -> bool:
+        return self._previous is not None
+
+    def expired(self, now_ms: int) -> bool:
+        """Whether the authenticated session has expired by `now_ms`: the shell then
+        closes the connection at its next request (all but a SaslHandshake that
+        re-authenticates)."""
+        return (
+            self._state is SaslState.COMPLETE
+            and self._expires_ms is not None
+            and now_ms > self._expires_ms
+        )
+
     def handshake(self, mechanism: str) -> HandshakeResult:
         """The answer to a SaslHandshake asking for `mechanism`."""
         if self._state is not SaslState.AWAITING_HANDSHAKE:
@@ -261,17 +325,43 @@ class SaslServer:
         factory = self._factories.get(mechanism)
         if factory is None:
             return self._refuse_handshake(ErrorCode.unsupported_sasl_mechanism)
-        try:
-            self._server = factory()
-        except BaseException:
-            self._fail()
-            raise
+        if self._previous is not None and mechanism != self._previous[0]:
+            # Kafka accepts the handshake and refuses the authentication that follows.
+            self._bad_mechanism = (
+                f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                f"re-authentication of mechanism '{self._previous[0]}'"
+            )
+        else:
+            try:
+                self._server = factory()
+            except BaseException:
+                self._fail()
+                raise
         self._mechanism = mechanism
         self._state = SaslState.AWAITING_AUTHENTICATE
         return HandshakeResult(ErrorCode.none, self._enabled, close=False)
 
-    def authenticate(self, token: bytes) -> AuthenticateResult:
-        """The answer to a client token (a SaslAuthenticate request's `auth_bytes`)."""
+    def reauthenticate(self, mechanism: str, now_ms: int) -> HandshakeResult | None:
+        """A SaslHandshake on an authenticated connection: it begins re-authentication
+        when the session expires and did not begin one in the last second (the answer to
+        the handshake); None otherwise, for the shell to answer as any request."""
+        if self._state is not SaslState.COMPLETE or self._expires_ms is None:
+            return None
+        if self._began_ms is not None and now_ms - self._began_ms < REAUTH_MIN_INTERVAL_MS:
+            return None
+        assert self._mechanism is not None and self._principal_name is not None
+        self._previous = (self._mechanism, self._principal_name)
+        self._began_ms = now_ms
+        self._state = SaslState.AWAITING_HANDSHAKE
+        self._principal_name = None
+        self._expires_ms = None
+        return self.handshake(mechanism)
+
+    def authenticate(self, token: bytes, now_ms: int) -> AuthenticateResult:
+        """The answer to a client token (a SaslAuthenticate request's `auth_bytes`) at
+        `now_ms` (wall-clock ms, which a credential's expiry is compared with)."""
+        if self._bad_mechanism is not None:
+            return self._refuse(ErrorCode.sasl_authentication_failed, self._bad_mechanism)
         if self._state is not SaslState.AWAITING_AUTHENTICATE or self._server is None:
             return self._refuse(ErrorCode.illegal_sasl_state, self._out_of_order())
         try:
@@ -281,19 +371,37 @@ class SaslServer:
         except BaseException:
             self._fail()  # a bug in the mechanism: the shell logs it and closes
             raise
-        if step.complete:
-            self._state = SaslState.COMPLETE
-            self._principal_name = step.principal_name
-            self._server = None
+        if not step.complete:
+            return AuthenticateResult(ErrorCode.none, None, step.challenge, False, close=False)
+        if self._previous is not None and step.principal_name != self._previous[1]:
+            return self._refuse(
+                ErrorCode.sasl_authentication_failed,
+                "Cannot change principals during re-authentication from "
+                f"User.{self._previous[1]}: User.{step.principal_name}",
+            )
+        assert self._mechanism is not None
+        lifetime = session_lifetime_ms(
+            self._max_reauth_ms.get(self._mechanism, 0), step.credential_expires_ms, now_ms
+        )
+        self._state = SaslState.COMPLETE
+        self._principal_name = step.principal_name
+        self._server = None
+        self._previous = None
+        self._expires_ms = None if lifetime is None else now_ms + lifetime
         return AuthenticateResult(
-            ErrorCode.none, None, step.challenge, complete=step.complete, close=False
+            ErrorCode.none,
+            None,
+            step.challenge,
+            True,
+            close=False,
+            session_lifetime_ms=lifetime or 0,
         )
 
     def _out_of_order(self) -> str:
         if self._state is SaslState.AWAITING_HANDSHAKE:
             return "Unexpected SaslAuthenticate request before a SaslHandshake"
         if self._state is SaslState.COMPLETE:
-            return "Already authenticated: re-authentication (KIP-368) is not supported"
+            return "SaslAuthenticate request received after successful authentication"
         return "Authentication has already failed on this connection"
 
     def _refuse_handshake(self, error_code: ErrorCode) -> HandshakeResult:
@@ -308,3 +416,6 @@ class SaslServer:
         self._state = SaslState.FAILED
         self._server = None
         self._principal_name = None
+        self._previous = None
+        self._bad_mechanism = None
+        self._expires_ms = None

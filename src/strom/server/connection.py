@@ -218,6 +218,8 @@ class Connection:
                     self.peer,
                 )
                 return None
+            if gate is not None and gate.expired():
+                return None
             task = self._start_private(frame)
             return None if task is None else (task, None)
         try:
@@ -237,6 +239,13 @@ class Connection:
             return None
         if gate is not None and gate.principal is None:
             return self._authenticating(gate, request)
+        if gate is not None:
+            if request.api_key == ApiKey.SASL_HANDSHAKE:
+                step = gate.reauthenticate(request)
+                if step is not None:
+                    return self._sasl_answer(request.correlation_id, step)
+            if gate.expired():
+                return None
         if request.api_key not in self._apis:
             log.warning(
                 "[node %d] closing connection from %s: %s is served on the controller "

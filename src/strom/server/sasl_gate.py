@@ -8,13 +8,17 @@ close: after a refused handshake, and after a failed authentication, whose answe
 out only after `connection.failed.authentication.delay.ms` (Kafka's delay, which slows
 down password guessing without holding a thread). Until the client has authenticated,
 any other request than ApiVersions, SaslHandshake and SaslAuthenticate closes the
-connection, as Kafka does.
+connection, as Kafka does. Once authenticated, a SaslHandshake may begin a
+re-authentication (KIP-368), and a session past its lifetime closes the connection at
+its next request (strom.security.sasl says when); both are judged by the wall clock,
+which a token's expiry is written in.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -29,7 +33,7 @@ from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from strom.security.jaas import parse_jaas_config, plain_users
-from strom.security.sasl import PLAIN, Mechanism, PlainServer, SaslServer
+from strom.security.sasl import PLAIN, HandshakeResult, Mechanism, PlainServer, SaslServer
 from strom.security.scram import ScramCredential, ScramMechanism, ScramServer
 
 __all__ = ["ListenerSasl", "SaslGate", "SaslStep"]
@@ -64,6 +68,7 @@ class ListenerSasl:
     ) -> None:
         self.listener = listener
         self.delay_s = settings.failed_authentication_delay_ms / 1000
+        self._max_reauth_ms = dict(settings.max_reauth_ms)
         prefix = listener_prefix(listener)
         jaas = dict(settings.jaas_configs)
         self._factories: dict[str, Callable[[], Mechanism]] = {}
@@ -86,7 +91,8 @@ class ListenerSasl:
                 raise ConfigError(f"{mechanism} is not served yet", key=key)
 
     def gate(self, node_id: int, peer: str) -> SaslGate:
-        return SaslGate(SaslServer(self._factories), self.delay_s, node_id, peer, self.listener)
+        server = SaslServer(self._factories, self._max_reauth_ms)
+        return SaslGate(server, self.delay_s, node_id, peer, self.listener)
 
 
 _FAKE_SALT_KEY = secrets.token_bytes(32)
@@ -130,9 +136,36 @@ class SaslGate:
     def refuses(self, api_key: int) -> bool:
         return not self._server.allows(api_key)
 
+    def expired(self) -> bool:
+        """Whether the authenticated session is past its lifetime (KIP-368): the
+        connection closes instead of answering (logged at INFO)."""
+        if not self._server.expired(_wall_ms()):
+            return False
+        log.info(
+            "[node %d] closing connection from %s on %s: the session of %s has expired",
+            self._node_id,
+            self._peer,
+            self._listener,
+            self.principal,
+        )
+        return True
+
+    def reauthenticate(self, request: Request) -> SaslStep | None:
+        """A SaslHandshake once authenticated: the start of a re-authentication, or None
+        when this session cannot re-authenticate now (the handshake is then answered as
+        any request is)."""
+        principal = self.principal
+        result = self._server.reauthenticate(str(request.body.mechanism), _wall_ms())
+        if result is None:
+            return None
+        log.debug("[node %d] %s re-authenticating on %s", self._node_id, principal, self._listener)
+        return self._handshake_step(request, result)
+
     def handshake(self, request: Request) -> SaslStep:
+        return self._handshake_step(request, self._server.handshake(str(request.body.mechanism)))
+
+    def _handshake_step(self, request: Request, result: HandshakeResult) -> SaslStep:
         mechanism = str(request.body.mechanism)
-        result = self._server.handshake(mechanism)
         if result.error_code == ErrorCode.none:
             self._mechanism = mechanism
             self.raw_tokens = request.api_version == 0
@@ -154,13 +187,14 @@ class SaslGate:
         )
 
     def authenticate(self, request: Request) -> SaslStep:
-        result = self._server.authenticate(bytes(request.body.auth_bytes))
-        self._note(result.error_code, result.complete)
+        again = self._server.reauthenticating
+        result = self._server.authenticate(bytes(request.body.auth_bytes), _wall_ms())
+        self._note(result.error_code, result.complete, again)
         body: SaslAuthenticateResponse = {
             "error_code": result.error_code,
             "error_message": result.error_message,
             "auth_bytes": result.auth_bytes,
-            "session_lifetime": 0,
+            "session_lifetime": result.session_lifetime_ms,
         }
         failed = result.error_code == ErrorCode.sasl_authentication_failed
         return SaslStep(
@@ -172,29 +206,37 @@ class SaslGate:
     def raw_token(self, token: bytes) -> SaslStep:
         """A v0 client's token: answered with a raw token; a failure closes the
         connection without an answer (the v0 framing has no room for an error)."""
-        result = self._server.authenticate(token)
-        self._note(result.error_code, result.complete)
+        again = self._server.reauthenticating
+        result = self._server.authenticate(token, _wall_ms())
+        self._note(result.error_code, result.complete, again)
         if result.complete:
             self.raw_tokens = False
         if result.error_code != ErrorCode.none:
             return SaslStep(None, close=True, delay_s=self._delay_s)
         return SaslStep(None, raw=result.auth_bytes)
 
-    def _note(self, error: ErrorCode, complete: bool) -> None:
+    def _note(self, error: ErrorCode, complete: bool, again: bool) -> None:
+        """Log an authentication's end; `again`: it was a re-authentication."""
         if complete:
             log.debug(
-                "[node %d] %s authenticated with %s on %s as %s",
+                "[node %d] %s %sauthenticated with %s on %s as %s",
                 self._node_id,
                 self._peer,
+                "re-" if again else "",
                 self._mechanism,
                 self._listener,
                 self.principal,
             )
         elif error != ErrorCode.none:
             log.info(
-                "[node %d] failed authentication with %s on listener %s from %s",
+                "[node %d] failed %s with %s on listener %s from %s",
                 self._node_id,
+                "re-authentication" if again else "authentication",
                 self._mechanism or "no mechanism",
                 self._listener,
                 self._peer,
             )
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
