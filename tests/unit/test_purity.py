@@ -75,6 +75,7 @@ SECURITY_CORES = (
     "security.acls",
     "security.authorizer",
     "security.jwt_validation",
+    "security.oauthbearer",
     "security.jwks_refresh",
 )
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""

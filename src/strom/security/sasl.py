@@ -7,11 +7,13 @@ return. As in Kafka (its `SaslServerAuthenticator`), a refused step answers with
 code and closes the connection: the client must reconnect to try again.
 
 A mechanism's server side is a `Mechanism`: one object per authentication, stepped with
-the client's tokens until it completes or refuses. PLAIN (RFC 4616) is here; SCRAM and
-OAUTHBEARER fit the same interface (several steps, a challenge each) and are not written
-yet. Re-authentication (KIP-368) is not supported: once authenticated, a connection stays
-authenticated, SaslHandshake and SaslAuthenticate are refused, and the session lifetime
-strom reports is 0 (no expiry).
+the client's tokens until it completes or refuses. PLAIN (RFC 4616) is here; SCRAM
+(strom.security.scram) and OAUTHBEARER (strom.security.oauthbearer) use the same
+interface with several steps. Re-authentication (KIP-368) is not supported: once
+authenticated, a connection stays authenticated, SaslHandshake and SaslAuthenticate are
+refused, and the session lifetime strom reports is 0 (no expiry). A mechanism whose
+credential expires (OAUTHBEARER's token) says when in its completed step, kept for
+re-authentication.
 
 Written by hand: Python's SASL libraries are clients, or bind to Cyrus SASL in C; a
 broker needs Kafka's exact messages and rules, which are small.
@@ -69,17 +71,24 @@ _SASL_REQUESTS = frozenset({_SASL_HANDSHAKE, _SASL_AUTHENTICATE})
 
 class SaslAuthenticationFailed(ValueError):
     """A mechanism refused the client. The message is safe to send to the client: it
-    never tells whether a user exists."""
+    never tells whether a user exists. `log_reason`, when given, says more for the
+    broker's log (never a secret)."""
+
+    def __init__(self, message: str, *, log_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.log_reason = log_reason
 
 
 @dataclass(frozen=True, slots=True)
 class MechanismStep:
     """What a mechanism answers to one client token: the challenge to send back, and
-    once `complete`, the authenticated name (`alice` for User:alice)."""
+    once `complete`, the authenticated name (`alice` for User:alice) and, for a credential
+    that expires, when (ms since the epoch)."""
 
     challenge: bytes
     complete: bool
     principal_name: str | None = None
+    expires_at_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.complete != (self.principal_name is not None):
@@ -197,6 +206,8 @@ class AuthenticateResult:
     auth_bytes: bytes
     complete: bool
     close: bool
+    log_reason: str | None = None
+    """Why the mechanism refused, for the broker's log only."""
 
 
 class SaslServer:
@@ -221,6 +232,7 @@ class SaslServer:
         self._mechanism: str | None = None
         self._server: Mechanism | None = None
         self._principal_name: str | None = None
+        self._expires_at_ms: int | None = None
 
     @property
     def state(self) -> SaslState:
@@ -242,6 +254,12 @@ class SaslServer:
         if self._state is not SaslState.COMPLETE or self._principal_name is None:
             return None
         return user_principal(self._principal_name)
+
+    @property
+    def credential_expires_at_ms(self) -> int | None:
+        """When the credential the client authenticated with expires (ms since the
+        epoch), for a mechanism that says so (OAUTHBEARER); None otherwise."""
+        return self._expires_at_ms if self._state is SaslState.COMPLETE else None
 
     def allows(self, api_key: int) -> bool:
         """Whether a request of `api_key` may arrive now; the shell closes the connection
@@ -277,13 +295,14 @@ class SaslServer:
         try:
             step = self._server.step(token)
         except SaslAuthenticationFailed as exc:
-            return self._refuse(ErrorCode.sasl_authentication_failed, str(exc))
+            return self._refuse(ErrorCode.sasl_authentication_failed, str(exc), exc.log_reason)
         except BaseException:
             self._fail()  # a bug in the mechanism: the shell logs it and closes
             raise
         if step.complete:
             self._state = SaslState.COMPLETE
             self._principal_name = step.principal_name
+            self._expires_at_ms = step.expires_at_ms
             self._server = None
         return AuthenticateResult(
             ErrorCode.none, None, step.challenge, complete=step.complete, close=False
@@ -300,11 +319,16 @@ class SaslServer:
         self._fail()
         return HandshakeResult(error_code, self._enabled, close=True)
 
-    def _refuse(self, error_code: ErrorCode, message: str) -> AuthenticateResult:
+    def _refuse(
+        self, error_code: ErrorCode, message: str, log_reason: str | None = None
+    ) -> AuthenticateResult:
         self._fail()
-        return AuthenticateResult(error_code, message, b"", complete=False, close=True)
+        return AuthenticateResult(
+            error_code, message, b"", complete=False, close=True, log_reason=log_reason
+        )
 
     def _fail(self) -> None:
         self._state = SaslState.FAILED
         self._server = None
         self._principal_name = None
+        self._expires_at_ms = None
