@@ -16,12 +16,18 @@ from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, One
 
 __all__ = [
     "AUTHORIZER_KEYS",
+    "JWKS_VALIDATOR_CLASSES",
+    "NODE_LOGIN_MECHANISMS",
+    "OAUTHBEARER_KEYS",
     "SASL_KEYS",
     "SASL_MECHANISMS",
     "SECURITY_COMPAT_KEYS",
     "SERVED_SASL_MECHANISMS",
+    "SERVER_CALLBACK_HANDLER_KEY",
     "SSL_KEYS",
+    "UNSECURED_VALIDATOR_CLASS",
     "ClientAuth",
+    "OAuthBearerSettings",
     "SaslSettings",
     "TlsSettings",
     "tls_settings",
@@ -193,15 +199,18 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 """Kafka's SASL mechanisms, as Kafka spells them."""
-SERVED_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SERVED_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 """The ones strom's SASL listeners offer so far."""
+NODE_LOGIN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The ones strom's nodes log in to each other with (not OAUTHBEARER: a node has no
+token provider)."""
 
 SASL_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sasl.enabled.mechanisms",
         LIST,
         "GSSAPI",
-        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.",
     ),
     ConfigKey(
         "connection.failed.authentication.delay.ms",
@@ -223,6 +232,99 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
         "Mechanism a node logs in with on a SASL controller listener: PLAIN or SCRAM-*.",
     ),
 )
+
+
+OAUTHBEARER_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        STRING,
+        None,
+        "OAUTHBEARER with Kafka's JWKS validator: the key set's URL (https:, http: or file:).",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        LONG,
+        "3600000",
+        "How often an http(s) JWKS is fetched again (a file is read once, at start).",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        LONG,
+        "100",
+        "First wait between attempts to fetch the JWKS again; it doubles each time.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        LONG,
+        "10000",
+        "How long a JWKS refresh keeps retrying before the old keys stay in use.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.expected.audience",
+        LIST,
+        None,
+        "Audiences a signed token's aud must name one of; unset: a token with aud is refused.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.expected.issuer",
+        STRING,
+        None,
+        "The iss a signed token must have; unset: not checked.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.clock.skew.seconds",
+        INT,
+        "30",
+        "Leeway, in seconds, when a signed token's exp and nbf are checked.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.sub.claim.name",
+        STRING,
+        "sub",
+        "The claim of a signed token that holds the principal's name.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.scope.claim.name",
+        STRING,
+        "scope",
+        "The claim of a signed token that holds its scope.",
+    ),
+)
+"""Kafka's KIP-768 keys of the signed-token validator; each may also be set for one
+listener, `listener.name.<l>.` or `listener.name.<l>.oauthbearer.` first, as Kafka reads
+them."""
+
+SERVER_CALLBACK_HANDLER_KEY = "oauthbearer.sasl.server.callback.handler.class"
+"""Set per listener only (`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`),
+as in Kafka."""
+JWKS_VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+UNSECURED_VALIDATOR_CLASS = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredValidatorCallbackHandler"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthBearerSettings:
+    """How one listener checks OAUTHBEARER tokens: unsecured JWTs (`jwks_endpoint_url`
+    None, the options in the JAAS config) or signed ones against a JWKS."""
+
+    jwks_endpoint_url: str | None = None
+    jwks_refresh_ms: int = 3_600_000
+    jwks_retry_backoff_ms: int = 100
+    jwks_retry_backoff_max_ms: int = 10_000
+    expected_audiences: tuple[str, ...] = ()
+    expected_issuer: str | None = None
+    clock_skew_s: int = 30
+    sub_claim_name: str = "sub"
+    scope_claim_name: str = "scope"
 
 
 AUTHORIZER_KEYS: tuple[ConfigKey, ...] = (
@@ -300,6 +402,8 @@ class SaslSettings:
     """(mechanism, its sasl.jaas.config text) for each mechanism that has one (PLAIN
     must; SCRAM's users are in the cluster metadata, and its JAAS config is optional)."""
     failed_authentication_delay_ms: int
+    oauthbearer: OAuthBearerSettings | None = None
+    """With OAUTHBEARER enabled: how its tokens are checked."""
 
     def __repr__(self) -> str:
         """Without the JAAS texts, which hold passwords."""

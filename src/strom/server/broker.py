@@ -52,6 +52,7 @@ from strom.server.handlers.ports import (
 )
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
+from strom.server.jwks_source import JwksLoadError
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.link_security import LinkContexts
 from strom.server.listener_security import ListenerSecurity, advertised_endpoints
@@ -337,6 +338,12 @@ class Broker:
             self.links = LinkContexts(self.node_id, config.node_links)
         except ConfigError as exc:
             raise ListenError(str(exc)) from None
+        for jwks in self.security.jwks_sources:  # OAUTHBEARER's keys, before serving
+            try:
+                await jwks.load()
+            except JwksLoadError as exc:
+                raise ListenError(str(exc)) from None
+            self._background.spawn(jwks.run(), "jwks-refresh")
         listeners = list(config.client_listeners) if self.is_broker else []
         controller_listeners = list(config.controller_listeners) if self.is_controller else []
         for listener in [*listeners, *controller_listeners]:

@@ -29,6 +29,7 @@ from strom.security.tls import (
     server_context,
 )
 from strom.server.handlers.ports import MetadataView
+from strom.server.jwks_source import JwksSource
 from strom.server.sasl_gate import ListenerSasl, SaslGate
 
 __all__ = [
@@ -67,8 +68,15 @@ class ListenerSecurity:
             self._rules[name] = principal_rules(settings, key_prefix=prefix)
         self._metadata = metadata
         self._sasl = {
-            name: ListenerSasl(name, settings, self._scram_credential) for name, settings in sasl
+            name: ListenerSasl(name, settings, self._scram_credential, node_id=node_id)
+            for name, settings in sasl
         }
+
+    @property
+    def jwks_sources(self) -> list[JwksSource]:
+        """The key sets of the listeners that check signed OAUTHBEARER tokens: the broker
+        reads each before it serves, then keeps it fresh in the background."""
+        return [sasl.jwks for sasl in self._sasl.values() if sasl.jwks is not None]
 
     def _scram_credential(self, name: str, mechanism: ScramMechanism) -> ScramCredential | None:
         if self._metadata is None:
