@@ -113,9 +113,13 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+"""Strict JSON (no NaN or Infinity, which Jackson refuses too), made once."""
+
+
 def _json_object(data: bytes, part: str) -> dict[str, Any]:
     try:
-        value = json.loads(data, parse_constant=_refuse_constant)
+        value = _JSON.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):
         raise TokenRefused(f"the {part} is not JSON") from None
     if not isinstance(value, dict):
@@ -318,7 +322,7 @@ class KeySet:
 def parse_jwks(data: bytes) -> KeySet:
     """The key set of a JWKS document (RFC 7517); JwksError if it is not one."""
     try:
-        document = json.loads(data, parse_constant=_refuse_constant)
+        document = _JSON.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):
         raise JwksError("the JWKS is not JSON") from None
     if not isinstance(document, dict) or not isinstance(document.get("keys"), list):

@@ -343,7 +343,8 @@ class Broker:
                 await jwks.load()
             except JwksLoadError as exc:
                 raise ListenError(str(exc)) from None
-            self._background.spawn(jwks.run(), "jwks-refresh")
+            if jwks.refreshing:
+                self._background.spawn(jwks.run(), "jwks-refresh")
         listeners = list(config.client_listeners) if self.is_broker else []
         controller_listeners = list(config.controller_listeners) if self.is_controller else []
         for listener in [*listeners, *controller_listeners]:

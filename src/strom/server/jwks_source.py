@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import logging
 import urllib.error
 import urllib.parse
@@ -92,7 +93,7 @@ class JwksSource:
         try:
             data = await asyncio.to_thread(_read, self._url)
             return parse_jwks(data)
-        except (OSError, ValueError) as exc:  # JwksError is a ValueError
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # JwksError: ValueError
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             raise JwksLoadError(
                 f"listener {self._listener} cannot read its OAUTHBEARER key set from "
