@@ -52,10 +52,9 @@ from strom.server.handlers.ports import (
 )
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
-from strom.server.jwks_source import JwksLoadError
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.link_security import LinkContexts
-from strom.server.listener_security import ListenerSecurity, advertised_endpoints
+from strom.server.listener_security import JwksLoadError, ListenerSecurity, advertised_endpoints
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
 from strom.server.observability import Observability
@@ -336,15 +335,9 @@ class Broker:
                 self.node_id, config.listener_tls, config.listener_sasl, self.metadata
             )
             self.links = LinkContexts(self.node_id, config.node_links)
-        except ConfigError as exc:
+            await self.security.load_key_sets(self._background.spawn)  # OAUTHBEARER's JWKS
+        except (ConfigError, JwksLoadError) as exc:
             raise ListenError(str(exc)) from None
-        for jwks in self.security.jwks_sources:  # OAUTHBEARER's keys, before serving
-            try:
-                await jwks.load()
-            except JwksLoadError as exc:
-                raise ListenError(str(exc)) from None
-            if jwks.refreshing:
-                self._background.spawn(jwks.run(), "jwks-refresh")
         listeners = list(config.client_listeners) if self.is_broker else []
         controller_listeners = list(config.controller_listeners) if self.is_controller else []
         for listener in [*listeners, *controller_listeners]:
