@@ -6,7 +6,10 @@ for the listener named EXTERNAL only (listener names are matched without regard 
 as Kafka writes them in lower case); the plain `ssl.*` keys and `sasl.enabled.mechanisms`
 apply to every listener that does not override them. A SASL listener's JAAS config
 exists only in the prefixed form `listener.name.<listener>.<mechanism>.sasl.jaas.config`,
-as in Kafka; its text is parsed when the listener starts (strom.security.jaas).
+as in Kafka; its text is parsed when the listener starts (strom.security.jaas). An
+OAUTHBEARER listener's validator is `listener.name.<l>.oauthbearer.sasl.server.callback.
+handler.class`, and each `sasl.oauthbearer.*` key is read as Kafka reads it:
+`listener.name.<l>.oauthbearer.<key>`, then `listener.name.<l>.<key>`, then `<key>`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The `ssl.*` keys of SSL listeners, and the TLS settings they make.
+"""The `ssl.*` keys of SSL listeners and the TLS settings they make; the SASL keys, the
+OAUTHBEARER validator's `sasl.oauthbearer.*` keys (KIP-768) and the settings they make.
 
 Kafka's names and defaults. strom reads key and trust stores in PEM and PKCS12, not JKS
 (Kafka's default type): convert one with `keytool -importkeystore -deststoretype PKCS12`.
