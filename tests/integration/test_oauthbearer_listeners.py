@@ -1,7 +1,8 @@
 """SASL/OAUTHBEARER with real clients against one broker with two SASL_PLAINTEXT
 listeners: UNSECURED takes unsecured JWTs (KIP-255, librdkafka's
 `enable.sasl.oauthbearer.unsecure.jwt`), SIGNED checks RS256 tokens the test signs
-against a JWKS the test serves over http (KIP-768). ACLs are on, with everything allowed
+against a JWKS the test serves over https, its CA given in the JAAS entry's `ssl.*`
+options as Kafka reads them (KIP-768). ACLs are on, with everything allowed
 on what no ACL names, so one test can show that the token's principal is the one ACLs
 see. Also: kafka-python's token provider, refused tokens (one broker log line each), a
 rotated key fetched when a token names its kid, and a broker whose JWKS cannot be read
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -35,15 +38,20 @@ from confluent_kafka.admin import (
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tls_material import TlsMaterial, make_tls_material
+
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 ISSUER = "https://idp.strom.test"
 
 
 class KeyServer:
-    """A JWKS endpoint: serves the public keys in `keys`, counting the fetches."""
+    """A JWKS endpoint over https: serves the public keys in `keys`, counting the
+    fetches."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: TlsMaterial) -> None:
         self.keys: dict[str, rsa.RSAPrivateKey] = {}
         self.fetches = 0
         server = self
@@ -62,7 +70,10 @@ class KeyServer:
                 pass
 
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/jwks"
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls.server.keystore_pem_path)
+        self.http.socket = context.wrap_socket(self.http.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.http.server_address[1]}/jwks"
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
         self.thread.start()
 
@@ -96,8 +107,13 @@ class OAuthBroker:
 
 
 @pytest.fixture(scope="module")
-def keys() -> Iterator[KeyServer]:
-    server = KeyServer()
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    return make_tls_material(tmp_path_factory.mktemp("oauth-tls"))
+
+
+@pytest.fixture(scope="module")
+def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
+    server = KeyServer(tls)
     server.add_key("k1")
     try:
         yield server
@@ -107,7 +123,7 @@ def keys() -> Iterator[KeyServer]:
 
 @pytest.fixture(scope="module")
 def oauth_broker(
-    tmp_path_factory: pytest.TempPathFactory, keys: KeyServer
+    tmp_path_factory: pytest.TempPathFactory, keys: KeyServer, tls: TlsMaterial
 ) -> Iterator[OAuthBroker]:
     unsecured_port, signed_port = free_port(), free_port()
     signed = "listener.name.signed."
@@ -117,7 +133,8 @@ def oauth_broker(
         "sasl.enabled.mechanisms=OAUTHBEARER",
         "connection.failed.authentication.delay.ms=20",
         f"listener.name.unsecured.oauthbearer.sasl.jaas.config={MODULE};",
-        f"{signed}oauthbearer.sasl.jaas.config={MODULE};",
+        f"{signed}oauthbearer.sasl.jaas.config={MODULE} ssl.truststore.type=PEM "
+        f'ssl.truststore.location="{tls.ca_cert_path}";',
         f"{signed}oauthbearer.sasl.server.callback.handler.class={HANDLER}",
         f"{signed}oauthbearer.sasl.oauthbearer.jwks.endpoint.url={keys.url}",
         f"{signed}sasl.oauthbearer.expected.audience=kafka,strom",

@@ -6,6 +6,10 @@ again in the background, as Kafka's JWKS validator does.
   Kafka's broker fails to start when its validator cannot initialise its keys.
 - **A `file:` URL** is read at start only, as in Kafka: a token whose key id the file
   lacks is refused until the broker restarts.
+- **An `https:` URL** is fetched over TLS checked with the `ssl.*` options of the
+  listener's OAuthBearerLoginModule JAAS entry, as Kafka reads them (its client
+  `ssl.*` keys, for example `ssl.truststore.type="PEM" ssl.truststore.location="..."` for
+  a private CA); without them, against the system's CAs, the host name checked.
 - **An `http:` or `https:` URL** is fetched again every
   `sasl.oauthbearer.jwks.endpoint.refresh.ms`, and at once when a token names a key id
   the set lacks (once a minute per key id, strom.security.jwks_refresh). A fetch that
@@ -22,15 +26,21 @@ import asyncio
 import contextlib
 import http.client
 import logging
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 
+from strom.config.errors import ConfigError
+from strom.config.schema import ConfigValue, check_value
+from strom.config.security_keys import SSL_KEYS, tls_settings
 from strom.security.jwks_refresh import MissingKidRefreshes, retry_wait_ms
 from strom.security.jwt_validation import KeySet, parse_jwks
+from strom.security.tls import client_context
 from strom.server.clock import now_ms
 
-__all__ = ["JwksLoadError", "JwksSource"]
+__all__ = ["JwksLoadError", "JwksSource", "jwks_tls_context"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +58,28 @@ def _shown(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
-def _read(url: str) -> bytes:
+def jwks_tls_context(options: Mapping[str, str], jaas_key: str) -> ssl.SSLContext:
+    """The TLS context an https JWKS is fetched with: the JAAS entry's `ssl.*` options,
+    typed as the broker's `ssl.*` keys; ConfigError naming `jaas_key` and the option."""
+    prefix = f"{jaas_key} option "
+    values: dict[str, ConfigValue] = {}
+    for key in SSL_KEYS:
+        text = options.get(key.name)
+        if text is not None:
+            values[key.name] = check_value(prefix + key.name, key.type, key.validator, text)
+    check = str(values.get("ssl.endpoint.identification.algorithm", "https") or "")
+    if check.strip().lower() not in ("https", ""):
+        raise ConfigError(
+            f"'{prefix}ssl.endpoint.identification.algorithm' must be https or empty",
+            key=jaas_key,
+        )
+    context = client_context(
+        tls_settings(values), key_prefix=prefix, check_hostname=check.strip() != ""
+    )
+    return context
+
+
+def _read(url: str, tls: ssl.SSLContext | None) -> bytes:
     """The document at `url` (blocking: run in a thread). OSError or ValueError."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() == "file":
@@ -57,7 +88,7 @@ def _read(url: str) -> bytes:
             data = file.read(MAX_JWKS_BYTES + 1)
     else:
         request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S, context=tls) as response:
             data = response.read(MAX_JWKS_BYTES + 1)
     if len(data) > MAX_JWKS_BYTES:
         raise ValueError(f"larger than {MAX_JWKS_BYTES} bytes")
@@ -76,13 +107,16 @@ class JwksSource:
         refresh_ms: int,
         retry_backoff_ms: int,
         retry_backoff_max_ms: int,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls`: how an https URL's server is checked (None: the system's CAs)."""
         self._node_id = node_id
         self._listener = listener
         self._url = url
         self._refresh_ms = refresh_ms
         self._backoff_ms = retry_backoff_ms
         self._backoff_max_ms = retry_backoff_max_ms
+        self._tls = tls
         self._refreshes = MissingKidRefreshes()
         self._wake = asyncio.Event()
         self.keys = KeySet()
@@ -91,7 +125,7 @@ class JwksSource:
 
     async def _fetch(self) -> KeySet:
         try:
-            data = await asyncio.to_thread(_read, self._url)
+            data = await asyncio.to_thread(_read, self._url, self._tls)
             return parse_jwks(data)
         except (OSError, ValueError, http.client.HTTPException) as exc:  # JwksError: ValueError
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc

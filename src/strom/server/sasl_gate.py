@@ -41,7 +41,7 @@ from strom.security.oauthbearer import OAuthBearerServer, TokenValidator
 from strom.security.sasl import OAUTHBEARER, PLAIN, Mechanism, PlainServer, SaslServer
 from strom.security.scram import ScramCredential, ScramMechanism, ScramServer
 from strom.server.clock import now_ms
-from strom.server.jwks_source import JwksSource
+from strom.server.jwks_source import JwksSource, jwks_tls_context
 
 __all__ = ["ListenerSasl", "SaslGate", "SaslStep"]
 
@@ -124,13 +124,16 @@ class ListenerSasl:
             except ValueError as exc:
                 raise ConfigError(f"'{key}': {exc}", key=key) from None
             return lambda token: validate_unsecured(token, unsecured, clock_ms())
+        url = settings.jwks_endpoint_url
+        https = url.lower().startswith("https:")
         jwks = self.jwks = JwksSource(
             node_id,
             self.listener,
-            settings.jwks_endpoint_url,
+            url,
             refresh_ms=settings.jwks_refresh_ms,
             retry_backoff_ms=settings.jwks_retry_backoff_ms,
             retry_backoff_max_ms=settings.jwks_retry_backoff_max_ms,
+            tls=jwks_tls_context(entries[0].options, key) if https else None,
         )
         signed = SignedJwtSettings(
             frozenset(settings.expected_audiences),

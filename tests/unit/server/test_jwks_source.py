@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from pathlib import Path
 
@@ -15,10 +16,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from strom.config.errors import ConfigError
 from strom.config.security_keys import OAuthBearerSettings, SaslSettings
 from strom.security.oauthbearer import client_initial_response
 from strom.security.sasl import OAUTHBEARER
-from strom.server.jwks_source import JwksLoadError
+from strom.server.jwks_source import JwksLoadError, jwks_tls_context
 from strom.server.sasl_gate import ListenerSasl
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
@@ -76,3 +78,29 @@ def test_a_key_set_that_cannot_be_used_stops_the_start(tmp_path: Path, content: 
         f"listener SIGNED cannot read its OAUTHBEARER key set from {path.as_uri()}: "
     )
     assert "secret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"ssl.truststore.location": "/nonexistent/ca.pem"}, "JKS"),
+        (
+            {"ssl.truststore.type": "PEM", "ssl.truststore.location": "/nonexistent/ca.pem"},
+            "option ssl.truststore.location",
+        ),
+        ({"ssl.endpoint.identification.algorithm": "dns"}, "must be https or empty"),
+    ],
+)
+def test_an_https_jwks_tls_option_that_cannot_be_used_names_the_jaas_key(
+    options: dict[str, str], fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        jwks_tls_context(options, "listener.name.signed.oauthbearer.sasl.jaas.config")
+    assert "listener.name.signed.oauthbearer.sasl.jaas.config" in str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_an_https_jwks_without_tls_options_trusts_the_systems_cas() -> None:
+    context = jwks_tls_context({}, "k")
+    assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
+    assert not jwks_tls_context({"ssl.endpoint.identification.algorithm": ""}, "k").check_hostname
