@@ -145,3 +145,22 @@ def test_bad_unsecured_validator_options_stop_the_listener_naming_the_key() -> N
         ListenerSasl("SASL_PLAINTEXT", settings, lambda name, mechanism: None)
     assert info.value.key == "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
     assert "non-negative" in str(info.value)
+
+
+def test_kafkas_broker_login_keys_are_accepted_and_named_as_having_no_effect() -> None:
+    config = load_config(
+        overrides=[
+            *BASE,
+            *JWKS,
+            "listener.name.sasl_plaintext.oauthbearer.sasl.login.callback.handler.class="
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            "sasl.oauthbearer.token.endpoint.url=https://idp.example/token",
+            "sasl.login.connect.timeout.ms=5000",
+        ]
+    )
+    assert set(config.ignored) >= {
+        "listener.name.sasl_plaintext.oauthbearer.sasl.login.callback.handler.class",
+        "sasl.oauthbearer.token.endpoint.url",
+        "sasl.login.connect.timeout.ms",
+    }
+    assert "sasl.oauthbearer.jwks.endpoint.url" not in config.ignored

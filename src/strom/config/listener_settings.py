@@ -29,6 +29,7 @@ from strom.config.node_keys import (
 from strom.config.schema import ConfigKey, ConfigType, ConfigValue, check_value, invalid_value
 from strom.config.security_keys import (
     JWKS_VALIDATOR_CLASSES,
+    LOGIN_COMPAT_KEYS,
     OAUTHBEARER_KEYS,
     SASL_KEYS,
     SASL_MECHANISMS,
@@ -48,6 +49,7 @@ __all__ = [
     "LISTENER_PREFIX",
     "ListenerOverrides",
     "connection_limits",
+    "ignored_overrides",
     "listener_prefix",
     "listener_sasl",
     "listener_tls",
@@ -80,8 +82,11 @@ _HANDLER_KEY = ConfigKey(
     "OAUTHBEARER's token validator on one listener: Kafka's JWKS validator class, or none.",
 )
 _OAUTHBEARER_OVERRIDES = tuple(
-    ConfigKey(f"oauthbearer.{key.name}", key.type, key.default, key.doc, key.validator)
-    for key in OAUTHBEARER_KEYS
+    ConfigKey(
+        f"oauthbearer.{key.name}", key.type, key.default, key.doc, key.validator, effect=key.effect
+    )
+    for key in (*OAUTHBEARER_KEYS, *LOGIN_COMPAT_KEYS)
+    if key.name != "sasl.server.callback.handler.class"
 )
 _OVERRIDABLE = {
     key.name: key
@@ -91,6 +96,7 @@ _OVERRIDABLE = {
         *_JAAS_KEYS,
         *_LIMIT_KEYS,
         *OAUTHBEARER_KEYS,
+        *LOGIN_COMPAT_KEYS,
         *_OAUTHBEARER_OVERRIDES,
         _HANDLER_KEY,
     )
@@ -142,6 +148,17 @@ def split_listener_keys(given: Mapping[str, str]) -> tuple[dict[str, str], Liste
             )
         overrides.setdefault(listener.upper(), {})[key] = text
     return plain, overrides
+
+
+def ignored_overrides(overrides: ListenerOverrides) -> tuple[str, ...]:
+    """The `listener.name.<l>.<key>` keys strom accepts without acting on them (Kafka's
+    login keys), for the broker to name at start."""
+    return tuple(
+        listener_prefix(listener) + key
+        for listener, keys in overrides.items()
+        for key in keys
+        if not _OVERRIDABLE[key].effect
+    )
 
 
 def listener_tls(

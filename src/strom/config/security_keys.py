@@ -18,6 +18,7 @@ from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, One
 __all__ = [
     "AUTHORIZER_KEYS",
     "JWKS_VALIDATOR_CLASSES",
+    "LOGIN_COMPAT_KEYS",
     "NODE_LOGIN_MECHANISMS",
     "OAUTHBEARER_KEYS",
     "SASL_KEYS",
@@ -353,6 +354,31 @@ AUTHORIZER_KEYS: tuple[ConfigKey, ...] = (
 def _kafka_only(name: str, type_: ConfigType, default: str | None, doc: str) -> ConfigKey:
     return ConfigKey(name, type_, default, doc, effect=False, sensitive=name == "sasl.jaas.config")
 
+
+LOGIN_COMPAT_KEYS: tuple[ConfigKey, ...] = tuple(
+    ConfigKey(name, type_, default, doc, effect=False)
+    for name, type_, default, doc in (
+        (
+            "sasl.server.callback.handler.class",
+            STRING,
+            None,
+            "Kafka's server callback handler; per listener and mechanism it picks OAUTHBEARER's.",
+        ),
+        ("sasl.client.callback.handler.class", STRING, None, "Kafka's client callback handler."),
+        ("sasl.login.class", STRING, None, "Kafka's login class."),
+        ("sasl.login.callback.handler.class", STRING, None, "Kafka's login callback handler."),
+        ("sasl.login.connect.timeout.ms", INT, None, "Kafka's token endpoint connect timeout."),
+        ("sasl.login.read.timeout.ms", INT, None, "Kafka's token endpoint read timeout."),
+        ("sasl.login.retry.backoff.ms", LONG, "100", "Kafka's token endpoint retry wait."),
+        ("sasl.login.retry.backoff.max.ms", LONG, "10000", "Kafka's longest retry wait."),
+        ("sasl.oauthbearer.token.endpoint.url", STRING, None, "Where Kafka's broker gets tokens."),
+        ("sasl.oauthbearer.header.urlencode", ConfigType.BOOLEAN, "false", "Kafka's login."),
+    )
+)
+"""Kafka's keys for a broker's own SASL login (OAUTHBEARER's token retrieval above all),
+which strom accepts without acting on them, also for one listener
+(`listener.name.<l>.[oauthbearer.]<key>`): strom's nodes log in to each other with PLAIN
+or SCRAM, never with a token. Static, as in Kafka."""
 
 DOUBLE = ConfigType.DOUBLE
 SECURITY_COMPAT_KEYS: tuple[ConfigKey, ...] = (
