@@ -1,9 +1,9 @@
 """What listener security costs: one broker with a PLAINTEXT, an SSL and a SASL_SSL
 listener, the same confluent-kafka producer and consumer on each in turn (on SASL_SSL once
-with PLAIN and once with SCRAM-SHA-512; the order rotating each round, a fresh topic each
-time), and the time a fresh client takes to get its first metadata answer on each
-(connect, TLS handshake, SASL authentication, Metadata); prints each figure's median and
-spread and the ratio to PLAINTEXT.
+with PLAIN, once with SCRAM-SHA-512 and once with OAUTHBEARER's unsecured JWTs; the order
+rotating each round, a fresh topic each time), and the time a fresh client takes to get
+its first metadata answer on each (connect, TLS handshake, SASL authentication, Metadata);
+prints each figure's median and spread and the ratio to PLAINTEXT.
 
     .venv/bin/python bench/security.py [--rounds 3] [--records 500000] [--record-bytes 100]
         [--partitions 1] [--durability fsync] [--connects 20]
@@ -108,13 +108,15 @@ def main() -> None:
     material = make_tls_material(Path(tempfile.mkdtemp(prefix="strom-bench-tls-")))
     ssl_port, sasl_port = free_port(), free_port()
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="pw";'
+    oauth = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
     broker = start_strom(
         args.durability,
         extra=[
             "ssl.keystore.type=PEM",
             f"ssl.keystore.location={material.server.keystore_pem_path}",
-            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512,OAUTHBEARER",
             f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}",
+            f"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config={oauth}",
         ],
         more_listeners=[f"SSL://localhost:{ssl_port}", f"SASL_SSL://localhost:{sasl_port}"],
     )
@@ -140,6 +142,16 @@ def main() -> None:
                 "sasl.mechanism": "SCRAM-SHA-512",
                 "sasl.username": "bench",
                 "sasl.password": "pw",
+                **tls,
+            },
+        ),
+        "SASL_SSL OAUTHBEARER": (
+            f"localhost:{sasl_port}",
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": "principal=bench",
                 **tls,
             },
         ),

@@ -43,7 +43,8 @@ STATIC = ConfigSource.STATIC_BROKER_CONFIG
         (
             "listeners=PLAINTEXT://:9092,SASL_SSL://:9093",
             "sasl.enabled.mechanisms",
-            "needs mechanisms strom serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 so far)",
+            "needs mechanisms strom serves (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+            "so far)",
         ),
         (
             "listeners=PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",

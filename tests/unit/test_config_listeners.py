@@ -180,16 +180,21 @@ def test_scram_needs_no_jaas_config_but_plain_beside_it_does() -> None:
         ),
         (
             [
-                "sasl.enabled.mechanisms=PLAIN,OAUTHBEARER",
+                "sasl.enabled.mechanisms=PLAIN,GSSAPI",
                 f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_JAAS}",
             ],
             "sasl.enabled.mechanisms",
-            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 so far",
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER so far",
         ),
         (
-            ["listener.name.sasl_plaintext.sasl.enabled.mechanisms=OAUTHBEARER"],
+            ["listener.name.sasl_plaintext.sasl.enabled.mechanisms=GSSAPI"],
             "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
-            "SCRAM-SHA-512 so far",
+            "OAUTHBEARER so far",
+        ),
+        (
+            ["sasl.enabled.mechanisms=OAUTHBEARER"],
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config",
+            "OAuthBearerLoginModule required;",
         ),
     ],
 )

@@ -117,6 +117,11 @@ _SASL_INTERNAL = [
     [
         ([], "sasl.mechanism.inter.broker.protocol", "GSSAPI, needs Kerberos"),
         (
+            ["sasl.mechanism.inter.broker.protocol=OAUTHBEARER"],
+            "sasl.mechanism.inter.broker.protocol",
+            "not OAUTHBEARER",
+        ),
+        (
             ["sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"],
             "sasl.mechanism.inter.broker.protocol",
             "does not offer it",

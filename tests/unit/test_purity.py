@@ -74,6 +74,9 @@ SECURITY_CORES = (
     "security.operations",
     "security.acls",
     "security.authorizer",
+    "security.jwt_validation",
+    "security.oauthbearer",
+    "security.jwks_refresh",
 )
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""
 PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, *SECURITY_CORES, "config", "durable_files")

@@ -18,6 +18,7 @@ from strom.config.errors import ConfigError, ConfigSource
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
 from strom.config.listener_settings import (
     connection_limits,
+    ignored_overrides,
     listener_sasl,
     listener_tls,
     split_listener_keys,
@@ -472,7 +473,8 @@ def build_config(
             name
             for name in plain
             if not CONFIG_KEYS_BY_NAME[name].effect and layers.get(name) != DYNAMIC_LAYER
-        ),
+        )
+        + ignored_overrides(overrides),
         given=MappingProxyType(dict(given)),
         given_layers=MappingProxyType(dict(layers)),
     )

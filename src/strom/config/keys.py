@@ -19,7 +19,14 @@ from strom.config.compat_keys import KAFKA_ONLY_KEYS
 from strom.config.log_keys import LOG_KEYS
 from strom.config.node_keys import CONNECTION_KEYS, NODE_KEYS
 from strom.config.schema import ConfigKey, DynamicUpdateMode, unknown_key
-from strom.config.security_keys import AUTHORIZER_KEYS, SASL_KEYS, SECURITY_COMPAT_KEYS, SSL_KEYS
+from strom.config.security_keys import (
+    AUTHORIZER_KEYS,
+    LOGIN_COMPAT_KEYS,
+    OAUTHBEARER_KEYS,
+    SASL_KEYS,
+    SECURITY_COMPAT_KEYS,
+    SSL_KEYS,
+)
 
 __all__ = [
     "CLUSTER_WIDE_KEYS",
@@ -37,6 +44,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *CONNECTION_KEYS,  # requests and connections (node_keys.py)
     *SSL_KEYS,  # TLS on SSL listeners (security_keys.py)
     *SASL_KEYS,  # SASL listeners (security_keys.py)
+    *OAUTHBEARER_KEYS,  # OAUTHBEARER's signed-token validator (security_keys.py)
+    *LOGIN_COMPAT_KEYS,  # Kafka's broker login keys, no effect (security_keys.py)
     *AUTHORIZER_KEYS,  # ACLs (security_keys.py)
     *GROUP_KEYS,  # consumer groups (cluster_keys.py)
     *TXN_KEYS,  # transactions (cluster_keys.py)

@@ -6,7 +6,10 @@ for the listener named EXTERNAL only (listener names are matched without regard 
 as Kafka writes them in lower case); the plain `ssl.*` keys and `sasl.enabled.mechanisms`
 apply to every listener that does not override them. A SASL listener's JAAS config
 exists only in the prefixed form `listener.name.<listener>.<mechanism>.sasl.jaas.config`,
-as in Kafka; its text is parsed when the listener starts (strom.security.jaas).
+as in Kafka; its text is parsed when the listener starts (strom.security.jaas). An
+OAUTHBEARER listener's validator is `listener.name.<l>.oauthbearer.sasl.server.callback.
+handler.class`, and each `sasl.oauthbearer.*` key is read as Kafka reads it:
+`listener.name.<l>.oauthbearer.<key>`, then `listener.name.<l>.<key>`, then `<key>`.
 """
 
 from __future__ import annotations
@@ -25,10 +28,16 @@ from strom.config.node_keys import (
 )
 from strom.config.schema import ConfigKey, ConfigType, ConfigValue, check_value, invalid_value
 from strom.config.security_keys import (
+    JWKS_VALIDATOR_CLASSES,
+    LOGIN_COMPAT_KEYS,
+    OAUTHBEARER_KEYS,
     SASL_KEYS,
     SASL_MECHANISMS,
     SERVED_SASL_MECHANISMS,
+    SERVER_CALLBACK_HANDLER_KEY,
     SSL_KEYS,
+    UNSECURED_VALIDATOR_CLASS,
+    OAuthBearerSettings,
     SaslSettings,
     TlsSettings,
     tls_settings,
@@ -40,6 +49,7 @@ __all__ = [
     "LISTENER_PREFIX",
     "ListenerOverrides",
     "connection_limits",
+    "ignored_overrides",
     "listener_prefix",
     "listener_sasl",
     "listener_tls",
@@ -76,8 +86,32 @@ _LIMIT_KEYS = tuple(
     if key.name in ("max.connections", "max.connection.creation.rate")
 )
 _LIMITS = tuple((key.name, key) for key in _LIMIT_KEYS)
+_HANDLER_KEY = ConfigKey(
+    SERVER_CALLBACK_HANDLER_KEY,
+    ConfigType.STRING,
+    None,
+    "OAUTHBEARER's token validator on one listener: Kafka's JWKS validator class, or none.",
+)
+_OAUTHBEARER_OVERRIDES = tuple(
+    ConfigKey(
+        f"oauthbearer.{key.name}", key.type, key.default, key.doc, key.validator, effect=key.effect
+    )
+    for key in (*OAUTHBEARER_KEYS, *LOGIN_COMPAT_KEYS)
+    if key.name != "sasl.server.callback.handler.class"
+)
 _OVERRIDABLE = {
-    key.name: key for key in (*SSL_KEYS, _MECHANISMS_KEY, *_JAAS_KEYS, *_REAUTH_KEYS, *_LIMIT_KEYS)
+    key.name: key
+    for key in (
+        *SSL_KEYS,
+        _MECHANISMS_KEY,
+        *_JAAS_KEYS,
+        *_REAUTH_KEYS,
+        *_LIMIT_KEYS,
+        *OAUTHBEARER_KEYS,
+        *LOGIN_COMPAT_KEYS,
+        *_OAUTHBEARER_OVERRIDES,
+        _HANDLER_KEY,
+    )
 }
 
 
@@ -119,12 +153,24 @@ def split_listener_keys(given: Mapping[str, str]) -> tuple[dict[str, str], Liste
             raise ConfigError(
                 f"unknown config key {name!r}: a listener may override the ssl.* keys, "
                 "sasl.enabled.mechanisms, <mechanism>.sasl.jaas.config, "
-                "<mechanism>.connections.max.reauth.ms, max.connections and "
-                f"max.connection.creation.rate, not {key!r}{hint}",
+                "<mechanism>.connections.max.reauth.ms, the sasl.oauthbearer.* keys (also "
+                "with oauthbearer. in front), oauthbearer.sasl.server.callback.handler.class, "
+                f"max.connections and max.connection.creation.rate, not {key!r}{hint}",
                 key=name,
             )
         overrides.setdefault(listener.upper(), {})[key] = text
     return plain, overrides
+
+
+def ignored_overrides(overrides: ListenerOverrides) -> tuple[str, ...]:
+    """The `listener.name.<l>.<key>` keys strom accepts without acting on them (Kafka's
+    login keys), for the broker to name at start."""
+    return tuple(
+        listener_prefix(listener) + key
+        for listener, keys in overrides.items()
+        for key in keys
+        if not _OVERRIDABLE[key].effect
+    )
 
 
 def listener_tls(
@@ -192,9 +238,11 @@ def listener_sasl(
             if name.startswith("SCRAM-") and not own.get(key, "").strip():
                 continue
             if not own.get(key, "").strip():
+                example = _OAUTHBEARER_EXAMPLE if name == "OAUTHBEARER" else _PLAIN_EXAMPLE
+                what = "its login module" if name == "OAUTHBEARER" else "its users"
                 raise ConfigError(
                     f"SASL listener {listener.name!r} offers {name}: set '{prefix}{key}' "
-                    f"(its users, e.g. {_PLAIN_EXAMPLE})",
+                    f"({what}, e.g. {example})",
                     key=prefix + key,
                 )
             jaas.append((name, own[key]))
@@ -210,9 +258,98 @@ def listener_sasl(
             )
             assert isinstance(ms, int)
             reauth.append((name, ms))
-        settings = SaslSettings(names, tuple(jaas), delay_ms, tuple(reauth))
+        oauthbearer = _oauthbearer(listener.name, v, own) if "OAUTHBEARER" in names else None
+        settings = SaslSettings(names, tuple(jaas), delay_ms, oauthbearer, tuple(reauth))
         result.append((listener.name, settings))
     return tuple(result)
+
+
+_OAUTHBEARER_EXAMPLE = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+)
+
+
+def _oauthbearer(listener: str, v: TypedValues, own: Mapping[str, str]) -> OAuthBearerSettings:
+    """OAUTHBEARER's settings on `listener`: unsecured JWTs unless its server callback
+    handler is Kafka's JWKS validator. Each `sasl.oauthbearer.*` key is read as Kafka
+    reads it: `listener.name.<l>.oauthbearer.<key>`, then `listener.name.<l>.<key>`, then
+    `<key>`."""
+    prefix = listener_prefix(listener)
+    handler = own.get(SERVER_CALLBACK_HANDLER_KEY, "").strip()
+    if not handler or handler == UNSECURED_VALIDATOR_CLASS:
+        return OAuthBearerSettings()
+    if handler not in JWKS_VALIDATOR_CLASSES:
+        raise invalid_value(
+            prefix + SERVER_CALLBACK_HANDLER_KEY,
+            handler,
+            "strom runs no Java classes: set Kafka's JWKS validator "
+            f"{JWKS_VALIDATOR_CLASSES[0]} (or leave it unset for unsecured JWTs)",
+        )
+
+    def value(name: str) -> tuple[str, ConfigValue]:
+        key = _OVERRIDABLE[name]
+        for full_name, own_name in (
+            (prefix + "oauthbearer." + name, "oauthbearer." + name),
+            (prefix + name, name),
+        ):
+            if own_name in own:
+                text = own[own_name]
+                parsed = (
+                    check_value(full_name, key.type, key.validator, text) if text.strip() else None
+                )
+                return full_name, parsed
+        return name, v.all[name]
+
+    url_key, url = value("sasl.oauthbearer.jwks.endpoint.url")
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError(
+            f"listener {listener!r} validates OAUTHBEARER tokens against a JWKS: set "
+            f"sasl.oauthbearer.jwks.endpoint.url (or {prefix}oauthbearer.sasl.oauthbearer."
+            "jwks.endpoint.url) to its https:, http: or file: URL",
+            key=url_key,
+        )
+    scheme = url.strip().partition(":")[0].lower()
+    if scheme not in ("https", "http", "file"):
+        raise invalid_value(url_key, url, "expected an https:, http: or file: URL")
+    numbers = {}
+    for name in (
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.clock.skew.seconds",
+    ):
+        full_name, number = value(name)
+        if not isinstance(number, int):
+            number = _OVERRIDABLE[name].default_value
+        assert isinstance(number, int)
+        numbers[name] = number
+    backoff = numbers["sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"]
+    backoff_max = numbers["sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"]
+    if backoff_max < backoff:
+        raise invalid_value(
+            "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+            str(backoff_max),
+            f"must be at least sasl.oauthbearer.jwks.endpoint.retry.backoff.ms ({backoff})",
+        )
+    audiences = value("sasl.oauthbearer.expected.audience")[1]
+    issuer = value("sasl.oauthbearer.expected.issuer")[1]
+    names = {}
+    for name in ("sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name"):
+        full_name, text = value(name)
+        if not isinstance(text, str) or not text.strip():
+            raise invalid_value(full_name, str(text or ""), "must name a claim")
+        names[name] = text.strip()
+    return OAuthBearerSettings(
+        jwks_endpoint_url=url.strip(),
+        jwks_refresh_ms=numbers["sasl.oauthbearer.jwks.endpoint.refresh.ms"],
+        jwks_retry_backoff_ms=backoff,
+        jwks_retry_backoff_max_ms=backoff_max,
+        expected_audiences=tuple(audiences) if isinstance(audiences, tuple) else (),
+        expected_issuer=issuer.strip() if isinstance(issuer, str) and issuer.strip() else None,
+        clock_skew_s=numbers["sasl.oauthbearer.clock.skew.seconds"],
+        sub_claim_name=names["sasl.oauthbearer.sub.claim.name"],
+        scope_claim_name=names["sasl.oauthbearer.scope.claim.name"],
+    )
 
 
 _PLAIN_EXAMPLE = (

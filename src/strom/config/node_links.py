@@ -26,7 +26,7 @@ from strom.config.errors import ConfigError
 from strom.config.listener_setup import ListenerSetup
 from strom.config.node_keys import SASL_PROTOCOLS
 from strom.config.schema import invalid_value
-from strom.config.security_keys import SERVED_SASL_MECHANISMS, SaslSettings, TlsSettings
+from strom.config.security_keys import NODE_LOGIN_MECHANISMS, SaslSettings, TlsSettings
 from strom.config.typed_values import TypedValues
 from strom.security.jaas import parse_jaas_config
 
@@ -141,12 +141,20 @@ def _login(
     mechanism_key: str,
 ) -> LinkLogin:
     mechanism = v.string(mechanism_key).strip().upper()
-    if mechanism not in SERVED_SASL_MECHANISMS:
+    if mechanism == "OAUTHBEARER":
         raise invalid_value(
             mechanism_key,
             mechanism,
             f"listener {listener!r} uses {protocol}: strom's nodes log in to each other "
-            f"with {', '.join(SERVED_SASL_MECHANISMS)} (Kafka's default, GSSAPI, needs "
+            f"with {', '.join(NODE_LOGIN_MECHANISMS)}, not OAUTHBEARER (a node has no token "
+            "provider); the listener may still offer OAUTHBEARER to clients beside one of them",
+        )
+    if mechanism not in NODE_LOGIN_MECHANISMS:
+        raise invalid_value(
+            mechanism_key,
+            mechanism,
+            f"listener {listener!r} uses {protocol}: strom's nodes log in to each other "
+            f"with {', '.join(NODE_LOGIN_MECHANISMS)} (Kafka's default, GSSAPI, needs "
             "Kerberos)",
         )
     if served is not None and mechanism not in served.mechanisms:

@@ -1,4 +1,5 @@
-"""The `ssl.*` keys of SSL listeners, and the TLS settings they make.
+"""The `ssl.*` keys of SSL listeners and the TLS settings they make; the SASL keys, the
+OAUTHBEARER validator's `sasl.oauthbearer.*` keys (KIP-768) and the settings they make.
 
 Kafka's names and defaults. strom reads key and trust stores in PEM and PKCS12, not JKS
 (Kafka's default type): convert one with `keytool -importkeystore -deststoretype PKCS12`.
@@ -16,12 +17,19 @@ from strom.config.schema import AtLeast, ConfigKey, ConfigType, ConfigValue, One
 
 __all__ = [
     "AUTHORIZER_KEYS",
+    "JWKS_VALIDATOR_CLASSES",
+    "LOGIN_COMPAT_KEYS",
+    "NODE_LOGIN_MECHANISMS",
+    "OAUTHBEARER_KEYS",
     "SASL_KEYS",
     "SASL_MECHANISMS",
     "SECURITY_COMPAT_KEYS",
     "SERVED_SASL_MECHANISMS",
+    "SERVER_CALLBACK_HANDLER_KEY",
     "SSL_KEYS",
+    "UNSECURED_VALIDATOR_CLASS",
     "ClientAuth",
+    "OAuthBearerSettings",
     "SaslSettings",
     "TlsSettings",
     "tls_settings",
@@ -193,15 +201,18 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 """Kafka's SASL mechanisms, as Kafka spells them."""
-SERVED_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SERVED_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 """The ones strom's SASL listeners offer so far."""
+NODE_LOGIN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The ones strom's nodes log in to each other with (not OAUTHBEARER: a node has no
+token provider)."""
 
 SASL_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "sasl.enabled.mechanisms",
         LIST,
         "GSSAPI",
-        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.",
     ),
     ConfigKey(
         "connection.failed.authentication.delay.ms",
@@ -232,6 +243,99 @@ SASL_KEYS: tuple[ConfigKey, ...] = (
 )
 
 
+OAUTHBEARER_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        STRING,
+        None,
+        "OAUTHBEARER with Kafka's JWKS validator: the key set's URL (https:, http: or file:).",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        LONG,
+        "3600000",
+        "How often an http(s) JWKS is fetched again (a file is read once, at start).",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        LONG,
+        "100",
+        "First wait between attempts to fetch the JWKS again; it doubles each time.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        LONG,
+        "10000",
+        "How long a JWKS refresh keeps retrying before the old keys stay in use.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.expected.audience",
+        LIST,
+        None,
+        "Audiences a signed token's aud must name one of; unset: a token with aud is refused.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.expected.issuer",
+        STRING,
+        None,
+        "The iss a signed token must have; unset: not checked.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.clock.skew.seconds",
+        INT,
+        "30",
+        "Leeway, in seconds, when a signed token's exp and nbf are checked.",
+        AtLeast(0),
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.sub.claim.name",
+        STRING,
+        "sub",
+        "The claim of a signed token that holds the principal's name.",
+    ),
+    ConfigKey(
+        "sasl.oauthbearer.scope.claim.name",
+        STRING,
+        "scope",
+        "The claim of a signed token that holds its scope.",
+    ),
+)
+"""Kafka's KIP-768 keys of the signed-token validator; each may also be set for one
+listener, `listener.name.<l>.` or `listener.name.<l>.oauthbearer.` first, as Kafka reads
+them."""
+
+SERVER_CALLBACK_HANDLER_KEY = "oauthbearer.sasl.server.callback.handler.class"
+"""Set per listener only (`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class`),
+as in Kafka."""
+JWKS_VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+UNSECURED_VALIDATOR_CLASS = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredValidatorCallbackHandler"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthBearerSettings:
+    """How one listener checks OAUTHBEARER tokens: unsecured JWTs (`jwks_endpoint_url`
+    None, the options in the JAAS config) or signed ones against a JWKS."""
+
+    jwks_endpoint_url: str | None = None
+    jwks_refresh_ms: int = 3_600_000
+    jwks_retry_backoff_ms: int = 100
+    jwks_retry_backoff_max_ms: int = 10_000
+    expected_audiences: tuple[str, ...] = ()
+    expected_issuer: str | None = None
+    clock_skew_s: int = 30
+    sub_claim_name: str = "sub"
+    scope_claim_name: str = "scope"
+
+
 AUTHORIZER_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "authorizer.class.name",
@@ -257,6 +361,31 @@ AUTHORIZER_KEYS: tuple[ConfigKey, ...] = (
 def _kafka_only(name: str, type_: ConfigType, default: str | None, doc: str) -> ConfigKey:
     return ConfigKey(name, type_, default, doc, effect=False, sensitive=name == "sasl.jaas.config")
 
+
+LOGIN_COMPAT_KEYS: tuple[ConfigKey, ...] = tuple(
+    ConfigKey(name, type_, default, doc, effect=False)
+    for name, type_, default, doc in (
+        (
+            "sasl.server.callback.handler.class",
+            STRING,
+            None,
+            "Kafka's server callback handler; per listener and mechanism it picks OAUTHBEARER's.",
+        ),
+        ("sasl.client.callback.handler.class", STRING, None, "Kafka's client callback handler."),
+        ("sasl.login.class", STRING, None, "Kafka's login class."),
+        ("sasl.login.callback.handler.class", STRING, None, "Kafka's login callback handler."),
+        ("sasl.login.connect.timeout.ms", INT, None, "Kafka's token endpoint connect timeout."),
+        ("sasl.login.read.timeout.ms", INT, None, "Kafka's token endpoint read timeout."),
+        ("sasl.login.retry.backoff.ms", LONG, "100", "Kafka's token endpoint retry wait."),
+        ("sasl.login.retry.backoff.max.ms", LONG, "10000", "Kafka's longest retry wait."),
+        ("sasl.oauthbearer.token.endpoint.url", STRING, None, "Where Kafka's broker gets tokens."),
+        ("sasl.oauthbearer.header.urlencode", ConfigType.BOOLEAN, "false", "Kafka's login."),
+    )
+)
+"""Kafka's keys for a broker's own SASL login (OAUTHBEARER's token retrieval above all),
+which strom accepts without acting on them, also for one listener
+(`listener.name.<l>.[oauthbearer.]<key>`): strom's nodes log in to each other with PLAIN
+or SCRAM, never with a token. Static, as in Kafka."""
 
 DOUBLE = ConfigType.DOUBLE
 SECURITY_COMPAT_KEYS: tuple[ConfigKey, ...] = (
@@ -304,6 +433,8 @@ class SaslSettings:
     """(mechanism, its sasl.jaas.config text) for each mechanism that has one (PLAIN
     must; SCRAM's users are in the cluster metadata, and its JAAS config is optional)."""
     failed_authentication_delay_ms: int
+    oauthbearer: OAuthBearerSettings | None = None
+    """With OAUTHBEARER enabled: how its tokens are checked."""
     max_reauth_ms: tuple[tuple[str, int], ...] = ()
     """(mechanism, its `connections.max.reauth.ms`) for each mechanism whose sessions
     expire after a time (KIP-368); the others' last until their credential expires."""

@@ -7,8 +7,9 @@ return. As in Kafka (its `SaslServerAuthenticator`), a refused step answers with
 code and closes the connection: the client must reconnect to try again.
 
 A mechanism's server side is a `Mechanism`: one object per authentication, stepped with
-the client's tokens until it completes or refuses. PLAIN (RFC 4616) is here; SCRAM and
-OAUTHBEARER fit the same interface (several steps, a challenge each).
+the client's tokens until it completes or refuses. PLAIN (RFC 4616) is here; SCRAM
+(strom.security.scram) and OAUTHBEARER (strom.security.oauthbearer) use the same
+interface with several steps.
 
 Re-authentication (KIP-368), as Kafka's SaslServerAuthenticator does it: a session
 expires `connections.max.reauth.ms` after it was authenticated (per mechanism), or when
@@ -79,18 +80,24 @@ _SASL_REQUESTS = frozenset({_SASL_HANDSHAKE, _SASL_AUTHENTICATE})
 
 class SaslAuthenticationFailed(ValueError):
     """A mechanism refused the client. The message is safe to send to the client: it
-    never tells whether a user exists."""
+    never tells whether a user exists. `log_reason`, when given, says more for the
+    broker's log (never a secret)."""
+
+    def __init__(self, message: str, *, log_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.log_reason = log_reason
 
 
 @dataclass(frozen=True, slots=True)
 class MechanismStep:
     """What a mechanism answers to one client token: the challenge to send back, and
-    once `complete`, the authenticated name (`alice` for User:alice)."""
+    once `complete`, the authenticated name (`alice` for User:alice) and, for a credential
+    that expires, when (ms since the epoch)."""
 
     challenge: bytes
     complete: bool
     principal_name: str | None = None
-    credential_expires_ms: int | None = None
+    expires_at_ms: int | None = None
     """When a complete step's credential stops being valid (a token's expiry, wall-clock
     ms); None: it does not expire."""
 
@@ -212,6 +219,8 @@ class AuthenticateResult:
     close: bool
     session_lifetime_ms: int = 0
     """Once complete: how long the session lasts (SaslAuthenticate v1); 0: for ever."""
+    log_reason: str | None = None
+    """Why the mechanism refused, for the broker's log only."""
 
 
 REAUTH_MIN_INTERVAL_MS = 1000
@@ -271,6 +280,8 @@ class SaslServer:
         """While re-authenticating: the session's mechanism and principal name."""
         self._bad_mechanism: str | None = None
         """While re-authenticating with another mechanism: the refusal to answer."""
+        self._credential_expires_ms: int | None = None
+        """When the authenticated credential expires (wall-clock ms); None: never."""
 
     @property
     def state(self) -> SaslState:
@@ -292,6 +303,12 @@ class SaslServer:
         if self._state is not SaslState.COMPLETE or self._principal_name is None:
             return None
         return user_principal(self._principal_name)
+
+    @property
+    def credential_expires_at_ms(self) -> int | None:
+        """When the credential the client authenticated with expires (ms since the
+        epoch), for a mechanism that says so (OAUTHBEARER); None otherwise."""
+        return self._credential_expires_ms if self._state is SaslState.COMPLETE else None
 
     def allows(self, api_key: int) -> bool:
         """Whether a request of `api_key` may arrive now; the shell closes the connection
@@ -367,7 +384,7 @@ class SaslServer:
         try:
             step = self._server.step(token)
         except SaslAuthenticationFailed as exc:
-            return self._refuse(ErrorCode.sasl_authentication_failed, str(exc))
+            return self._refuse(ErrorCode.sasl_authentication_failed, str(exc), exc.log_reason)
         except BaseException:
             self._fail()  # a bug in the mechanism: the shell logs it and closes
             raise
@@ -381,13 +398,14 @@ class SaslServer:
             )
         assert self._mechanism is not None
         lifetime = session_lifetime_ms(
-            self._max_reauth_ms.get(self._mechanism, 0), step.credential_expires_ms, now_ms
+            self._max_reauth_ms.get(self._mechanism, 0), step.expires_at_ms, now_ms
         )
         self._state = SaslState.COMPLETE
         self._principal_name = step.principal_name
         self._server = None
         self._previous = None
         self._expires_ms = None if lifetime is None else now_ms + lifetime
+        self._credential_expires_ms = step.expires_at_ms
         return AuthenticateResult(
             ErrorCode.none,
             None,
@@ -408,9 +426,13 @@ class SaslServer:
         self._fail()
         return HandshakeResult(error_code, self._enabled, close=True)
 
-    def _refuse(self, error_code: ErrorCode, message: str) -> AuthenticateResult:
+    def _refuse(
+        self, error_code: ErrorCode, message: str, log_reason: str | None = None
+    ) -> AuthenticateResult:
         self._fail()
-        return AuthenticateResult(error_code, message, b"", complete=False, close=True)
+        return AuthenticateResult(
+            error_code, message, b"", complete=False, close=True, log_reason=log_reason
+        )
 
     def _fail(self) -> None:
         self._state = SaslState.FAILED
@@ -419,3 +441,4 @@ class SaslServer:
         self._previous = None
         self._bad_mechanism = None
         self._expires_ms = None
+        self._credential_expires_ms = None

@@ -54,7 +54,7 @@ from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
 from strom.server.link_security import LinkContexts
-from strom.server.listener_security import ListenerSecurity, advertised_endpoints
+from strom.server.listener_security import JwksLoadError, ListenerSecurity, advertised_endpoints
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.metadata_state import MetadataState
 from strom.server.observability import Observability
@@ -335,7 +335,8 @@ class Broker:
                 self.node_id, config.listener_tls, config.listener_sasl, self.metadata
             )
             self.links = LinkContexts(self.node_id, config.node_links)
-        except ConfigError as exc:
+            await self.security.load_key_sets(self._background.spawn)  # OAUTHBEARER's JWKS
+        except (ConfigError, JwksLoadError) as exc:
             raise ListenError(str(exc)) from None
         listeners = list(config.client_listeners) if self.is_broker else []
         controller_listeners = list(config.controller_listeners) if self.is_controller else []

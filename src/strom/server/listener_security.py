@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 from strom.config import BrokerConfig, Listener
 from strom.config.errors import ConfigError
@@ -29,10 +30,12 @@ from strom.security.tls import (
     server_context,
 )
 from strom.server.handlers.ports import MetadataView
+from strom.server.jwks_source import JwksLoadError, JwksSource
 from strom.server.sasl_gate import ListenerSasl, SaslGate
 
 __all__ = [
     "HANDSHAKE_TIMEOUT_S",
+    "JwksLoadError",
     "ListenerSecurity",
     "advertised_endpoints",
 ]
@@ -67,8 +70,23 @@ class ListenerSecurity:
             self._rules[name] = principal_rules(settings, key_prefix=prefix)
         self._metadata = metadata
         self._sasl = {
-            name: ListenerSasl(name, settings, self._scram_credential) for name, settings in sasl
+            name: ListenerSasl(name, settings, self._scram_credential, node_id=node_id)
+            for name, settings in sasl
         }
+
+    @property
+    def jwks_sources(self) -> list[JwksSource]:
+        """The key sets of the listeners that check signed OAUTHBEARER tokens."""
+        return [sasl.jwks for sasl in self._sasl.values() if sasl.jwks is not None]
+
+    async def load_key_sets(self, spawn: Callable[[Coroutine[Any, Any, None], str], None]) -> None:
+        """Read each listener's JWKS before any listener serves (JwksLoadError, naming the
+        listener and the URL, if one cannot be used), then `spawn` the task keeping an
+        http(s) one fresh."""
+        for jwks in self.jwks_sources:
+            await jwks.load()
+            if jwks.refreshing:
+                spawn(jwks.run(), "jwks-refresh")
 
     def _scram_credential(self, name: str, mechanism: ScramMechanism) -> ScramCredential | None:
         if self._metadata is None:

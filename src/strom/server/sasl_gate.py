@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -28,13 +27,31 @@ from kio.schema.errors import ErrorCode
 
 from strom.config.errors import ConfigError
 from strom.config.listener_settings import listener_prefix
-from strom.config.security_keys import SaslSettings
+from strom.config.security_keys import OAuthBearerSettings, SaslSettings
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
-from strom.security.jaas import parse_jaas_config, plain_users
-from strom.security.sasl import PLAIN, HandshakeResult, Mechanism, PlainServer, SaslServer
+from strom.security.jaas import JaasEntry, parse_jaas_config, plain_users
+from strom.security.jwt_validation import (
+    SignedJwtSettings,
+    TokenRefused,
+    UnsecuredJwtSettings,
+    ValidToken,
+    validate_signed,
+    validate_unsecured,
+)
+from strom.security.oauthbearer import OAuthBearerServer, TokenValidator
+from strom.security.sasl import (
+    OAUTHBEARER,
+    PLAIN,
+    HandshakeResult,
+    Mechanism,
+    PlainServer,
+    SaslServer,
+)
 from strom.security.scram import ScramCredential, ScramMechanism, ScramServer
+from strom.server.clock import now_ms
+from strom.server.jwks_source import JwksSource, jwks_tls_context
 
 __all__ = ["ListenerSasl", "SaslGate", "SaslStep"]
 
@@ -61,12 +78,21 @@ class ListenerSasl:
     """The SASL mechanisms of one listener, built from its settings at start: a JAAS
     config that does not parse is a ConfigError naming its key. SCRAM users are looked
     up in `scram_credentials` at each authentication, so a user added or removed with
-    AlterUserScramCredentials counts from the next one on."""
+    AlterUserScramCredentials counts from the next one on. OAUTHBEARER tokens are checked
+    at `clock_ms()`; with Kafka's JWKS validator, against `jwks` (None otherwise), whose
+    keys the broker reads before it serves (JwksSource.load) and keeps fresh."""
 
     def __init__(
-        self, listener: str, settings: SaslSettings, scram_credentials: ScramCredentials
+        self,
+        listener: str,
+        settings: SaslSettings,
+        scram_credentials: ScramCredentials,
+        *,
+        node_id: int = 0,
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.listener = listener
+        self.jwks: JwksSource | None = None
         self.delay_s = settings.failed_authentication_delay_ms / 1000
         self._max_reauth_ms = dict(settings.max_reauth_ms)
         prefix = listener_prefix(listener)
@@ -75,7 +101,7 @@ class ListenerSasl:
         for mechanism in settings.mechanisms:
             key = f"{prefix}{mechanism.lower()}.sasl.jaas.config"
             entries = parse_jaas_config(jaas[mechanism], key=key) if mechanism in jaas else ()
-            if len(entries) > 1 or (mechanism == PLAIN and not entries):
+            if len(entries) > 1 or (mechanism in (PLAIN, OAUTHBEARER) and not entries):
                 raise ConfigError(
                     f"'{key}' must hold exactly one login module, as in Kafka; it holds "
                     f"{len(entries)}",
@@ -87,8 +113,56 @@ class ListenerSasl:
                 self._factories[mechanism] = lambda users=users: PlainServer(users)  # type: ignore[misc]
             elif scram is not None:
                 self._factories[mechanism] = partial(_scram_server, scram, scram_credentials)
+            elif mechanism == OAUTHBEARER and settings.oauthbearer is not None:
+                validator = self._token_validator(
+                    node_id, settings.oauthbearer, entries, key, clock_ms
+                )
+                self._factories[mechanism] = partial(OAuthBearerServer, validator)
             else:
                 raise ConfigError(f"{mechanism} is not served yet", key=key)
+
+    def _token_validator(
+        self,
+        node_id: int,
+        settings: OAuthBearerSettings,
+        entries: tuple[JaasEntry, ...],
+        key: str,
+        clock_ms: Callable[[], int],
+    ) -> TokenValidator:
+        if settings.jwks_endpoint_url is None:
+            try:
+                unsecured = UnsecuredJwtSettings.from_options(entries[0].options)
+            except ValueError as exc:
+                raise ConfigError(f"'{key}': {exc}", key=key) from None
+            return lambda token: validate_unsecured(token, unsecured, clock_ms())
+        url = settings.jwks_endpoint_url
+        https = url.lower().startswith("https:")
+        jwks = self.jwks = JwksSource(
+            node_id,
+            self.listener,
+            url,
+            refresh_ms=settings.jwks_refresh_ms,
+            retry_backoff_ms=settings.jwks_retry_backoff_ms,
+            retry_backoff_max_ms=settings.jwks_retry_backoff_max_ms,
+            tls=jwks_tls_context(entries[0].options, key) if https else None,
+        )
+        signed = SignedJwtSettings(
+            frozenset(settings.expected_audiences),
+            settings.expected_issuer,
+            settings.clock_skew_s,
+            settings.sub_claim_name,
+            settings.scope_claim_name,
+        )
+
+        def validate(token: str) -> ValidToken:
+            try:
+                return validate_signed(token, jwks.keys, signed, clock_ms())
+            except TokenRefused as refused:
+                if refused.unknown_kid is not None:
+                    jwks.missing_kid(refused.unknown_kid)
+                raise
+
+        return validate
 
     def gate(self, node_id: int, peer: str) -> SaslGate:
         server = SaslServer(self._factories, self._max_reauth_ms)
@@ -139,7 +213,7 @@ class SaslGate:
     def expired(self) -> bool:
         """Whether the authenticated session is past its lifetime (KIP-368): the
         connection closes instead of answering (logged at INFO)."""
-        if not self._server.expired(_wall_ms()):
+        if not self._server.expired(now_ms()):
             return False
         log.info(
             "[node %d] closing connection from %s on %s: the session of %s has expired",
@@ -155,7 +229,7 @@ class SaslGate:
         when this session cannot re-authenticate now (the handshake is then answered as
         any request is)."""
         principal = self.principal
-        result = self._server.reauthenticate(str(request.body.mechanism), _wall_ms())
+        result = self._server.reauthenticate(str(request.body.mechanism), now_ms())
         if result is None:
             return None
         log.debug("[node %d] %s re-authenticating on %s", self._node_id, principal, self._listener)
@@ -188,8 +262,8 @@ class SaslGate:
 
     def authenticate(self, request: Request) -> SaslStep:
         again = self._server.reauthenticating
-        result = self._server.authenticate(bytes(request.body.auth_bytes), _wall_ms())
-        self._note(result.error_code, result.complete, again)
+        result = self._server.authenticate(bytes(request.body.auth_bytes), now_ms())
+        self._note(result.error_code, result.complete, again, result.log_reason)
         body: SaslAuthenticateResponse = {
             "error_code": result.error_code,
             "error_message": result.error_message,
@@ -207,15 +281,17 @@ class SaslGate:
         """A v0 client's token: answered with a raw token; a failure closes the
         connection without an answer (the v0 framing has no room for an error)."""
         again = self._server.reauthenticating
-        result = self._server.authenticate(token, _wall_ms())
-        self._note(result.error_code, result.complete, again)
+        result = self._server.authenticate(token, now_ms())
+        self._note(result.error_code, result.complete, again, result.log_reason)
         if result.complete:
             self.raw_tokens = False
         if result.error_code != ErrorCode.none:
             return SaslStep(None, close=True, delay_s=self._delay_s)
         return SaslStep(None, raw=result.auth_bytes)
 
-    def _note(self, error: ErrorCode, complete: bool, again: bool) -> None:
+    def _note(
+        self, error: ErrorCode, complete: bool, again: bool, reason: str | None = None
+    ) -> None:
         """Log an authentication's end; `again`: it was a re-authentication."""
         if complete:
             log.debug(
@@ -229,14 +305,11 @@ class SaslGate:
             )
         elif error != ErrorCode.none:
             log.info(
-                "[node %d] failed %s with %s on listener %s from %s",
+                "[node %d] failed %s with %s on listener %s from %s%s",
                 self._node_id,
                 "re-authentication" if again else "authentication",
                 self._mechanism or "no mechanism",
                 self._listener,
                 self._peer,
+                f" ({reason})" if reason else "",
             )
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)

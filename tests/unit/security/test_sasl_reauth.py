@@ -37,7 +37,7 @@ class Token(Mechanism):
         self.expires_ms = expires_ms
 
     def step(self, token: bytes) -> MechanismStep:
-        return MechanismStep(b"", True, token.decode(), credential_expires_ms=self.expires_ms)
+        return MechanismStep(b"", True, token.decode(), expires_at_ms=self.expires_ms)
 
 
 def plain_server(max_reauth_ms: int = 10_000, **extra: Callable[[], Mechanism]) -> SaslServer:

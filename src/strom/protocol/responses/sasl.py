@@ -18,5 +18,4 @@ class SaslAuthenticateResponse(TypedDict):
     error_message: str | None
     auth_bytes: bytes
     session_lifetime: NotRequired[int]
-    """v1+: milliseconds until the client must authenticate again; 0: never (strom does
-    not ask for re-authentication, KIP-368)."""
+    """v1+: milliseconds until the client must authenticate again (KIP-368); 0: never."""
