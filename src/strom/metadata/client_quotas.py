@@ -119,7 +119,7 @@ def _entity(parts: Sequence[tuple[str, str | None]], resolves: Callable[[str], b
 
 
 def _check_value(entity: QuotaEntity, key: str, value: float) -> None:
-    kind = entity.keys().get(key)
+    kind = entity.quota_keys().get(key)
     if kind is None:
         raise _Refusal(f"Invalid configuration key {key}")
     if math.isnan(value) or math.isinf(value):

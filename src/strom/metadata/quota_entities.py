@@ -102,7 +102,7 @@ class QuotaEntity:
         """Orders entities (defaults before names) without comparing None with text."""
         return tuple((kind, name is not None, name or "") for kind, name in self.parts)
 
-    def keys(self) -> Mapping[str, QuotaValueType]:
+    def quota_keys(self) -> Mapping[str, QuotaValueType]:
         """The quota keys an entity of these types takes."""
         return IP_KEYS if self.has(IP) else USER_CLIENT_KEYS
 

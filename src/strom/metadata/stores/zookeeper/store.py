@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.config.zookeeper import ZooKeeperConnect
-from strom.metadata import acl_znodes, znode_batches, znode_diff, znodes
+from strom.metadata import acl_znodes, quota_znodes, znode_batches, znode_diff, znodes
 from strom.metadata.image import MetadataImage
+from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import BrokerEndpoint, ConfigResourceType, decode_entry
 from strom.metadata.stores.base import (
     ControllerListener,
@@ -73,16 +74,6 @@ CHANGES = "/config/changes"
 REGISTRATION_RETRY_S = 0.5
 KEEP_CHANGES = 100
 """Change notifications kept under /config/changes; older ones are deleted."""
-_TREE_ROOTS = (
-    "/cluster",
-    TOPICS,
-    "/config/topics",
-    "/config/brokers",
-    "/config/users",
-    acl_znodes.ACL_ROOT,
-    acl_znodes.EXTENDED_ACL_ROOT,
-    "/strom/brokers",
-)
 
 CAPABILITIES = StoreCapabilities(
     liveness=Liveness.SESSIONS,
@@ -382,7 +373,7 @@ class ZooKeeperStore:
     async def _read_tree(self) -> dict[str, bytes]:
         tree: dict[str, bytes] = {}
         session = self.session
-        await asyncio.gather(*(self._collect(root, tree) for root in _TREE_ROOTS))
+        await asyncio.gather(*(self._collect(root, tree) for root in znodes.TREE_ROOTS))
         with contextlib.suppress(NoNodeError):
             tree[znodes.PRODUCER_ID_BLOCK], _stat = await session.get(znodes.PRODUCER_ID_BLOCK)
         for name in await session.children(CHANGES):
@@ -519,8 +510,8 @@ class ZooKeeperStore:
         try:
             data, _stat = await self.session.get(path)
             entity = znodes.parse_change(data)
-            if isinstance(entity, znodes.UserEntity):
-                await self._on_user_change(entity.name)
+            if not isinstance(entity, tuple):
+                await self._on_quota_change(entity)
                 return
             kind, name = entity
             try:
@@ -538,19 +529,24 @@ class ZooKeeperStore:
             source = f"config of {znodes.config_path(kind, name)} written into ZooKeeper"
             await watches.apply_stored_config(kind, name, config, source)
 
-    async def _on_user_change(self, name: str) -> None:
-        """A user's /config/users znode changed: the image takes its SCRAM credentials
-        (a change this controller wrote matches its image already and costs nothing)."""
-        path = znodes.user_path(name)
-        try:
-            stored, _stat = await self.session.get(path)
-            credentials = znodes.user_records(name, stored, path)
-        except NoNodeError:
-            credentials = []
+    async def _on_quota_change(self, entity: znodes.UserEntity | QuotaEntity) -> None:
+        """A user's or another quota entity's znode changed: the image takes its client
+        quotas and a user's SCRAM credentials (a change this controller wrote matches its
+        image already and costs nothing)."""
+        user = entity.name if isinstance(entity, znodes.UserEntity) else None
+        quota_entity = QuotaEntity.user(user) if user is not None else entity
+        assert isinstance(quota_entity, QuotaEntity)
+        path = quota_znodes.entity_path(quota_entity)
+        stored = await self.session.data_or_empty(path)
         watches = self._ports.watches()
-        if watches is not None:
-            source = f"SCRAM credentials of {path} written into ZooKeeper"
-            await watches.apply_stored_scram(name, credentials, source)
+        if watches is None:
+            return
+        written = f"{path} written into ZooKeeper"
+        if user is not None:
+            credentials = znodes.user_records(user, stored, path)
+            await watches.apply_stored_scram(user, credentials, f"SCRAM credentials of {written}")
+        quotas = quota_znodes.stored_quotas(quota_entity, stored, path)
+        await watches.apply_stored_quotas(quota_entity, quotas, f"client quotas of {written}")
 
     async def _purge_changes(self, names: Sequence[str], root: str = CHANGES) -> None:
         for name in names[:-KEEP_CHANGES]:
