@@ -347,3 +347,38 @@ def test_alter_then_describe_matches_a_dictionary_of_the_requests(
         everything = describe_client_quotas(image, [], strict=False).entries
         assert everything is not None
         assert {entity: dict(quotas) for entity, quotas in everything} == model
+
+
+_ANY_PARTS = st.lists(
+    st.tuples(
+        st.sampled_from(["user", "client-id", "ip", "group", ""]),
+        st.none() | st.sampled_from(["", "a", "10.0.0.1", "::1", "not ip"]),
+    ),
+    max_size=3,
+)
+_ANY_OPS = st.lists(
+    st.builds(
+        QuotaOp,
+        st.sampled_from(["producer_byte_rate", "request_percentage", "connection_creation_rate"])
+        | st.text(max_size=5),
+        st.none() | st.floats(allow_nan=True, allow_infinity=True),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.builds(QuotaAlteration, _ANY_PARTS.map(tuple), _ANY_OPS.map(tuple)), max_size=4))
+def test_any_request_is_answered_and_writes_only_what_kafka_accepts(
+    alterations: list[QuotaAlteration],
+) -> None:
+    records, results = alter_client_quotas(MetadataImage.empty(), alterations)
+    assert {result.error_code for result in results} <= {ErrorCode.none, INVALID}
+    accepted = {result.entity for result in results if result.error_code == ErrorCode.none}
+    for record in records:
+        assert isinstance(record, ClientQuotaRecord)
+        assert record.entity in accepted
+        assert record.key in record.entity.quota_keys()
+        assert record.value is not None and 0 < record.value < float("inf")
+    image = MetadataImage.empty().replay(records)
+    assert describe_client_quotas(image, [], strict=False).entries is not None

@@ -127,7 +127,7 @@ async def _resolvable(hosts: set[str]) -> frozenset[str]:
         try:
             async with asyncio.timeout(RESOLVE_TIMEOUT_S):
                 return bool(await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM))
-        except (OSError, TimeoutError, UnicodeError):
+        except (OSError, TimeoutError, ValueError):  # UnicodeError: a bad IDNA name
             return False
 
     found = await asyncio.gather(*(resolves(host) for host in sorted(hosts)))
