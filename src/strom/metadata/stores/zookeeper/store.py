@@ -124,7 +124,8 @@ class ZooKeeperStore:
         self._next_index = 0
         self._queue: asyncio.Queue[tuple[Entry, list[znodes.ZnodeOp]]] = asyncio.Queue()
         self._existing: set[str] = set()
-        """Paths an operator wrote that a pending adoption would otherwise create."""
+        """Paths in ZooKeeper that a decision would otherwise create: those an operator
+        wrote for a pending adoption, and config znodes present at takeover."""
         self._last_change = -1
         self._commit_timer = CommitTimer()
         self._started = False
@@ -329,7 +330,9 @@ class ZooKeeperStore:
         self._image = image
         self._next_index = base + 1
         self._queue = asyncio.Queue()
-        self._existing = set()
+        # Config znodes the image may lack (Kafka's tools leave empty ones behind): a
+        # decision that writes one sets it rather than creating it.
+        self._existing = {p for p in tree if p.startswith("/config/") and CHANGES not in p}
         self._ports.metadata.reset(image, index=base, term=epoch)
         changes = [c for c in tree if c.startswith(CHANGES + "/")]
         self._last_change = max((_sequence(c) for c in changes), default=-1)
@@ -434,6 +437,7 @@ class ZooKeeperStore:
         if kind is znodes.OpKind.SET:
             return ("set_data", (op.path, op.data))
         if kind is znodes.OpKind.DELETE:
+            self._existing.discard(op.path)
             return ("delete", (op.path,))
         return ("create", (op.path, op.data, None, False, True))
 
@@ -534,8 +538,7 @@ class ZooKeeperStore:
         quotas and a user's SCRAM credentials (a change this controller wrote matches its
         image already and costs nothing)."""
         user = entity.name if isinstance(entity, znodes.UserEntity) else None
-        quota_entity = QuotaEntity.user(user) if user is not None else entity
-        assert isinstance(quota_entity, QuotaEntity)
+        quota_entity = entity if isinstance(entity, QuotaEntity) else QuotaEntity.user(user)
         path = quota_znodes.entity_path(quota_entity)
         stored = await self.session.data_or_empty(path)
         watches = self._ports.watches()
