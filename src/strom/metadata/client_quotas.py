@@ -238,7 +238,8 @@ def _filter(
             exact[kind] = component.match
         elif component.match_type in (MatchType.DEFAULT, MatchType.ANY):
             if component.match is not None:
-                name = "MATCH_TYPE_DEFAULT" if component.match_type == 1 else "MATCH_TYPE_SPECIFIED"
+                default = component.match_type == MatchType.DEFAULT
+                name = "MATCH_TYPE_DEFAULT" if default else "MATCH_TYPE_SPECIFIED"
                 raise _Refusal(f"Request specified {name}, but also specified a match string.")
             if component.match_type == MatchType.DEFAULT:
                 exact[kind] = None

@@ -108,7 +108,9 @@ class QuotaEntity:
 
     def __str__(self) -> str:
         """As Kafka's messages name an entity: ClientQuotaEntity(entries={user=alice})."""
-        entries = ", ".join(f"{kind}={name or 'null'}" for kind, name in self.ordered())
+        entries = ", ".join(
+            f"{kind}={'null' if name is None else name}" for kind, name in self.ordered()
+        )
         return f"ClientQuotaEntity(entries={{{entries}}})"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.metadata import client_quotas
-from strom.metadata.quota_entities import IP, QuotaEntity
+from strom.metadata.quota_entities import IP
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.quotas import (
@@ -169,9 +169,8 @@ async def _alter_here(context: AdminContext, request: Request) -> Any:
 
 
 def _entry(result: client_quotas.QuotaResult) -> AlterClientQuotasEntry:
-    entity: QuotaEntity = result.entity
     return {
         "error_code": result.error_code,
         "error_message": result.error_message,
-        "entity": _entity_data(entity.ordered()),
+        "entity": _entity_data(result.entity.ordered()),
     }
