@@ -95,6 +95,7 @@ ALICE_APP: Entity = (("user", "alice"), ("client-id", "app"))
 USERS: Entity = (("user", None),)
 IPS: Entity = (("ip", None),)
 CLIENT_APP: Entity = (("client-id", "app"),)
+BOB: Entity = (("user", "bob"),)
 
 
 def test_quotas_are_forwarded_described_everywhere_and_survive_the_controller(
@@ -107,14 +108,16 @@ def test_quotas_are_forwarded_described_everywhere_and_survive_the_controller(
     answers = alter(
         cluster.address(other),
         entry({"user": "alice", "client-id": "app"}, producer_byte_rate=1048576),
+        entry({"user": "bob"}, consumer_byte_rate=100),
         entry({"user": None}, request_percentage=50),
         entry({"ip": None}, connection_creation_rate=10),
         entry({"client-id": "x"}, no_such_key=1),
     )
-    assert answers[:3] == [(0, None)] * 3
-    assert answers[3] == (42, "Invalid configuration key no_such_key")
+    assert answers[:4] == [(0, None)] * 4
+    assert answers[4] == (42, "Invalid configuration key no_such_key")
     wanted = {
         ALICE_APP: {"producer_byte_rate": 1048576.0},
+        BOB: {"consumer_byte_rate": 100.0},
         USERS: {"request_percentage": 50.0},
         IPS: {"connection_creation_rate": 10.0},
     }
@@ -125,6 +128,9 @@ def test_quotas_are_forwarded_described_everywhere_and_survive_the_controller(
             # What Kafka's tools leave behind once an entity's last quota is gone: the
             # controller that read it at takeover sets it rather than creating it.
             zk.create("/config/clients/left", b'{"version":1,"config":{}}')
+            # ... and under a user strom knows, children it does not: the next
+            # controller deletes them, so that deleting the user's znode works.
+            zk.create("/config/users/alice/clients/old", b'{"version":1,"config":{}}')
             data, _ = zk.get("/config/users/alice/clients/app")
             assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "1048576"}}
             data, _ = zk.get("/config/users/<default>")
@@ -150,17 +156,26 @@ def test_quotas_are_forwarded_described_everywhere_and_survive_the_controller(
         "a new active controller",
     )
     everywhere(cluster, survivors, wanted, "the survivors to keep the quotas")
-    # The new controller decides against what it holds: removing the last key of
-    # <default> users removes the entity.
-    assert alter(cluster.address(survivors[1]), entry({"user": None}, request_percentage=None)) == [
-        (0, None)
-    ]
-    del wanted[USERS]
+    # The new controller decides against what it holds: removing the last key of an
+    # entity removes the entity (and on ZooKeeper its znodes, alice's included).
+    assert (
+        alter(
+            cluster.address(survivors[1]),
+            entry({"user": None}, request_percentage=None),
+            entry({"user": "alice", "client-id": "app"}, producer_byte_rate=None),
+        )
+        == [(0, None)] * 2
+    )
+    del wanted[USERS], wanted[ALICE_APP]
     if store is not None:
         left = entry({"client-id": "left"}, producer_byte_rate=5)
         assert alter(cluster.address(survivors[0]), left) == [(0, None)]
         wanted[(("client-id", "left"),)] = {"producer_byte_rate": 5.0}
     everywhere(cluster, survivors, wanted, "the changes on the new controller")
+    if store is not None:
+        with kazoo_client(store) as zk:
+            assert zk.exists("/config/users/alice") is None
+            assert zk.exists("/config/users/bob") is not None
 
 
 def strom(*args: str) -> subprocess.CompletedProcess[str]:

@@ -6,18 +6,19 @@ the image to what an operator wrote into a znode (`replace_resource_acls`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 
 from strom.metadata.acl_records import ResourcePattern, acl_record
 from strom.metadata.acl_znodes import acl_change, acl_data, acl_path, acl_path_problem
 from strom.metadata.image import MetadataImage, PartitionImage, TopicImage
 from strom.metadata.quota_entities import USER, QuotaEntity
-from strom.metadata.quota_znodes import entity_path, quota_data, user_tree
+from strom.metadata.quota_znodes import QUOTA_PARENTS, entity_path, quota_data, user_tree
 from strom.metadata.records import (
     ConfigResourceType,
     MetadataRecord,
     RemoveAccessControlEntryRecord,
 )
+from strom.metadata.znode_json import ZnodeError, json_object
 from strom.metadata.znodes import (
     CLUSTER_ID,
     CONFIG_CHANGE_PREFIX,
@@ -39,7 +40,7 @@ from strom.metadata.znodes import (
 )
 from strom.security.acls import AclBinding
 
-__all__ = ["diff", "replace_resource_acls"]
+__all__ = ["diff", "leftover_znodes", "replace_resource_acls"]
 
 
 class _Ops:
@@ -247,3 +248,38 @@ def replace_resource_acls(
             records.append(RemoveAccessControlEntryRecord(record_id))
     records += [acl_record(binding) for binding in sorted(wanted - held)]
     return records
+
+
+_ENTITY_ROOTS = tuple(f"{root}/" for root in ("/config/users", *QUOTA_PARENTS))
+
+
+def _holds_nothing(data: bytes) -> bool:
+    """No data, or a config znode whose config is empty."""
+    if not data:
+        return True
+    try:
+        return json_object(data, "").get("config") == {}
+    except ZnodeError:
+        return False
+
+
+def leftover_znodes(tree: Mapping[str, bytes], image: MetadataImage) -> list[str]:
+    """The user, client id and IP znodes in `tree` that hold nothing, that `image` does not
+    hold and that have no other znode below them, children first: what Kafka's tools leave
+    behind once an entity's last quota is removed. Deleting them keeps a later delete of
+    their parent (a user whose credentials go) from failing on children strom never knew."""
+    rendered = {op.path for op in diff(MetadataImage.empty(), image, controller_epoch=0)}
+    found = {
+        path
+        for path, data in tree.items()
+        if path.startswith(_ENTITY_ROOTS) and path not in rendered and _holds_nothing(data)
+    }
+    below: dict[str, list[str]] = {}
+    for path in tree:
+        parent = path.rsplit("/", 1)[0]
+        below.setdefault(parent, []).append(path)
+
+    def removable(path: str) -> bool:
+        return path in found and all(removable(child) for child in below.get(path, ()))
+
+    return sorted((p for p in found if removable(p)), key=lambda p: (-p.count("/"), p))

@@ -15,7 +15,7 @@ from strom.metadata.image import MetadataImage
 from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.quota_znodes import entity_of_path, entity_path, stored_quotas
 from strom.metadata.records import ClientQuotaRecord, UserScramCredentialRecord
-from strom.metadata.znode_diff import diff
+from strom.metadata.znode_diff import diff, leftover_znodes
 from strom.metadata.znodes import ZnodeError, image_from_znodes, parse_change
 
 EPOCH = 3
@@ -132,3 +132,43 @@ def test_only_an_entitys_own_keys_are_read_and_values_are_checked() -> None:
         entity_of_path("clients/a/b", "z")
     with pytest.raises(ZnodeError, match="not a name as Kafka writes it"):
         entity_of_path("users/<default>/clients/a b", "z")
+
+
+EMPTY = b'{"version":1,"config":{}}'
+
+
+def test_znodes_kafkas_tools_left_holding_nothing_are_found_children_first() -> None:
+    tree = {
+        "/config/users/bob": b"",
+        "/config/users/bob/clients": b"",
+        "/config/users/bob/clients/old": EMPTY,
+        "/config/users/carol": b'{"version":1,"config":{"SCRAM-SHA-256":"x"}}',
+        "/config/users/carol/clients": b"",
+        "/config/users/carol/clients/old": EMPTY,
+        "/config/users/dave": EMPTY,
+        "/config/users/dave/clients": b"",
+        "/config/users/dave/clients/kept": b'{"version":1,"config":{"x":"1"}}',
+        "/config/clients/gone": EMPTY,
+        "/config/ips/<default>": EMPTY,
+        "/config/topics/orders": EMPTY,  # not an entity of quotas: left alone
+    }
+    assert leftover_znodes(tree, MetadataImage.empty()) == [
+        "/config/users/bob/clients/old",
+        "/config/users/carol/clients/old",
+        "/config/users/bob/clients",
+        "/config/users/carol/clients",
+        "/config/clients/gone",
+        "/config/ips/<default>",
+        "/config/users/bob",
+    ]
+
+
+def test_what_the_image_holds_is_never_a_leftover() -> None:
+    image = quotas((QuotaEntity.user_client("bob", "app"), "producer_byte_rate", 5.0))
+    tree = {
+        **render(image),
+        "/config/users/bob/clients/old": EMPTY,
+        "/config/clients/gone": EMPTY,
+    }
+    assert leftover_znodes(tree, image) == ["/config/users/bob/clients/old", "/config/clients/gone"]
+    assert leftover_znodes(render(image), image) == []

@@ -39,9 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.config.zookeeper import ZooKeeperConnect
-from strom.metadata import acl_znodes, quota_znodes, znode_batches, znode_diff, znodes
+from strom.metadata import acl_znodes, znode_batches, znode_diff, znodes
 from strom.metadata.image import MetadataImage
-from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import BrokerEndpoint, ConfigResourceType, decode_entry
 from strom.metadata.stores.base import (
     ControllerListener,
@@ -51,6 +50,7 @@ from strom.metadata.stores.base import (
     StoreCapabilities,
     StorePorts,
 )
+from strom.metadata.stores.zookeeper import config_changes
 from strom.metadata.stores.zookeeper.session import (
     BadVersionError,
     KazooException,
@@ -327,6 +327,9 @@ class ZooKeeperStore:
         image = znodes.image_from_znodes(tree, offset=base)
         self.term = epoch
         self._epoch_version = written.version
+        leftovers = znode_diff.leftover_znodes(tree, image)
+        if leftovers and await self._delete_leftovers(leftovers):
+            tree = {path: data for path, data in tree.items() if path not in leftovers}
         self._image = image
         self._next_index = base + 1
         self._queue = asyncio.Queue()
@@ -361,6 +364,23 @@ class ZooKeeperStore:
             _data, stat = await session.get(CONTROLLER)
             if stat.ephemeralOwner == session.session_id:
                 await session.delete(CONTROLLER, stat.version)
+
+    async def _delete_leftovers(self, paths: list[str]) -> bool:
+        """Delete config znodes that hold nothing and that the image lacks (children first,
+        see znode_diff.leftover_znodes), guarded by this controller's epoch. Best effort:
+        False if ZooKeeper refused."""
+        request: list[tuple[str, tuple[Any, ...]]] = [
+            ("check", (CONTROLLER_EPOCH, self._epoch_version))
+        ]
+        request += [("delete", (path,)) for path in paths]
+        try:
+            results = await self.session.transaction(request)
+        except KazooException:
+            return False
+        if any(isinstance(result, BaseException) for result in results):
+            return False
+        log.info("[node %d] deleted empty config znodes: %s", self.node_id, ", ".join(paths))
+        return True
 
     def _resign(self, why: str) -> None:
         if not self.is_leader:
@@ -511,45 +531,9 @@ class ZooKeeperStore:
             await changed.wait()
 
     async def _on_config_change(self, path: str) -> None:
-        try:
-            data, _stat = await self.session.get(path)
-            entity = znodes.parse_change(data)
-            if not isinstance(entity, tuple):
-                await self._on_quota_change(entity)
-                return
-            kind, name = entity
-            try:
-                stored, _stat = await self.session.get(znodes.config_path(kind, name))
-                config = znodes.parse_entity_config(stored)
-            except NoNodeError:
-                config = {}
-        except NoNodeError:
-            return
-        except znodes.ZnodeError as exc:
-            log.warning("[node %d] ignoring config change %s: %s", self.node_id, path, exc)
-            return
         watches = self._ports.watches()
         if watches is not None:
-            source = f"config of {znodes.config_path(kind, name)} written into ZooKeeper"
-            await watches.apply_stored_config(kind, name, config, source)
-
-    async def _on_quota_change(self, entity: znodes.UserEntity | QuotaEntity) -> None:
-        """A user's or another quota entity's znode changed: the image takes its client
-        quotas and a user's SCRAM credentials (a change this controller wrote matches its
-        image already and costs nothing)."""
-        user = entity.name if isinstance(entity, znodes.UserEntity) else None
-        quota_entity = entity if isinstance(entity, QuotaEntity) else QuotaEntity.user(user)
-        path = quota_znodes.entity_path(quota_entity)
-        stored = await self.session.data_or_empty(path)
-        watches = self._ports.watches()
-        if watches is None:
-            return
-        written = f"{path} written into ZooKeeper"
-        if user is not None:
-            credentials = znodes.user_records(user, stored, path)
-            await watches.apply_stored_scram(user, credentials, f"SCRAM credentials of {written}")
-        quotas = quota_znodes.stored_quotas(quota_entity, stored, path)
-        await watches.apply_stored_quotas(quota_entity, quotas, f"client quotas of {written}")
+            await config_changes.apply_change(self.session, watches, path, self.node_id)
 
     async def _purge_changes(self, names: Sequence[str], root: str = CHANGES) -> None:
         for name in names[:-KEEP_CHANGES]:
