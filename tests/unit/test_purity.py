@@ -77,6 +77,8 @@ SECURITY_CORES = (
     "security.jwt_validation",
     "security.oauthbearer",
     "security.jwks_refresh",
+    "security.quota_resolution",
+    "security.quota_rates",
 )
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""
 PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, *SECURITY_CORES, "config", "durable_files")

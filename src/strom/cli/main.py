@@ -22,6 +22,7 @@ from strom.cli.consume import consume
 from strom.cli.dev import dev
 from strom.cli.group import group_app
 from strom.cli.produce import produce
+from strom.cli.quota import quota_app
 from strom.cli.topic import topic_app
 from strom.cli.txn import txn_app
 from strom.cli.user import user_app
@@ -43,6 +44,7 @@ app.add_typer(config_app)
 app.add_typer(txn_app)
 app.add_typer(user_app)
 app.add_typer(acl_app)
+app.add_typer(quota_app)
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.command("dev")(dev)

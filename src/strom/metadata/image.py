@@ -33,10 +33,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from strom.metadata.acl_records import binding_of
+from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import (
     CLUSTER_DEFAULT,
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -155,6 +157,8 @@ class MetadataImage:
         default_factory=dict, compare=False, repr=False
     )
     """Bindings held under more than one id, with the number of ids beyond the first."""
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    """Each client quota entity's quotas, by key; an entity without quotas is absent."""
 
     @staticmethod
     def empty() -> MetadataImage:
@@ -223,6 +227,7 @@ class _Replay:
         self.acls: dict[uuid.UUID, AclBinding] | None = None
         self.acl_duplicates: dict[AclBinding, int] | None = None
         self.acl_held: dict[AclBinding, bool] = {}  # touched bindings: held by some id now?
+        self.client_quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.cluster = (image.cluster_id, image.cluster_name)
         self.next_producer_id = image.next_producer_id
 
@@ -329,6 +334,21 @@ class _Replay:
                 acls = self.image.acls if self.acls is None else self.acls
                 if record.id in acls:
                     self._drop_acl(self._acls().pop(record.id))
+            case ClientQuotaRecord():
+                self._client_quota(record)
+
+    def _client_quota(self, record: ClientQuotaRecord) -> None:
+        if self.client_quotas is None:
+            self.client_quotas = dict(self.image.client_quotas)
+        quotas = dict(self.client_quotas.get(record.entity, {}))
+        if record.value is None:
+            quotas.pop(record.key, None)
+        else:
+            quotas[record.key] = record.value
+        if quotas:
+            self.client_quotas[record.entity] = quotas
+        else:
+            self.client_quotas.pop(record.entity, None)
 
     def _scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
         if self.scram_users is None:
@@ -434,5 +454,8 @@ class _Replay:
             acl_index=self._acl_index(),
             acl_duplicates=(
                 image.acl_duplicates if self.acl_duplicates is None else self.acl_duplicates
+            ),
+            client_quotas=(
+                image.client_quotas if self.client_quotas is None else self.client_quotas
             ),
         )

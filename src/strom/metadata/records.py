@@ -24,11 +24,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import IntEnum
 from typing import Any
+
+from strom.metadata.quota_entities import QuotaEntity
 
 
 class ConfigResourceType(IntEnum):
@@ -197,6 +200,16 @@ class RemoveUserScramCredentialRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """A client quota was set on an entity (Kafka's record of that name), or removed when
+    `value` is None. The entity's parts are (type, name), a name None the default."""
+
+    entity: QuotaEntity
+    key: str
+    value: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
     """An ACL binding was created (Kafka's record of that name, field for field): `id`
     names it for its removal; the codes are Kafka's ResourceType, PatternType,
@@ -236,6 +249,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: tuple[type[Any], ...] = (
@@ -254,6 +268,7 @@ RECORD_TYPES: tuple[type[Any], ...] = (
     RemoveUserScramCredentialRecord,
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
+    ClientQuotaRecord,
 )
 _TYPES: dict[str, type[Any]] = {cls.__name__: cls for cls in RECORD_TYPES}
 
@@ -301,6 +316,24 @@ def _ints(value: object) -> tuple[int, ...]:
     return tuple(_int(item) for item in value)
 
 
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _quota_entity(value: object) -> QuotaEntity:
+    """[[type, name-or-null], ...], each type once."""
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of [type, name] pairs, got {value!r}")
+    parts: dict[str, str | None] = {}
+    for item in value:
+        if not isinstance(item, list) or len(item) != 2 or item[0] in parts:
+            raise ValueError(f"expected distinct [type, name] pairs, got {value!r}")
+        parts[_str(item[0])] = None if item[1] is None else _str(item[1])
+    return QuotaEntity.of(parts)
+
+
 def _resource_type(value: object) -> ConfigResourceType:
     return ConfigResourceType(_int(value))
 
@@ -339,6 +372,8 @@ _DECODERS: dict[str, Callable[[object], Any]] = {
     "str | None": _optional(_str),
     "tuple[int, ...] | None": _optional(_ints),
     "tuple[BrokerEndpoint, ...]": endpoints_from_json,
+    "QuotaEntity": _quota_entity,
+    "float | None": _optional(_float),
 }
 # Per record type: field name -> (decoder, whether the field may be left out).
 _SCHEMAS: dict[type[Any], dict[str, tuple[Callable[[object], Any], bool]]] = {
@@ -373,6 +408,8 @@ def record_to_json(record: MetadataRecord) -> dict[str, Any]:
             value = int(value)
         elif isinstance(value, bytes):
             value = base64.b64encode(value).decode()
+        elif isinstance(value, QuotaEntity):
+            value = [list(part) for part in value.parts]
         body[f.name] = value
     return body
 

@@ -9,7 +9,8 @@ A snapshot is one JSON document:
 The records are those `snapshot_records` lists, replayed as one entry at `offset`. A
 broker's epoch is normally the offset of the entry that registered it; in a snapshot every
 record shares one offset, so its RegisterBrokerRecords carry `epoch` (and `fenced`)
-explicitly. ACL bindings keep their ids (a binding held under two ids keeps both).
+explicitly. ACL bindings keep their ids (a binding held under two ids keeps both). Client
+quotas are one ClientQuotaRecord per entity and key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import json
 
 from strom.metadata.acl_records import acl_record
 from strom.metadata.image import MetadataImage
+from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import (
+    ClientQuotaRecord,
     ClusterRecord,
     ConfigRecord,
     MetadataDecodeError,
@@ -84,6 +87,9 @@ def snapshot_records(image: MetadataImage) -> list[MetadataRecord]:
         credentials = image.scram_users[name]
         records.extend(credentials[mechanism] for mechanism in sorted(credentials))
     records.extend(acl_record(image.acls[acl_id], acl_id) for acl_id in sorted(image.acls))
+    for entity in sorted(image.client_quotas, key=QuotaEntity.sort_key):
+        quotas = image.client_quotas[entity]
+        records.extend(ClientQuotaRecord(entity, key, quotas[key]) for key in sorted(quotas))
     return records
 
 

@@ -6,16 +6,19 @@ the image to what an operator wrote into a znode (`replace_resource_acls`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 
 from strom.metadata.acl_records import ResourcePattern, acl_record
 from strom.metadata.acl_znodes import acl_change, acl_data, acl_path, acl_path_problem
 from strom.metadata.image import MetadataImage, PartitionImage, TopicImage
+from strom.metadata.quota_entities import USER, QuotaEntity
+from strom.metadata.quota_znodes import QUOTA_PARENTS, entity_path, quota_data, user_tree
 from strom.metadata.records import (
     ConfigResourceType,
     MetadataRecord,
     RemoveAccessControlEntryRecord,
 )
+from strom.metadata.znode_json import ZnodeError, json_object
 from strom.metadata.znodes import (
     CLUSTER_ID,
     CONFIG_CHANGE_PREFIX,
@@ -29,16 +32,15 @@ from strom.metadata.znodes import (
     config_path,
     json_bytes,
     producer_data,
+    scram_config,
     state_data,
     state_path,
     topic_data,
     topic_path,
-    user_data,
-    user_path,
 )
 from strom.security.acls import AclBinding
 
-__all__ = ["diff", "replace_resource_acls"]
+__all__ = ["diff", "leftover_znodes", "replace_resource_acls"]
 
 
 class _Ops:
@@ -88,8 +90,8 @@ def diff(old: MetadataImage, new: MetadataImage, *, controller_epoch: int) -> li
             if _diff_topic(ops, was.get(name), now.get(name), controller_epoch):
                 reborn.append(name)
     _diff_configs(ops, old, new, reborn)
-    if old.scram_users is not new.scram_users:
-        _diff_users(ops, old, new)
+    if old.scram_users is not new.scram_users or old.client_quotas is not new.client_quotas:
+        _diff_users_and_quotas(ops, old, new)
     if old.acls is not new.acls:
         _diff_acls(ops, set(old.acl_index), set(new.acl_index))
     return ops.ordered()
@@ -170,14 +172,34 @@ def _diff_configs(ops: _Ops, old: MetadataImage, new: MetadataImage, reborn: lis
             ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))
 
 
-def _diff_users(ops: _Ops, old: MetadataImage, new: MetadataImage) -> None:
-    """The /config/users znode of each user whose SCRAM credentials changed, and a notice."""
+def _diff_users_and_quotas(ops: _Ops, old: MetadataImage, new: MetadataImage) -> None:
+    """The znodes of each user whose SCRAM credentials or quotas (its own or a client
+    id's) changed, and of each other changed quota entity; a notice per changed entity."""
     was, now = old.scram_users, new.scram_users
-    for name in sorted(was.keys() | now.keys()):
-        if was.get(name) == now.get(name):
+    changed: dict[str, None] = {}  # entity paths below /config, each noticed once
+    scram = sorted(name for name in was.keys() | now.keys() if was.get(name) != now.get(name))
+    changed.update((entity_path(QuotaEntity.user(name)), None) for name in scram)
+    users: set[str | None] = set(scram)
+    entities = old.client_quotas.keys() | new.client_quotas.keys()
+    for entity in sorted(entities, key=QuotaEntity.sort_key):
+        if old.client_quotas.get(entity) == new.client_quotas.get(entity):
             continue
-        path = user_path(name)
-        ops.put(path, user_data(old, name), user_data(new, name))
+        changed[entity_path(entity)] = None
+        if entity.has(USER):
+            users.add(entity.name(USER))
+        else:
+            ops.put(entity_path(entity), quota_data(old, entity), quota_data(new, entity))
+    for user in sorted(users, key=lambda name: (name is not None, name or "")):
+        before = user_tree(old, user, scram_config(old, user))
+        after = user_tree(new, user, scram_config(new, user))
+        paths = sorted(before.keys() | after.keys(), key=lambda path: path.count("/"))
+        for path in reversed(paths):  # deletes, children first
+            if path not in after:
+                ops.put(path, before[path], None)
+        for path in paths:  # creates, parents first, and sets
+            if path in after:
+                ops.put(path, before.get(path), after[path])
+    for path in changed:
         notice = json_bytes({"version": 2, "entity_path": path.removeprefix("/config/")})
         ops.notifies.append(ZnodeOp(OpKind.NOTIFY, CONFIG_CHANGE_PREFIX, notice))
 
@@ -226,3 +248,38 @@ def replace_resource_acls(
             records.append(RemoveAccessControlEntryRecord(record_id))
     records += [acl_record(binding) for binding in sorted(wanted - held)]
     return records
+
+
+_ENTITY_ROOTS = tuple(f"{root}/" for root in ("/config/users", *QUOTA_PARENTS))
+
+
+def _holds_nothing(data: bytes) -> bool:
+    """No data, or a config znode whose config is empty."""
+    if not data:
+        return True
+    try:
+        return json_object(data, "").get("config") == {}
+    except ZnodeError:
+        return False
+
+
+def leftover_znodes(tree: Mapping[str, bytes], image: MetadataImage) -> list[str]:
+    """The user, client id and IP znodes in `tree` that hold nothing, that `image` does not
+    hold and that have no other znode below them, children first: what Kafka's tools leave
+    behind once an entity's last quota is removed. Deleting them keeps a later delete of
+    their parent (a user whose credentials go) from failing on children strom never knew."""
+    rendered = {op.path for op in diff(MetadataImage.empty(), image, controller_epoch=0)}
+    found = {
+        path
+        for path, data in tree.items()
+        if path.startswith(_ENTITY_ROOTS) and path not in rendered and _holds_nothing(data)
+    }
+    below: dict[str, list[str]] = {}
+    for path in tree:
+        parent = path.rsplit("/", 1)[0]
+        below.setdefault(parent, []).append(path)
+
+    def removable(path: str) -> bool:
+        return path in found and all(removable(child) for child in below.get(path, ()))
+
+    return sorted((p for p in found if removable(p)), key=lambda p: (-p.count("/"), p))

@@ -16,6 +16,7 @@ The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS 
     /config/brokers/<id>, /config/brokers/<default>   the same, while overrides exist
     /config/users/<sanitized name>     {"config":{"SCRAM-SHA-256":"salt=..,stored_key=..,
                                          server_key=..,iterations=4096"},"version":1}
+    /config/users/.., /config/clients/.., /config/ips/..   client quotas: quota_znodes.py
     /config/changes/config_change_<seq> {"entity_path":"topics/<name>","version":2}
     /latest_producer_id_block           {"next_producer_id":"2000","version":1}
     /strom/brokers/<id>                 the controller's registration of a broker (strom's own)
@@ -36,10 +37,23 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
-from strom.metadata.acl_znodes import ACL_PARENTS, acl_znode_records
+from strom.metadata.acl_znodes import (
+    ACL_PARENTS,
+    ACL_ROOT,
+    EXTENDED_ACL_ROOT,
+    acl_znode_records,
+)
 from strom.metadata.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
+from strom.metadata.quota_entities import QuotaEntity
+from strom.metadata.quota_znodes import (
+    DEFAULT_ENTITY,
+    QUOTA_PARENTS,
+    entity_of_path,
+    quota_records,
+    sanitized,
+)
 from strom.metadata.records import (
     CLUSTER_DEFAULT,
     BrokerEndpoint,
@@ -77,13 +91,24 @@ PARENTS: tuple[str, ...] = (
     "/strom",
     "/strom/brokers",
     *ACL_PARENTS,
+    *QUOTA_PARENTS,
 )
 """Created once by the store, parents first; diff never creates or deletes them."""
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
-DEFAULT_ENTITY = "<default>"
-"""Kafka's name for the cluster-wide broker default (strom's CLUSTER_DEFAULT)."""
+TREE_ROOTS = (
+    "/cluster",
+    "/brokers/topics",
+    "/config/topics",
+    "/config/brokers",
+    "/config/users",
+    *QUOTA_PARENTS,
+    ACL_ROOT,
+    EXTENDED_ACL_ROOT,
+    "/strom/brokers",
+)
+"""What a new controller reads (with everything below) to rebuild the image."""
 
 _NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")
 _KAFKA_UUID = re.compile(r"[A-Za-z0-9_-]{22}")
@@ -128,9 +153,8 @@ def broker_path(broker_id: int) -> str:
 
 
 def sanitized_user(name: str) -> str:
-    """A user name as a znode name, as Kafka writes it (its Sanitizer: URL-encoded, with
-    `*` and `~` encoded too)."""
-    return quote(name, safe="").replace("~", "%7E").replace("*", "%2A")
+    """A user name as a znode name, as Kafka writes it (quota_znodes.sanitized)."""
+    return sanitized(name)
 
 
 def user_path(name: str) -> str:
@@ -198,18 +222,19 @@ def config_data(image: MetadataImage, key: tuple[ConfigResourceType, str]) -> by
     return json_bytes({"version": 1, "config": dict(overrides or {})})
 
 
-def user_data(image: MetadataImage, name: str) -> bytes | None:
-    """A SCRAM user's /config/users znode, Kafka's: each mechanism's credential as
-    `salt=..,stored_key=..,server_key=..,iterations=..`; None once it has none."""
-    credentials = image.scram_users.get(name)
+def scram_config(image: MetadataImage, name: str | None) -> dict[str, str]:
+    """A SCRAM user's part of its /config/users znode, Kafka's: each mechanism's
+    credential as `salt=..,stored_key=..,server_key=..,iterations=..` (quota_znodes.py
+    adds its quotas)."""
+    credentials = image.scram_users.get(name) if name is not None else None
+    config: dict[str, str] = {}
     if not credentials:
-        return None
-    config = {}
+        return config
     for mechanism_type, record in credentials.items():
         mechanism = ScramMechanism.from_kafka_type(mechanism_type)
         if mechanism is not None:
             config[mechanism.mechanism_name] = format_scram_config(credential_of(record))
-    return json_bytes({"version": 1, "config": config})
+    return config
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -328,9 +353,11 @@ class UserEntity:
 
 
 def user_records(name: str, data: bytes, what: str) -> list[UserScramCredentialRecord]:
-    """The SCRAM credentials of a /config/users znode. Its other keys (Kafka keeps a
-    user's quotas there too) are not strom's yet and are left alone."""
-    records = []
+    """The SCRAM credentials of a /config/users znode (empty data: none). Its quotas are
+    quota_znodes.py's."""
+    records: list[UserScramCredentialRecord] = []
+    if not data:
+        return records
     for key, value in sorted(_entity_config(data, what).items()):
         mechanism = ScramMechanism.from_name(key)
         if mechanism is None:
@@ -353,9 +380,13 @@ def _user_name(entity: str, what: str) -> str:
     return name
 
 
-def _entity(kind: str, name: str, what: str) -> tuple[ConfigResourceType, str] | UserEntity:
-    if kind == "users":
+def _entity(
+    kind: str, name: str, what: str
+) -> tuple[ConfigResourceType, str] | UserEntity | QuotaEntity:
+    if kind == "users" and "/" not in name and name != DEFAULT_ENTITY:
         return UserEntity(_user_name(name, what))
+    if kind in ("users", "clients", "ips"):
+        return entity_of_path(f"{kind}/{name}", what)
     if kind == "topics":
         problem = validate_topic_name(name)
         if problem is not None:
@@ -365,11 +396,12 @@ def _entity(kind: str, name: str, what: str) -> tuple[ConfigResourceType, str] |
         if name == DEFAULT_ENTITY:
             return ConfigResourceType.BROKER, CLUSTER_DEFAULT
         return ConfigResourceType.BROKER, str(_number(name, what))
-    raise ZnodeError(f"{what}: entity type {kind!r} is not topics, brokers or users")
+    raise ZnodeError(f"{what}: entity type {kind!r} is not topics, brokers or a quota's")
 
 
-def parse_change(data: bytes) -> tuple[ConfigResourceType, str] | UserEntity:
-    """The config entity a change notification names."""
+def parse_change(data: bytes) -> tuple[ConfigResourceType, str] | UserEntity | QuotaEntity:
+    """The config entity a change notification names: a user (its SCRAM credentials and
+    quotas), another client quota entity, or a topic's or broker's configs."""
     fields = _Fields(data, "config change")
     version = fields.get("version", int)
     if version != 2:
@@ -473,10 +505,16 @@ def image_from_znodes(tree: Mapping[str, bytes], *, offset: int) -> MetadataImag
             case ["", "brokers", "topics", name]:
                 records += _topic_records(tree, name, _topic(data, path))
             case ["", "config", "users", entity]:
-                records += user_records(_user_name(entity, path), data, path)
+                if entity != DEFAULT_ENTITY:
+                    records += user_records(_user_name(entity, path), data, path)
+                quota_entity = entity_of_path(path.removeprefix("/config/"), path)
+                records += quota_records(quota_entity, data, path)
+            case ["", "config", "users", _, "clients", _] | ["", "config", "clients" | "ips", _]:
+                quota_entity = entity_of_path(path.removeprefix("/config/"), path)
+                records += quota_records(quota_entity, data, path)
             case ["", "config", ("topics" | "brokers") as kind, entity]:
                 resource = _entity(kind, entity, path)
-                assert not isinstance(resource, UserEntity)
+                assert isinstance(resource, tuple)
                 resource_type, resource_name = resource
                 overrides = sorted(_entity_config(data, path).items())
                 records += [ConfigRecord(resource_type, resource_name, k, v) for k, v in overrides]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from random import Random
 from typing import Protocol, TypeVar
 
@@ -29,23 +29,16 @@ from kio.schema.errors import ErrorCode
 from strom.config import BrokerConfig
 from strom.metadata import brokers as broker_decisions
 from strom.metadata import elect_leaders, isr, reassignments
-from strom.metadata.acl_records import ResourcePattern
-from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
-from strom.metadata.controller import NewTopic, TopicResult
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import (
     BrokerEndpoint,
     ClusterRecord,
-    ConfigResourceType,
     MetadataRecord,
-    UserScramCredentialRecord,
     encode_entry,
 )
-from strom.metadata.scram_users import replace_user_credentials
 from strom.metadata.stores import Liveness, NotMetadataLeader, StoreCapabilities
-from strom.metadata.znode_diff import replace_resource_acls
-from strom.security.acls import AclBinding
 from strom.server.clock import now_ms
+from strom.server.controller_watches import CreateTopicsHere, StoredMetadataWatches
 from strom.server.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -87,11 +80,7 @@ class ControllerStore(Protocol):
     def propose(self, data: bytes) -> int: ...
 
 
-CreateTopicsHere = Callable[[list[NewTopic]], Awaitable[list[TopicResult]]]
-"""Topics created by this node's controller (handlers/admin.py: create_here)."""
-
-
-class ControllerService:
+class ControllerService(StoredMetadataWatches):
     """Ports, each read when it is used: `config`, the broker's config now (session
     timeout, unclean election, cluster name, leader imbalance checks); `metadata`, the
     committed image and the terms of its entries; `store`, the metadata store (None
@@ -529,68 +518,6 @@ class ControllerService:
         if gone:
             log.info("[node %d] fencing broker(s) %s: %s", self.node_id, gone, reason)
             self._tasks.spawn(self.fence(gone), "fence-gone-brokers")
-
-    async def adopt_topic(
-        self, name: str, assignment: Mapping[int, Sequence[int]], source: str
-    ) -> None:
-        """A topic written into the store by hand (`source` says so, for the log):
-        created with that assignment."""
-        results = await self._create_topics_here(
-            [NewTopic(name, -1, -1, assignments=dict(assignment))]
-        )
-        for result in results:
-            if result.error_code != ErrorCode.none:
-                log.warning(
-                    "[node %d] %s cannot be adopted: %s",
-                    self.node_id,
-                    source,
-                    result.error_message or result.error_code.name,
-                )
-
-    async def apply_stored_config(
-        self, kind: ConfigResourceType, name: str, config: Mapping[str, str], source: str
-    ) -> None:
-        """A config written into the store (`source` says where, for the log): make the
-        image's overrides those stored."""
-        change = ConfigResourceChange(
-            int(kind), name, [ConfigEntryChange(key, value) for key, value in config.items()]
-        )
-        results = await self.decide(
-            lambda image: (
-                alter_configs(image, [change], incremental=False)
-                if image.configs.get((kind, name), {}) != dict(config)
-                else ([], [])
-            )
-        )
-        for result in results:
-            if result.error_code != ErrorCode.none:
-                log.warning(
-                    "[node %d] %s is refused: %s", self.node_id, source, result.error_message
-                )
-
-    async def apply_stored_scram(
-        self, name: str, credentials: Sequence[UserScramCredentialRecord], source: str
-    ) -> None:
-        """A user's SCRAM credentials written into the store: make the image's those."""
-
-        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], bool]:
-            records = replace_user_credentials(image, name, credentials)
-            return records, bool(records)
-
-        if await self.decide(decide):
-            log.info("[node %d] took the %s", self.node_id, source)
-
-    async def apply_stored_acls(
-        self, resource: ResourcePattern, bindings: Sequence[AclBinding], source: str
-    ) -> None:
-        """A resource's ACL bindings written into the store: make the image's those."""
-
-        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], bool]:
-            records = replace_resource_acls(image, resource, bindings)
-            return records, bool(records)
-
-        if await self.decide(decide):
-            log.info("[node %d] took the %s", self.node_id, source)
 
     def _fenced(self, broker_id: int) -> bool:
         registered = self._speculative.brokers.get(broker_id)

@@ -7,9 +7,11 @@ import uuid
 import pytest
 
 from strom.metadata import records
+from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
+    ClientQuotaRecord,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -62,6 +64,9 @@ EVERY_RECORD = [
     AccessControlEntryRecord(TOPIC_ID, 2, "orders", 3, "User:alice", "*", 3, 3),
     AccessControlEntryRecord(TOPIC_ID, 5, "tx-é", 4, "User:*", "10.0.0.0/8", 12, 2),
     RemoveAccessControlEntryRecord(TOPIC_ID),
+    ClientQuotaRecord(QuotaEntity.user_client("alice", None), "producer_byte_rate", 1048576.0),
+    ClientQuotaRecord(QuotaEntity.ip("10.0.0.1"), "connection_creation_rate", None),
+    ClientQuotaRecord(QuotaEntity.user(None), "request_percentage", 12.5),
 ]
 
 
@@ -158,6 +163,19 @@ def test_registrations_default_to_fenced_but_old_ones_decode_as_unfenced() -> No
             "AccessControlEntryRecord lacks field 'host'",
         ),
         (b'[{"type":"RemoveAccessControlEntryRecord"}]', "lacks field 'id'"),
+        (
+            b'[{"type":"ClientQuotaRecord","entity":[["user","a"],["user","b"]],"key":"k",'
+            b'"value":1.0}]',
+            "expected distinct [type, name] pairs",
+        ),
+        (
+            b'[{"type":"ClientQuotaRecord","entity":[["user",null]],"key":"k","value":true}]',
+            "ClientQuotaRecord.value: expected a finite number",
+        ),
+        (
+            b'[{"type":"ClientQuotaRecord","entity":[["user",null]],"key":"k","value":NaN}]',
+            "ClientQuotaRecord.value: expected a finite number",
+        ),
     ],
 )
 def test_malformed_entries_are_refused(data: bytes, problem: str) -> None:
@@ -194,4 +212,14 @@ def test_an_acl_record_is_written_with_kafkas_fields() -> None:
     assert records.record_to_json(RemoveAccessControlEntryRecord(TOPIC_ID)) == {
         "type": "RemoveAccessControlEntryRecord",
         "id": str(TOPIC_ID),
+    }
+
+
+def test_a_client_quota_record_is_written_with_its_entity_parts_sorted() -> None:
+    record = ClientQuotaRecord(QuotaEntity.user_client("alice", None), "consumer_byte_rate", 2.0)
+    assert records.record_to_json(record) == {
+        "type": "ClientQuotaRecord",
+        "entity": [["client-id", None], ["user", "alice"]],
+        "key": "consumer_byte_rate",
+        "value": 2.0,
     }

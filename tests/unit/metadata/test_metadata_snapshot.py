@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from strom.metadata.acl_records import acl_record
 from strom.metadata.image import MetadataImage
+from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import (
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ClusterRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -146,6 +148,20 @@ _RECORDS: st.SearchStrategy[MetadataRecord] = st.one_of(
         st.sampled_from([2, 3]),
     ),
     st.builds(RemoveAccessControlEntryRecord, _IDS),
+    st.builds(
+        ClientQuotaRecord,
+        st.sampled_from(
+            [
+                QuotaEntity.user("a"),
+                QuotaEntity.user(None),
+                QuotaEntity.user_client("a", None),
+                QuotaEntity.client("c"),
+                QuotaEntity.ip(None),
+            ]
+        ),
+        st.sampled_from(["producer_byte_rate", "request_percentage"]),
+        st.one_of(st.none(), st.floats(0.5, 1e9)),
+    ),
 )
 
 

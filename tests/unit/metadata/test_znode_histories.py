@@ -25,7 +25,10 @@ from znode_harness import (
 from strom.metadata.acl_records import ResourcePattern, acl_record
 from strom.metadata.acl_znodes import parse_acl_change
 from strom.metadata.image import MetadataImage
+from strom.metadata.quota_entities import QuotaEntity, QuotaValueType
+from strom.metadata.quota_znodes import entity_path
 from strom.metadata.records import (
+    ClientQuotaRecord,
     ClusterRecord,
     ConfigRecord,
     FenceBrokerRecord,
@@ -60,8 +63,20 @@ DECISIONS = (
     "producer",
     "scram",
     "acl",
+    "quota",
 )
 USERS = ("alice", "bob,=x", "ü*~")
+QUOTA_ENTITIES = (
+    *(QuotaEntity.user(name) for name in (*USERS, None)),
+    *(
+        QuotaEntity.user_client(name, client)
+        for name in ("alice", None)
+        for client in ("app", None)
+    ),
+    QuotaEntity.user_client("ü*~", "a/b é"),
+    *(QuotaEntity.client(client) for client in ("app", "a/b é", None)),
+    *(QuotaEntity.ip(address) for address in ("10.0.0.1", "::1", None)),
+)
 REPLICAS = st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True).map(tuple)
 EPOCHS = st.integers(0, 20)
 
@@ -163,6 +178,12 @@ def _decision(draw: st.DrawFn, image: MetadataImage, fresh: uuid.UUID) -> list[M
         if image.acls and draw(st.booleans()):
             return [RemoveAccessControlEntryRecord(draw(st.sampled_from(sorted(image.acls))))]
         return [acl_record(draw(BINDINGS))]
+    if kind == "quota":
+        entity = draw(st.sampled_from(QUOTA_ENTITIES))
+        key = draw(st.sampled_from(sorted(entity.quota_keys())))
+        whole = entity.quota_keys()[key] is not QuotaValueType.DOUBLE
+        value = st.integers(1, 2**31 - 1).map(float) if whole else st.floats(0.001, 1e9)
+        return [ClientQuotaRecord(entity, key, draw(st.none() | value))]
     return []
 
 
@@ -218,6 +239,11 @@ def test_a_diff_takes_one_images_tree_to_the_others(
             user_path(name).removeprefix("/config/")
             for name in old.scram_users.keys() | new.scram_users.keys()
             if old.scram_users.get(name) != new.scram_users.get(name)
+        }
+        changed |= {
+            entity_path(entity).removeprefix("/config/")
+            for entity in old.client_quotas.keys() | new.client_quotas.keys()
+            if old.client_quotas.get(entity) != new.client_quotas.get(entity)
         }
         assert sorted(notified(ops)) == sorted(changed)
         moved = set(old.acls.values()) ^ set(new.acls.values())

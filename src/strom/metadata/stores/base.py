@@ -37,6 +37,7 @@ from typing import Protocol
 
 from strom.metadata.acl_records import ResourcePattern
 from strom.metadata.image import MetadataImage
+from strom.metadata.quota_entities import QuotaEntity
 from strom.metadata.records import BrokerEndpoint, ConfigResourceType, UserScramCredentialRecord
 from strom.metrics.latency import CommitTimer
 from strom.raft.messages import Entry, Snapshot
@@ -156,6 +157,12 @@ class StoreWatches(Protocol):
         self, name: str, credentials: Sequence[UserScramCredentialRecord], source: str
     ) -> None:
         """A user's SCRAM credentials written into the store (all it has now)."""
+        ...
+
+    async def apply_stored_quotas(
+        self, entity: QuotaEntity, quotas: Mapping[str, float], source: str
+    ) -> None:
+        """A client quota entity's quotas written into the store (all it has now)."""
         ...
 
     async def apply_stored_acls(

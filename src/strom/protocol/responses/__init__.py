@@ -64,6 +64,10 @@ from strom.protocol.responses.quorum import (
     BrokerRegistrationResponse,
     DescribeQuorumResponse,
 )
+from strom.protocol.responses.quotas import (
+    AlterClientQuotasResponse,
+    DescribeClientQuotasResponse,
+)
 from strom.protocol.responses.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from strom.protocol.responses.scram import (
     AlterUserScramCredentialsResponse,
@@ -111,6 +115,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasResponse,
+    ApiKey.ALTER_CLIENT_QUOTAS: AlterClientQuotasResponse,
     ApiKey.DESCRIBE_ACLS: DescribeAclsResponse,
     ApiKey.CREATE_ACLS: CreateAclsResponse,
     ApiKey.DELETE_ACLS: DeleteAclsResponse,

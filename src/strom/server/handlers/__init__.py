@@ -28,6 +28,7 @@ from strom.server.handlers import (
     offsets,
     produce,
     quorum,
+    quotas,
     reassignments,
     sasl,
     scram,
@@ -125,6 +126,10 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
             scram.handle_alter_user_scram_credentials, contexts.admin
         ),
         ApiKey.DESCRIBE_ACLS: partial(acls.handle_describe_acls, contexts.admin),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: partial(
+            quotas.handle_describe_client_quotas, contexts.admin
+        ),
+        ApiKey.ALTER_CLIENT_QUOTAS: partial(quotas.handle_alter_client_quotas, contexts.admin),
         ApiKey.CREATE_ACLS: partial(acls.handle_create_acls, contexts.admin),
         ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, contexts.admin),
         **_transactional(contexts.txns),
@@ -174,6 +179,7 @@ def _controller_contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ),
         ApiKey.CREATE_ACLS: partial(acls.controller_create_acls, contexts.admin),
         ApiKey.DELETE_ACLS: partial(acls.controller_delete_acls, contexts.admin),
+        ApiKey.ALTER_CLIENT_QUOTAS: partial(quotas.controller_alter_client_quotas, contexts.admin),
     }
 
 

@@ -29,8 +29,8 @@ from strom.server.private import (
 _FETCH_MAX_BYTES = 1 << 20
 # CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
 # AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders, DescribeQuorum,
-# UnregisterBroker, AlterUserScramCredentials
-FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 43, 55, 64, 51, 30, 31})
+# UnregisterBroker, AlterUserScramCredentials, CreateAcls, DeleteAcls, AlterClientQuotas
+FORWARDABLE = frozenset({19, 20, 37, 33, 44, 45, 46, 43, 55, 64, 51, 30, 31, 49})
 
 
 class PrivateSession:

@@ -50,6 +50,7 @@ from strom.metadata.stores.base import (
     StoreCapabilities,
     StorePorts,
 )
+from strom.metadata.stores.zookeeper import config_changes
 from strom.metadata.stores.zookeeper.session import (
     BadVersionError,
     KazooException,
@@ -73,16 +74,6 @@ CHANGES = "/config/changes"
 REGISTRATION_RETRY_S = 0.5
 KEEP_CHANGES = 100
 """Change notifications kept under /config/changes; older ones are deleted."""
-_TREE_ROOTS = (
-    "/cluster",
-    TOPICS,
-    "/config/topics",
-    "/config/brokers",
-    "/config/users",
-    acl_znodes.ACL_ROOT,
-    acl_znodes.EXTENDED_ACL_ROOT,
-    "/strom/brokers",
-)
 
 CAPABILITIES = StoreCapabilities(
     liveness=Liveness.SESSIONS,
@@ -133,7 +124,8 @@ class ZooKeeperStore:
         self._next_index = 0
         self._queue: asyncio.Queue[tuple[Entry, list[znodes.ZnodeOp]]] = asyncio.Queue()
         self._existing: set[str] = set()
-        """Paths an operator wrote that a pending adoption would otherwise create."""
+        """Paths in ZooKeeper that a decision would otherwise create: those an operator
+        wrote for a pending adoption, and config znodes present at takeover."""
         self._last_change = -1
         self._commit_timer = CommitTimer()
         self._started = False
@@ -335,10 +327,15 @@ class ZooKeeperStore:
         image = znodes.image_from_znodes(tree, offset=base)
         self.term = epoch
         self._epoch_version = written.version
+        leftovers = znode_diff.leftover_znodes(tree, image)
+        if leftovers and await self._delete_leftovers(leftovers):
+            tree = {path: data for path, data in tree.items() if path not in leftovers}
         self._image = image
         self._next_index = base + 1
         self._queue = asyncio.Queue()
-        self._existing = set()
+        # Config znodes the image may lack (Kafka's tools leave empty ones behind): a
+        # decision that writes one sets it rather than creating it.
+        self._existing = {p for p in tree if p.startswith("/config/") and CHANGES not in p}
         self._ports.metadata.reset(image, index=base, term=epoch)
         changes = [c for c in tree if c.startswith(CHANGES + "/")]
         self._last_change = max((_sequence(c) for c in changes), default=-1)
@@ -368,6 +365,23 @@ class ZooKeeperStore:
             if stat.ephemeralOwner == session.session_id:
                 await session.delete(CONTROLLER, stat.version)
 
+    async def _delete_leftovers(self, paths: list[str]) -> bool:
+        """Delete config znodes that hold nothing and that the image lacks (children first,
+        see znode_diff.leftover_znodes), guarded by this controller's epoch. Best effort:
+        False if ZooKeeper refused."""
+        request: list[tuple[str, tuple[Any, ...]]] = [
+            ("check", (CONTROLLER_EPOCH, self._epoch_version))
+        ]
+        request += [("delete", (path,)) for path in paths]
+        try:
+            results = await self.session.transaction(request)
+        except KazooException:
+            return False
+        if any(isinstance(result, BaseException) for result in results):
+            return False
+        log.info("[node %d] deleted empty config znodes: %s", self.node_id, ", ".join(paths))
+        return True
+
     def _resign(self, why: str) -> None:
         if not self.is_leader:
             return
@@ -382,7 +396,7 @@ class ZooKeeperStore:
     async def _read_tree(self) -> dict[str, bytes]:
         tree: dict[str, bytes] = {}
         session = self.session
-        await asyncio.gather(*(self._collect(root, tree) for root in _TREE_ROOTS))
+        await asyncio.gather(*(self._collect(root, tree) for root in znodes.TREE_ROOTS))
         with contextlib.suppress(NoNodeError):
             tree[znodes.PRODUCER_ID_BLOCK], _stat = await session.get(znodes.PRODUCER_ID_BLOCK)
         for name in await session.children(CHANGES):
@@ -443,6 +457,7 @@ class ZooKeeperStore:
         if kind is znodes.OpKind.SET:
             return ("set_data", (op.path, op.data))
         if kind is znodes.OpKind.DELETE:
+            self._existing.discard(op.path)
             return ("delete", (op.path,))
         return ("create", (op.path, op.data, None, False, True))
 
@@ -516,41 +531,9 @@ class ZooKeeperStore:
             await changed.wait()
 
     async def _on_config_change(self, path: str) -> None:
-        try:
-            data, _stat = await self.session.get(path)
-            entity = znodes.parse_change(data)
-            if isinstance(entity, znodes.UserEntity):
-                await self._on_user_change(entity.name)
-                return
-            kind, name = entity
-            try:
-                stored, _stat = await self.session.get(znodes.config_path(kind, name))
-                config = znodes.parse_entity_config(stored)
-            except NoNodeError:
-                config = {}
-        except NoNodeError:
-            return
-        except znodes.ZnodeError as exc:
-            log.warning("[node %d] ignoring config change %s: %s", self.node_id, path, exc)
-            return
         watches = self._ports.watches()
         if watches is not None:
-            source = f"config of {znodes.config_path(kind, name)} written into ZooKeeper"
-            await watches.apply_stored_config(kind, name, config, source)
-
-    async def _on_user_change(self, name: str) -> None:
-        """A user's /config/users znode changed: the image takes its SCRAM credentials
-        (a change this controller wrote matches its image already and costs nothing)."""
-        path = znodes.user_path(name)
-        try:
-            stored, _stat = await self.session.get(path)
-            credentials = znodes.user_records(name, stored, path)
-        except NoNodeError:
-            credentials = []
-        watches = self._ports.watches()
-        if watches is not None:
-            source = f"SCRAM credentials of {path} written into ZooKeeper"
-            await watches.apply_stored_scram(name, credentials, source)
+            await config_changes.apply_change(self.session, watches, path, self.node_id)
 
     async def _purge_changes(self, names: Sequence[str], root: str = CHANGES) -> None:
         for name in names[:-KEEP_CHANGES]:
