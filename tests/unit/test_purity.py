@@ -79,6 +79,7 @@ SECURITY_CORES = (
     "security.jwks_refresh",
     "security.quota_resolution",
     "security.quota_rates",
+    "security.quota_sensors",
 )
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""
 PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, *SECURITY_CORES, "config", "durable_files")

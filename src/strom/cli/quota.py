@@ -4,8 +4,8 @@
 librdkafka (and so confluent-kafka) has no DescribeClientQuotas or AlterClientQuotas, so
 these commands speak the Kafka protocol through strom's own client (wire.py), secured as
 --command-config says; they work against any Kafka-compatible broker. The broker checks
-keys and values with Kafka's rules and messages. strom stores and describes quotas but
-does not enforce them yet (docs/security.md, "Client quotas").
+keys and values with Kafka's rules and messages. The brokers slow a client
+over its byte rates or request quota (docs/security.md, "Client quotas").
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from strom.cli.wire import WireSession, run_session
 
 quota_app = typer.Typer(
     name="quota",
-    help="Show and change client quotas by user, client id and IP (stored, not yet enforced).",
+    help="Show and change client quotas by user, client id and IP.",
     no_args_is_help=True,
 )
 

@@ -1,7 +1,7 @@
 """The arithmetic of client quota enforcement, as Kafka does it: a sampled rate and the
 throttle time of a client over its quota, and KIP-599's token bucket for
 `controller_mutation_rate`. Time comes in as `now_ms`; nothing here sleeps or throttles
-(the shell will hold a throttled client's channel, as Kafka mutes it).
+(server/throttling.py holds a throttled client's connection, as Kafka mutes it).
 
 Sampled rate (Kafka's Rate over a windowed sum). Values are added to the current sample;
 a sample is complete `window_ms` after it started, and the next value starts a new one,
@@ -23,7 +23,8 @@ deleted). A request is refused while the bucket is below zero (strict) — it ma
 bucket below zero, never before — and the client waits `-tokens / rate` seconds.
 
 Defaults are Kafka's `quota.window.num=11` and `quota.window.size.seconds=1` (and the
-same for `controller.quota.window.*`). strom does not read those keys yet.
+same for `controller.quota.window.*`). strom does not read those keys. The sampled rate
+is used by quota_sensors.py; the token bucket waits for `controller_mutation_rate`.
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ from strom.server.partitions import METADATA_LOG_DIR, PartitionManager
 from strom.server.producer_ids import ProducerIdBlocks
 from strom.server.replica_fetcher import FetcherPorts, ReplicaFetchers
 from strom.server.tasks import TaskSet
+from strom.server.throttling import ClientQuotaThrottle
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,7 @@ class Broker:
         self.metadata = MetadataState(config.node_id)
         self.store: MetadataStore | None = None
         """The metadata store (metadata/stores/): none on a broker-only Raft node."""
-        self._client_serves_controller = False
-        """The store has other nodes reach the controller on the client listeners."""
+        self._client_serves_controller = False  # other nodes reach it on client listeners
         self.incarnation_id = uuid.uuid4()
         self.controller: ControllerService | None = None
         self.fetcher: MetadataFetcher | None = None
@@ -108,8 +108,7 @@ class Broker:
         self.to_controller = ControllerCaller(
             node_id=self.node_id, channel=self.channel, dispatch_controller=self.dispatch_controller
         )
-        """How the lifecycle, the ISR manager and the producer id blocks ask the active
-        controller (server/controller_link.py)."""
+        """How the lifecycle, ISR manager and producer ids ask the controller (controller_link)."""
         self.flusher = Flusher(
             on_flushed=Partition.on_flushed, on_round=self.observability.observe_fsync
         )
@@ -153,6 +152,7 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._client_servers: list[asyncio.Server] = []
         self.connections = OpenConnections(self.node_id, config.connection_limits)
+        self.quotas = ClientQuotaThrottle(lambda: self.metadata.image)  # client quotas
         # Each background loop is part of what the node promises (fsyncs, heartbeats,
         # the metadata it serves): one that ends by surprise stops the node, loudly.
         self._background = TaskSet(
@@ -168,8 +168,7 @@ class Broker:
         contexts = handler_contexts(self)
         self._private = contexts.private
         self.admin_context = contexts.admin
-        """Topic creation for the services that create topics: the group coordinator's
-        `__consumer_offsets` and the controller's adoption of hand-written topics."""
+        """Topic creation for `__consumer_offsets` and the adoption of hand-written topics."""
         self._handlers = client_handlers(contexts)
         self._controller_handlers = controller_handlers(contexts)
 
@@ -469,6 +468,7 @@ class Broker:
                 listener=listener,
                 principal=principal,
                 sasl=self.security.sasl_gate(listener, writer),
+                throttle=self.quotas,
             ),
             ip,
         )

@@ -33,6 +33,13 @@ from strom.protocol.codec import (
 from strom.protocol.responses.groups import ApiVersionsResponse
 from strom.server.private import FIRST_PRIVATE_KEY, PrivatePayloadError
 from strom.server.sasl_gate import SaslGate, SaslStep
+from strom.server.throttling import (
+    RequestThrottle,
+    RequestUsage,
+    TimedCall,
+    client_throttles,
+    with_throttle_time,
+)
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +106,7 @@ class Connection:
         principal: str = "User:ANONYMOUS",
         sasl: SaslGate | None = None,
         node_peer: Callable[[str, str], bool] | None = None,
+        throttle: RequestThrottle | None = None,
     ) -> None:
         """`private` serves strom's own node-to-node APIs (server/private.py); a
         connection without it (a client listener) closes on any of them. `observe`
@@ -128,6 +136,10 @@ class Connection:
         """Until it has authenticated, a SASL listener's client may send only ApiVersions,
         SaslHandshake and SaslAuthenticate (sasl_gate.py)."""
         self._close_after_answer = False
+        self._throttle = throttle
+        """The client quotas this connection's requests count against (throttling.py)."""
+        self._muted_until = 0.0
+        """perf_counter() before which no request is read: a throttled client waits."""
 
     def abort(self) -> None:
         """Drop the connection at once, unsent answers included (a crash)."""
@@ -168,6 +180,9 @@ class Connection:
 
     async def _read_requests(self) -> None:
         while not self._draining:
+            muted_s = self._muted_until - time.perf_counter()
+            if muted_s > 0:  # as Kafka mutes a throttled client's channel
+                await _throttle_wait(muted_s)
             size_bytes = await asyncio.wait_for(
                 self._reader.readexactly(4), timeout=self._idle_timeout_s
             )
@@ -264,6 +279,14 @@ class Connection:
             request.client_id,
         )
         timing = None if self._observe is None else _Timing(request.api_key.name, read_at)
+        throttle = self._throttle
+        if throttle is not None and throttle.enforced():
+            # What the request brings in counts now, so a producer over its quota is muted
+            # before its next request is read, as Kafka, which reads one at a time, does.
+            wait_ms = throttle.throttle_ms(self._usage(request, request_bytes=len(frame)))
+            self._mute(wait_ms)
+            answered = self._throttled(request, wait_ms, throttle)
+            return asyncio.create_task(answered), timing
         return asyncio.create_task(self._answer(request, timing)), timing
 
     def _start_private(self, frame: bytes) -> asyncio.Task[bytes | None] | None:
@@ -344,6 +367,44 @@ class Connection:
             timing.handled_at = time.perf_counter()
         return frame
 
+    def _usage(self, request: Request, **used: Any) -> RequestUsage:
+        return RequestUsage(
+            principal=self.principal,
+            client_id=request.client_id or "",
+            api_key=request.api_key,
+            api_version=request.api_version,
+            request=request.body,
+            **used,
+        )
+
+    def _mute(self, wait_ms: int) -> None:
+        if wait_ms > 0:
+            self._muted_until = max(self._muted_until, time.perf_counter() + wait_ms / 1000)
+
+    async def _throttled(
+        self, request: Request, admitted_ms: int, throttle: RequestThrottle
+    ) -> bytes | None:
+        """The answer to a request measured against the client quotas (throttling.py):
+        `admitted_ms` is the wait its bytes in cost; what its answer and its handling
+        cost counts once it is answered."""
+        call = TimedCall(self._dispatch(request))
+        body = await call
+        frame = None if body is None else encode_response(request.correlation_id, body)
+        used = self._usage(
+            request, response_bytes=0 if frame is None else len(frame), handler_s=call.spent_s
+        )
+        answered_ms = throttle.throttle_ms(used)
+        self._mute(answered_ms)  # the admitted wait is under way since it was read
+        wait_ms = max(admitted_ms, answered_ms)
+        if wait_ms <= 0:
+            return frame
+        if body is None:
+            return None
+        frame = encode_response(request.correlation_id, with_throttle_time(body, wait_ms))
+        if not client_throttles(request.api_key, request.api_version):
+            await _throttle_wait(wait_ms / 1000)  # a client too old to wait: Kafka holds it
+        return frame
+
     async def _send_responses(self) -> None:
         broken = False
         while True:
@@ -402,3 +463,8 @@ async def _delayed(frame: bytes | None, delay_s: float) -> bytes | None:
     if delay_s > 0:
         await asyncio.sleep(delay_s)
     return frame
+
+
+async def _throttle_wait(seconds: float) -> None:
+    """How a throttled connection waits (one place, for the tests to watch)."""
+    await asyncio.sleep(seconds)

@@ -1,0 +1,127 @@
+"""Which client quotas a request counts against, and how long its client waits: Kafka's
+produce, fetch and request quota managers over the client quotas of the metadata image.
+
+- `producer_byte_rate`: the bytes of each Produce request.
+- `consumer_byte_rate`: the bytes of each Fetch answer to a consumer (a follower's fetch
+  is replication, never throttled here).
+- `request_percentage`: the time the broker spent running each request's handler, as a
+  percentage of one thread (Kafka counts its request handler threads' time); every
+  request but the nodes' own (`EXEMPT`) counts. Its wait is at most one window.
+
+A request's wait is the longest of those it is over. Each quota is measured by a sampled
+rate (quota_rates.py) per client the way Kafka tags its sensors: by the level the quota
+was found at (quota_resolution.py), with a default entity's part replaced by the client's
+own name, so `<default>` gives every user a quota of its own, while a quota set on user
+alice is shared by all of alice's client ids.
+
+Sensors nobody used for `samples` windows measure a rate of 0 and are dropped, so a
+client inventing client ids cannot make the broker hold more than the clients of the
+last few seconds. Pure: the time and the quotas are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from strom.metadata.quota_entities import CLIENT_ID, USER, QuotaEntity
+from strom.security.quota_rates import DEFAULT_SAMPLES, DEFAULT_WINDOW_MS, SampledRate
+from strom.security.quota_resolution import client_quota
+
+__all__ = ["EXEMPT", "ClientQuotaSensors", "QuotaUse"]
+
+# Kafka API keys (strom.protocol.apis.ApiKey) the quotas treat apart.
+_PRODUCE, _FETCH = 0, 1
+EXEMPT = frozenset({27, 56, 62, 63, 67})
+"""Requests only nodes send (WriteTxnMarkers, AlterPartition, BrokerRegistration,
+BrokerHeartbeat, AllocateProducerIds): never throttled, as Kafka exempts cluster
+actions."""
+
+Quotas = Mapping[QuotaEntity, Mapping[str, float]]
+_PERCENT = 100.0
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaUse:
+    """What one request used, as the quotas measure it."""
+
+    user: str
+    """The principal's name: `alice` for User:alice, `ANONYMOUS` for a client without one."""
+    client_id: str
+    api_key: int
+    request_bytes: int
+    response_bytes: int
+    handler_s: float
+    follower: bool = False
+    """A replica's Fetch (replication, not a consumer)."""
+
+
+@dataclass(slots=True)
+class _Sensor:
+    rate: SampledRate
+    used_ms: int
+
+
+class ClientQuotaSensors:
+    """The sensors of every client that used a quota lately."""
+
+    def __init__(self, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_MS):
+        self._samples = samples
+        self._window_ms = window_ms
+        self._sensors: dict[tuple[str, str | None, str | None], _Sensor] = {}
+        self._swept_ms = 0
+
+    def __len__(self) -> int:
+        return len(self._sensors)
+
+    def throttle_ms(self, use: QuotaUse, quotas: Quotas, now_ms: int) -> int:
+        """Record `use` at `now_ms`; how long its client waits (0: not at all)."""
+        self._sweep(now_ms)
+        if not quotas or use.api_key in EXEMPT:
+            return 0
+        wait = 0
+        if use.api_key == _PRODUCE:
+            wait = self._measure("producer_byte_rate", use, use.request_bytes, quotas, now_ms)
+        elif use.api_key == _FETCH and not use.follower:
+            wait = self._measure("consumer_byte_rate", use, use.response_bytes, quotas, now_ms)
+        percent = use.handler_s * _PERCENT
+        cap = self._window_ms
+        return max(wait, self._measure("request_percentage", use, percent, quotas, now_ms, cap))
+
+    def _measure(
+        self,
+        key: str,
+        use: QuotaUse,
+        value: float,
+        quotas: Quotas,
+        now_ms: int,
+        max_throttle_ms: int | None = None,
+    ) -> int:
+        found = client_quota(quotas, key, user=use.user, client_id=use.client_id)
+        if found is None:
+            return 0
+        tags = _tags(found.entity, use)
+        sensor = self._sensors.get((key, *tags))
+        if sensor is None:
+            rate = SampledRate(self._samples, self._window_ms)
+            sensor = self._sensors[(key, *tags)] = _Sensor(rate, now_ms)
+        sensor.used_ms = now_ms
+        return sensor.rate.record_and_throttle(
+            value, now_ms, found.value, max_throttle_ms=max_throttle_ms
+        )
+
+    def _sweep(self, now_ms: int) -> None:
+        idle_ms = self._samples * self._window_ms
+        if now_ms - self._swept_ms < idle_ms:
+            return
+        self._swept_ms = now_ms
+        for tags in [t for t, s in self._sensors.items() if now_ms - s.used_ms >= idle_ms]:
+            del self._sensors[tags]
+
+
+def _tags(entity: QuotaEntity, use: QuotaUse) -> tuple[str | None, str | None]:
+    """(user, client id) of the sensor a client's quota found at `entity` is measured by:
+    the parts the entity has, a default part named as the client's own."""
+    user = use.user if entity.has(USER) else None
+    client = use.client_id if entity.has(CLIENT_ID) else None
+    return user, client

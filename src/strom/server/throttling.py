@@ -1,0 +1,189 @@
+"""How a connection throttles a client over its quota, as Kafka's socket server does.
+
+A quota port (`RequestThrottle`) is told what each request used, twice: its bytes in as
+soon as it is read, then its answer's bytes out and the time the broker spent running its
+handler once it is answered. Each time it answers how long the client must wait (0 for
+none); the longer of the two counts. The connection then:
+
+- puts that wait in the answer's `throttle_time_ms` and sends the answer at once, when
+  the client honours it itself (KIP-219: Produce v6+, Fetch v8+ and so on,
+  `client_throttles`); an older client's answer is held back for that long instead;
+- reads nothing more from the connection until the wait is over (Kafka mutes the
+  channel), so a client that ignores `throttle_time_ms`, or sends acks=0 produces that get
+  no answer, is slowed down all the same.
+
+The time a handler spent is measured by `TimedCall`, which runs the handler's coroutine
+step by step and adds up the steps: the CPU the request cost the event loop, not the time
+it waited for a disk or another node, as Kafka's request quota counts the time its
+request handler threads spend.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol
+
+from strom.metadata.image import MetadataImage
+from strom.protocol.apis import ApiKey
+from strom.security.quota_sensors import ClientQuotaSensors, QuotaUse
+from strom.server.clock import now_ms
+from strom.server.handlers.fetch import replica_id_of
+
+__all__ = [
+    "ClientQuotaThrottle",
+    "RequestThrottle",
+    "RequestUsage",
+    "TimedCall",
+    "client_throttles",
+    "with_throttle_time",
+]
+
+_CLIENT_THROTTLES_FROM: Mapping[int, int] = {
+    ApiKey.PRODUCE: 6,
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.DELETE_TOPICS: 2,
+    ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1,
+    ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.ELECT_LEADERS: 0,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+}
+"""The first version of each API whose client waits out `throttle_time_ms` itself (Kafka's
+`shouldClientThrottle`); an API not named here never does."""
+
+
+def client_throttles(api_key: int, api_version: int) -> bool:
+    """Whether a client of this request version waits out a throttle itself (KIP-219)."""
+    first = _CLIENT_THROTTLES_FROM.get(api_key)
+    return first is not None and api_version >= first
+
+
+def with_throttle_time(body: Any, throttle_ms: int) -> Any:
+    """`body` (a response) with `throttle_time_ms` set, if its version has the field."""
+    if not any(f.name == "throttle_time" for f in dataclasses.fields(body)):
+        return body
+    return dataclasses.replace(body, throttle_time=timedelta(milliseconds=throttle_ms))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestUsage:
+    """What one request used: the quotas' measures."""
+
+    principal: str
+    client_id: str
+    api_key: ApiKey
+    api_version: int
+    request: Any
+    """The request body (a follower's fetch is not a consumer's)."""
+    request_bytes: int = 0
+    response_bytes: int = 0
+    handler_s: float = 0.0
+    """The time the broker spent running the request's handler (TimedCall)."""
+
+
+class RequestThrottle(Protocol):
+    """The quotas a connection's requests are measured against."""
+
+    def enforced(self) -> bool:
+        """Whether any client quota is set now; if not, nothing is measured."""
+        ...
+
+    def throttle_ms(self, usage: RequestUsage) -> int:
+        """Record `usage`; how long its client must wait now (0: not at all)."""
+        ...
+
+
+class TimedCall:
+    """Awaits an awaitable (a handler's coroutine), adding up the time each of its steps
+    ran (`spent_s`)."""
+
+    __slots__ = ("_awaited", "spent_s")
+
+    def __init__(self, awaited: Awaitable[Any]) -> None:
+        self._awaited = awaited
+        self.spent_s = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine = self._awaited.__await__()
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                yielded = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+            except StopIteration as stop:
+                self.spent_s += time.perf_counter() - started
+                return stop.value
+            finally:
+                thrown = None
+            self.spent_s += time.perf_counter() - started
+            try:
+                sent = yield yielded
+            except BaseException as exc:  # e.g. CancelledError: handed to the coroutine
+                thrown, sent = exc, None
+
+
+class ClientQuotaThrottle:
+    """The client quotas of the metadata image, measured on the wall clock: the
+    RequestThrottle of every client listener's connections (strom.security.quota_sensors
+    decides). A broker's connections from other nodes are not throttled."""
+
+    def __init__(
+        self, image: Callable[[], MetadataImage], clock_ms: Callable[[], int] = now_ms
+    ) -> None:
+        self._image = image
+        self._clock_ms = clock_ms
+        self._sensors = ClientQuotaSensors()
+
+    def enforced(self) -> bool:
+        return bool(self._image().client_quotas)
+
+    def throttle_ms(self, usage: RequestUsage) -> int:
+        follower = (
+            usage.api_key == ApiKey.FETCH and replica_id_of(usage.request, usage.api_version) >= 0
+        )
+        kind, colon, name = usage.principal.partition(":")
+        use = QuotaUse(
+            user=name if colon else kind,
+            client_id=usage.client_id,
+            api_key=usage.api_key,
+            request_bytes=usage.request_bytes,
+            response_bytes=usage.response_bytes,
+            handler_s=usage.handler_s,
+            follower=follower,
+        )
+        return self._sensors.throttle_ms(use, self._image().client_quotas, self._clock_ms())

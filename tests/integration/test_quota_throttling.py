@@ -1,0 +1,148 @@
+"""Client quotas enforced, with confluent-kafka against one broker: a producer and a
+consumer over their byte rates are slowed to them (Kafka's throttle: `throttle_time_ms`
+in the answers, the connection muted), while clients without a quota keep their speed.
+Quotas are set with `strom quota`, as an operator would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from broker import BrokerProcess
+from client_helpers import CLIENT_TIMEOUT_S, unique_topic
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+RATE = 20_000
+"""The byte rate given to the slow clients: 20 kB a second."""
+SECONDS = 3.0
+RECORD = b"x" * 1000
+BURST_S = 10
+"""Kafka measures a first burst over ten one-second windows: a new client may send about
+RATE * 10 bytes before its first wait, strom too."""
+
+
+@pytest.fixture(scope="module")
+def quota_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("quota-throttling") / "data")
+    broker.start()
+    try:
+        for client_id, key in (
+            ("slow-writer", "producer_byte_rate"),
+            ("slow-reader", "consumer_byte_rate"),
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "strom", "quota", "set", "--client-id", client_id,
+                 f"{key}={RATE}", "-b", broker.bootstrap],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        yield broker
+    finally:
+        broker.kill()
+
+
+def _produce_for(bootstrap: str, client_id: str, topic: str, throttled: list[Any]) -> int:
+    """Bytes acknowledged to a producer writing as fast as it can, within SECONDS."""
+    acked = 0
+
+    def on_delivery(error: Any, message: Any) -> None:
+        nonlocal acked
+        if error is None:
+            acked += len(message.value())
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "linger.ms": 5,
+            "throttle_cb": throttled.append,
+        }
+    )
+    deadline = time.monotonic() + SECONDS
+    while time.monotonic() < deadline:
+        try:
+            producer.produce(topic, RECORD, partition=0, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.05)
+        producer.poll(0)
+    producer.poll(0)
+    within = acked
+    producer.purge()  # what is still queued or in flight is not waited for
+    producer.flush(CLIENT_TIMEOUT_S)
+    return within
+
+
+def test_a_producer_over_its_quota_is_slowed_and_another_is_not(
+    quota_broker: BrokerProcess,
+) -> None:
+    topic = unique_topic("quota-produce")
+    slow_throttles: list[Any] = []
+    fast_throttles: list[Any] = []
+    results: dict[str, int] = {}
+
+    def run(client_id: str, throttles: list[Any]) -> None:
+        results[client_id] = _produce_for(quota_broker.bootstrap, client_id, topic, throttles)
+
+    threads = [
+        threading.Thread(target=run, args=("slow-writer", slow_throttles)),
+        threading.Thread(target=run, args=("fast-writer", fast_throttles)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    slow, fast = results["slow-writer"], results["fast-writer"]
+    # The slow one wrote its burst and the request that took it over (librdkafka's
+    # batches reach 1 MB), no more; the other about as much as it could.
+    assert slow <= RATE * (BURST_S + SECONDS) * 1.25 + 1_048_576, slow
+    assert fast >= 5 * slow, (fast, slow)
+    assert slow_throttles and all(e.broker_name for e in slow_throttles)
+    assert max(e.throttle_time for e in slow_throttles) > 0
+    assert fast_throttles == []
+
+
+def test_a_consumer_over_its_quota_is_slowed_and_another_is_not(
+    quota_broker: BrokerProcess,
+) -> None:
+    topic = unique_topic("quota-fetch")
+    producer = Producer({"bootstrap.servers": quota_broker.bootstrap, "linger.ms": 20})
+    for _ in range(4_000):  # 4 MB, far more than the slow reader's burst
+        producer.produce(topic, RECORD, partition=0)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+
+    def read_for(client_id: str, throttles: list[Any]) -> int:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": quota_broker.bootstrap,
+                "client.id": client_id,
+                "group.id": f"{client_id}-{topic}",
+                "enable.auto.commit": False,
+                "throttle_cb": throttles.append,
+            }
+        )
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read = 0
+        deadline = time.monotonic() + SECONDS
+        try:
+            while time.monotonic() < deadline and read < 4_000 * len(RECORD):
+                for message in consumer.consume(500, timeout=0.2):
+                    if message.error() is None:
+                        read += len(message.value())
+        finally:
+            consumer.close()
+        return read
+
+    slow_throttles: list[Any] = []
+    fast_throttles: list[Any] = []
+    slow = read_for("slow-reader", slow_throttles)
+    fast = read_for("fast-reader", fast_throttles)
+    assert fast == 4_000 * len(RECORD)
+    # Each fetch answer may carry up to a partition's fetch size beyond the burst.
+    assert slow <= RATE * (BURST_S + SECONDS) * 1.25 + 1_048_576, slow
+    assert slow < fast
+    assert slow_throttles and fast_throttles == []

@@ -1,0 +1,122 @@
+"""Which client quotas a request counts against and how long its client waits
+(strom.security.quota_sensors): Kafka's produce, fetch and request quotas, its sensor per
+client, and the sensors dropped once idle. A manual clock; no socket."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strom.metadata.quota_entities import QuotaEntity
+from strom.security.quota_rates import throttle_time_ms
+from strom.security.quota_sensors import EXEMPT, ClientQuotaSensors, QuotaUse
+
+PRODUCE, FETCH, METADATA = 0, 1, 3
+WINDOW_MS, SAMPLES = 1000, 11
+MEASURED_MS = (SAMPLES - 1) * WINDOW_MS  # a first burst is measured over ten windows
+
+
+def use(
+    api_key: int = PRODUCE,
+    *,
+    user: str = "alice",
+    client_id: str = "app",
+    request_bytes: int = 0,
+    response_bytes: int = 0,
+    handler_s: float = 0.0,
+    follower: bool = False,
+) -> QuotaUse:
+    return QuotaUse(user, client_id, api_key, request_bytes, response_bytes, handler_s, follower)
+
+
+def expected_wait(total: float, quota: float) -> int:
+    return throttle_time_ms(total / (MEASURED_MS / 1000), quota, MEASURED_MS)
+
+
+ALICE_PRODUCES = {QuotaEntity.user("alice"): {"producer_byte_rate": 1000.0}}
+
+
+def test_a_producer_over_its_byte_rate_waits_kafkas_throttle_time() -> None:
+    sensors = ClientQuotaSensors()
+    assert sensors.throttle_ms(use(request_bytes=2_000), ALICE_PRODUCES, 0) == 0  # 200 B/s
+    wait = sensors.throttle_ms(use(request_bytes=20_000), ALICE_PRODUCES, 0)
+    assert wait == expected_wait(22_000, 1000) == 12_000
+    # Fetches and other users are not the producer quota's.
+    assert sensors.throttle_ms(use(FETCH, response_bytes=10**6), ALICE_PRODUCES, 0) == 0
+    assert sensors.throttle_ms(use(user="bob", request_bytes=10**6), ALICE_PRODUCES, 0) == 0
+
+
+def test_a_consumer_counts_its_answers_bytes_and_a_follower_is_not_a_consumer() -> None:
+    quotas = {QuotaEntity.client("app"): {"consumer_byte_rate": 100.0}}
+    sensors = ClientQuotaSensors()
+    assert sensors.throttle_ms(use(FETCH, response_bytes=50_000, follower=True), quotas, 0) == 0
+    assert len(sensors) == 0
+    wait = sensors.throttle_ms(use(FETCH, request_bytes=10, response_bytes=5_000), quotas, 0)
+    assert wait == expected_wait(5_000, 100) == 40_000
+
+
+def test_a_default_quota_is_each_users_own_and_a_users_quota_is_shared_by_its_clients() -> None:
+    default = {QuotaEntity.user(None): {"producer_byte_rate": 1000.0}}
+    sensors = ClientQuotaSensors()
+    assert sensors.throttle_ms(use(user="alice", request_bytes=15_000), default, 0) > 0
+    assert sensors.throttle_ms(use(user="bob", request_bytes=5_000), default, 0) == 0
+    assert len(sensors) == 2
+
+    shared = ClientQuotaSensors()
+    assert shared.throttle_ms(use(client_id="one", request_bytes=6_000), ALICE_PRODUCES, 0) == 0
+    # alice's second client id adds to the same rate: 11 000 bytes over 10 s.
+    wait = shared.throttle_ms(use(client_id="two", request_bytes=5_000), ALICE_PRODUCES, 0)
+    assert wait == expected_wait(11_000, 1000) > 0
+    assert len(shared) == 1
+
+
+def test_the_request_quota_counts_handler_time_and_waits_at_most_a_window() -> None:
+    quotas = {QuotaEntity.user_client("alice", None): {"request_percentage": 10.0}}
+    sensors = ClientQuotaSensors()
+    assert sensors.throttle_ms(use(METADATA, handler_s=0.5), quotas, 0) == 0  # 5 %
+    assert sensors.throttle_ms(use(METADATA, handler_s=30.0), quotas, 0) == WINDOW_MS
+    for exempt in EXEMPT:  # the nodes' own requests
+        assert sensors.throttle_ms(use(exempt, handler_s=30.0), quotas, 0) == 0
+
+
+def test_the_longest_wait_of_the_quotas_a_request_is_over_wins() -> None:
+    quotas = {QuotaEntity.user("alice"): {"producer_byte_rate": 1000.0, "request_percentage": 1.0}}
+    sensors = ClientQuotaSensors()
+    wait = sensors.throttle_ms(use(request_bytes=50_000, handler_s=10.0), quotas, 0)
+    assert wait == expected_wait(50_000, 1000) > WINDOW_MS
+
+
+def test_without_quotas_nothing_is_measured() -> None:
+    sensors = ClientQuotaSensors()
+    assert sensors.throttle_ms(use(request_bytes=10**9, handler_s=99.0), {}, 0) == 0
+    assert len(sensors) == 0
+
+
+def test_a_rate_falls_back_under_its_quota_as_time_passes() -> None:
+    sensors = ClientQuotaSensors()
+    assert sensors.throttle_ms(use(request_bytes=20_000), ALICE_PRODUCES, 0) > 0
+    # Twenty seconds on, the burst has left the samples.
+    assert sensors.throttle_ms(use(request_bytes=1_000), ALICE_PRODUCES, 20_000) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text(min_size=1, max_size=8), st.integers(min_value=0, max_value=3_000)),
+        max_size=200,
+    )
+)
+def test_idle_sensors_are_dropped_so_invented_client_ids_cost_nothing_for_long(
+    requests: list[tuple[str, int]],
+) -> None:
+    default = {QuotaEntity.client(None): {"producer_byte_rate": 10.0}}
+    sensors = ClientQuotaSensors()
+    now = 0
+    recent: list[tuple[int, str]] = []
+    for client_id, step_ms in requests:
+        now += step_ms
+        sensors.throttle_ms(use(client_id=client_id, request_bytes=1), default, now)
+        recent.append((now, client_id))
+        # Held: at most the clients seen in the last two idle periods.
+        seen = {c for at, c in recent if now - at < 2 * SAMPLES * WINDOW_MS}
+        assert len(sensors) <= len(seen)
