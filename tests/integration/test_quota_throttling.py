@@ -1,10 +1,12 @@
 """Client quotas enforced, with confluent-kafka against one broker: a producer and a
 consumer over their byte rates are slowed to them (Kafka's throttle: `throttle_time_ms`
-in the answers, the connection muted), while clients without a quota keep their speed.
+in the answers, the connection muted), while clients without a quota keep their speed;
+and an address over its connection_creation_rate is refused while another is served.
 Quotas are set with `strom quota`, as an operator would."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -12,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import kafka_wire as wire
 import pytest
 from broker import BrokerProcess
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic
@@ -146,3 +149,34 @@ def test_a_consumer_over_its_quota_is_slowed_and_another_is_not(
     assert slow <= RATE * (BURST_S + SECONDS) * 1.25 + 1_048_576, slow
     assert slow < fast
     assert slow_throttles and fast_throttles == []
+
+
+def _answers_from(bootstrap: str, source: str) -> bool:
+    """Whether a new connection from `source` (a loopback address) gets an ApiVersions
+    answer; False when the broker closes it."""
+    host, port = bootstrap.rsplit(":", 1)
+    asked = wire.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    with socket.create_connection((host, int(port)), 10, source_address=(source, 0)) as sock:
+        wire.send_body(sock, asked)
+        try:
+            wire.read_frame(sock)
+        except (wire.Closed, OSError):
+            return False
+        return True
+
+
+def test_an_address_over_its_connection_creation_rate_is_refused(
+    quota_broker: BrokerProcess,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "strom", "quota", "set", "--ip", "127.0.0.3",
+         "connection_creation_rate=2", "-b", quota_broker.bootstrap],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # At 2 a second, a first burst of about 20 connections passes, then they are refused.
+    served = [_answers_from(quota_broker.bootstrap, "127.0.0.3") for _ in range(23)]
+    assert served[:15] == [True] * 15 and served[-2:] == [False] * 2, served
+    # Another address, without a quota of its own, is served all the while.
+    assert all(_answers_from(quota_broker.bootstrap, "127.0.0.4") for _ in range(23))
+    assert "over its connection_creation_rate client quota" in quota_broker.read_log()

@@ -14,6 +14,10 @@ was found at (quota_resolution.py), with a default entity's part replaced by the
 own name, so `<default>` gives every user a quota of its own, while a quota set on user
 alice is shared by all of alice's client ids.
 
+- `connection_creation_rate`: the new connections of each address (an IP's own quota,
+  else the IP default), as Kafka's connection quotas count them (KIP-612); a connection
+  over it is refused (`connection_ms`).
+
 Sensors nobody used for `samples` windows measure a rate of 0 and are dropped, so a
 client inventing client ids cannot make the broker hold more than the clients of the
 last few seconds. Pure: the time and the quotas are passed in.
@@ -21,12 +25,13 @@ last few seconds. Pure: the time and the quotas are passed in.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from strom.metadata.quota_entities import CLIENT_ID, USER, QuotaEntity
+from strom.metadata.quota_entities import CLIENT_ID, IP, USER, QuotaEntity
 from strom.security.quota_rates import DEFAULT_SAMPLES, DEFAULT_WINDOW_MS, SampledRate
-from strom.security.quota_resolution import client_quota
+from strom.security.quota_resolution import client_quota, ip_quota
 
 __all__ = ["EXEMPT", "ClientQuotaSensors", "QuotaUse"]
 
@@ -110,6 +115,21 @@ class ClientQuotaSensors:
             value, now_ms, found.value, max_throttle_ms=max_throttle_ms
         )
 
+    def connection_ms(self, address: str, quotas: Quotas, now_ms: int) -> int:
+        """Record a new connection from `address` at `now_ms`; how long it is over its
+        `connection_creation_rate` (0: it may be served; else it is refused)."""
+        self._sweep(now_ms)
+        limit = _ip_limit(quotas, address) if quotas else None
+        if limit is None:
+            return 0
+        key = ("connection_creation_rate", address, None)
+        sensor = self._sensors.get(key)
+        if sensor is None:
+            rate = SampledRate(self._samples, self._window_ms)
+            sensor = self._sensors[key] = _Sensor(rate, now_ms)
+        sensor.used_ms = now_ms
+        return sensor.rate.record_and_throttle(1, now_ms, limit)
+
     def _sweep(self, now_ms: int) -> None:
         idle_ms = self._samples * self._window_ms
         if now_ms - self._swept_ms < idle_ms:
@@ -125,3 +145,27 @@ def _tags(entity: QuotaEntity, use: QuotaUse) -> tuple[str | None, str | None]:
     user = use.user if entity.has(USER) else None
     client = use.client_id if entity.has(CLIENT_ID) else None
     return user, client
+
+
+def _ip_limit(quotas: Quotas, address: str) -> float | None:
+    """`address`'s `connection_creation_rate`: its own entity's, also when the entity
+    writes the address another way (`::1` as `0:0:0:0:0:0:0:1`), else the IP default's.
+    An entity named by a host name is not matched: strom does not resolve names here."""
+    found = ip_quota(quotas, address)
+    if found is not None and found.entity != QuotaEntity.ip(None):
+        return found.value
+    try:
+        wanted = ipaddress.ip_address(address)
+    except ValueError:
+        return None if found is None else found.value
+    for entity, values in quotas.items():
+        name = entity.name(IP) if entity.has(IP) else None
+        limit = values.get("connection_creation_rate")
+        if name is None or limit is None:
+            continue
+        try:
+            if ipaddress.ip_address(name) == wanted:
+                return limit
+        except ValueError:
+            continue
+    return None if found is None else found.value

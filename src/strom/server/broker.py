@@ -151,8 +151,8 @@ class Broker:
         self.fatal_reason = ""
         self._servers: list[asyncio.Server] = []
         self._client_servers: list[asyncio.Server] = []
-        self.connections = OpenConnections(self.node_id, config.connection_limits)
         self.quotas = ClientQuotaThrottle(lambda: self.metadata.image)  # client quotas
+        self.connections = OpenConnections(self.node_id, config.connection_limits, self.quotas)
         # Each background loop is part of what the node promises (fsyncs, heartbeats,
         # the metadata it serves): one that ends by surprise stops the node, loudly.
         self._background = TaskSet(

@@ -5,6 +5,8 @@ to wait and closes what they say to close. A new connection first waits out its
 listener's creation rate (one connection of a listener at a time, as Kafka's acceptor
 takes them), then waits for a slot while the broker or its listener holds
 max.connections, then is refused at once if its address holds max.connections.per.ip.
+An address over its `connection_creation_rate` client quota is refused too, after the
+listener's rate and before a slot, as Kafka refuses it (KIP-612).
 At most BACKLOG connections of a listener wait for a slot, as the kernel's backlog
 bounds Kafka's; one more is closed. On an SSL listener the TLS handshake comes first
 (asyncio's TLS layer runs it before the broker sees the connection), where Kafka counts
@@ -25,13 +27,24 @@ from typing import Protocol
 
 from strom.security.connection_quotas import ConnectionLimits, ConnectionQuotas
 
-__all__ = ["BACKLOG", "ConnectionGate", "Entered", "OpenConnections", "peer_ip"]
+__all__ = ["BACKLOG", "ConnectionGate", "Entered", "IpRate", "OpenConnections", "peer_ip"]
 
 log = logging.getLogger(__name__)
 
 BACKLOG = 50
 """Connections of one listener that may wait for a slot (Kafka's listen backlog default,
 socket.listen.backlog.size)."""
+
+
+_MAX_REFUSAL_DELAY_MS = 1000
+
+
+class IpRate(Protocol):
+    """The `connection_creation_rate` client quotas (server/throttling.py)."""
+
+    def connection_ms(self, address: str) -> int:
+        """Record a new connection from `address`; > 0: it is over its quota."""
+        ...
 
 
 class Entered(Protocol):
@@ -75,9 +88,12 @@ def resolved(limits: ConnectionLimits) -> ConnectionLimits:
 class ConnectionGate:
     """Every client listener's way in (see the module docstring); one per broker."""
 
-    def __init__(self, node_id: int, limits: ConnectionLimits) -> None:
+    def __init__(
+        self, node_id: int, limits: ConnectionLimits, ip_rate: IpRate | None = None
+    ) -> None:
         self._node_id = node_id
         self._limits = limits
+        self._ip_rate = ip_rate
         self.quotas = ConnectionQuotas(resolved(limits))
         self._slot_waiters: set[asyncio.Future[None]] = set()
         self._waiting: dict[str, int] = {}
@@ -116,6 +132,20 @@ class ConnectionGate:
             delay_ms = self.quotas.throttle_ms(listener, _now_ms())
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)
+        over_ms = 0 if self._ip_rate is None else self._ip_rate.connection_ms(ip)
+        if over_ms > 0:
+            log.info(
+                "[node %d] closing a connection from %s on %s: the address is over its "
+                "connection_creation_rate client quota for %d ms",
+                self._node_id,
+                peer,
+                listener,
+                over_ms,
+            )
+            # As Kafka, closed only once the wait is over, so the client does not come
+            # straight back; at most a second, so a flood holds little.
+            await asyncio.sleep(min(over_ms, _MAX_REFUSAL_DELAY_MS) / 1000)
+            return False
         if not self.quotas.has_slot(listener):
             if self._waiting.get(listener, 0) >= BACKLOG:
                 log.info(
@@ -201,8 +231,10 @@ class OpenConnections:
     """The broker's open connections (client and node ones), their tasks and counts per
     listener, and the gate client listeners' connections come in through."""
 
-    def __init__(self, node_id: int, limits: ConnectionLimits) -> None:
-        self.gate = ConnectionGate(node_id, limits)
+    def __init__(
+        self, node_id: int, limits: ConnectionLimits, ip_rate: IpRate | None = None
+    ) -> None:
+        self.gate = ConnectionGate(node_id, limits, ip_rate)
         self.counts: dict[str, int] = {}
         """Open connections per listener name."""
         self._open: set[Served] = set()

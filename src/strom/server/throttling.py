@@ -172,6 +172,12 @@ class ClientQuotaThrottle:
     def enforced(self) -> bool:
         return bool(self._image().client_quotas)
 
+    def connection_ms(self, address: str) -> int:
+        """A new connection from `address`: how long it is over its IP's
+        `connection_creation_rate` (0: serve it; else refuse it)."""
+        quotas = self._image().client_quotas
+        return self._sensors.connection_ms(address, quotas, self._clock_ms()) if quotas else 0
+
     def throttle_ms(self, usage: RequestUsage) -> int:
         follower = (
             usage.api_key == ApiKey.FETCH and replica_id_of(usage.request, usage.api_version) >= 0

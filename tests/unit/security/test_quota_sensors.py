@@ -120,3 +120,28 @@ def test_idle_sensors_are_dropped_so_invented_client_ids_cost_nothing_for_long(
         # Held: at most the clients seen in the last two idle periods.
         seen = {c for at, c in recent if now - at < 2 * SAMPLES * WINDOW_MS}
         assert len(sensors) <= len(seen)
+
+
+def test_an_address_over_its_connection_creation_rate_is_refused_others_are_not() -> None:
+    quotas = {
+        QuotaEntity.ip(None): {"connection_creation_rate": 100.0},
+        QuotaEntity.ip("0:0:0:0:0:0:0:1"): {"connection_creation_rate": 2.0},
+    }
+    sensors = ClientQuotaSensors()
+    # A first burst is measured over ten windows: 20 connections pass at 2 a second.
+    waits = [sensors.connection_ms("::1", quotas, 0) for _ in range(21)]
+    assert waits[:20] == [0] * 20 and waits[20] > 0
+    # Another address falls to the default, measured on its own.
+    assert all(sensors.connection_ms("10.0.0.1", quotas, 0) == 0 for _ in range(21))
+    # Ten seconds later the burst is behind ::1.
+    assert sensors.connection_ms("::1", quotas, 11_000) == 0
+
+
+def test_without_an_ip_quota_connections_are_not_counted() -> None:
+    sensors = ClientQuotaSensors()
+    only_users = {QuotaEntity.user(None): {"producer_byte_rate": 1.0}}
+    assert sensors.connection_ms("10.0.0.1", {}, 0) == 0
+    assert sensors.connection_ms("10.0.0.1", only_users, 0) == 0
+    host = {QuotaEntity.ip("db.example"): {"connection_creation_rate": 1.0}}
+    assert all(sensors.connection_ms("10.0.0.1", host, 0) == 0 for _ in range(50))
+    assert len(sensors) == 0
