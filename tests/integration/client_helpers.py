@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -52,6 +53,21 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(0.05)
+
+
+def authentication_error(conf: dict[str, Any]) -> str:
+    """The error a librdkafka producer with `conf` reports, which must be an
+    authentication failure, without librdkafka's "(after 66ms in state AUTH_REQ)"."""
+    errors: list[KafkaError] = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    wait_until(
+        lambda: producer.poll(0.2) is not None and bool(errors),
+        CLIENT_TIMEOUT_S,
+        "an authentication error",
+    )
+    assert errors[0].code() == KafkaError._AUTHENTICATION, errors
+    text: str = errors[0].str()
+    return re.sub(r" \(after \d+ms in state \w+\)$", "", text.split(": ", 1)[-1])
 
 
 def unique_topic(prefix: str) -> str:

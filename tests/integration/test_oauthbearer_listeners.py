@@ -26,7 +26,13 @@ import jwt
 import kafka
 import pytest
 from broker import BrokerProcess, free_port, serve_refused
-from client_helpers import CLIENT_TIMEOUT_S, admin_client, round_trip, unique_topic, wait_until
+from client_helpers import (
+    CLIENT_TIMEOUT_S,
+    admin_client,
+    authentication_error,
+    round_trip,
+    unique_topic,
+)
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -182,20 +188,6 @@ def signed_conf(port: int, token: str) -> dict[str, Any]:
         "sasl.mechanism": "OAUTHBEARER",
         "oauth_cb": oauth_cb,
     }
-
-
-def authentication_error(conf: dict[str, Any]) -> str:
-    """The error a librdkafka client with `conf` reports: an authentication failure."""
-    errors: list[KafkaError] = []
-    producer = Producer({**conf, "error_cb": errors.append})
-    wait_until(
-        lambda: producer.poll(0.2) is not None and bool(errors),
-        CLIENT_TIMEOUT_S,
-        "an authentication error",
-    )
-    assert errors[0].code() == KafkaError._AUTHENTICATION, errors
-    text: str = errors[0].str()
-    return re.sub(r" \(after \d+ms in state \w+\)$", "", text.split(": ", 1)[-1])
 
 
 def produce(conf: dict[str, Any], count: int) -> None:

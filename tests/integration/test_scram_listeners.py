@@ -9,7 +9,6 @@ another, with Kafka's /config/users znodes both ways on ZooKeeper.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -22,12 +21,13 @@ from broker import BrokerProcess, free_port
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     add_scram_user,
+    authentication_error,
     round_trip,
     unique_topic,
     wait_until,
 )
 from cluster import free_ports, running_cluster
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramMechanism,
@@ -59,21 +59,6 @@ def _conf(port: int, user: str, password: str, mechanism: ScramMechanism) -> dic
         "sasl.username": user,
         "sasl.password": password,
     }
-
-
-def _authentication_error(conf: dict[str, Any]) -> str:
-    """The error a client with `conf` reports; it must be an authentication failure."""
-    errors: list[KafkaError] = []
-    producer = Producer({**conf, "error_cb": errors.append})
-    wait_until(
-        lambda: producer.poll(0.2) is not None and bool(errors),
-        CLIENT_TIMEOUT_S,
-        "an authentication error",
-    )
-    assert errors[0].code() == KafkaError._AUTHENTICATION, errors
-    text: str = errors[0].str()
-    # librdkafka adds how long it took: "... (after 66ms in state AUTH_REQ)".
-    return re.sub(r" \(after \d+ms in state \w+\)$", "", text.split(": ", 1)[-1])
 
 
 @pytest.fixture(scope="module")
@@ -127,12 +112,12 @@ def test_a_wrong_password_and_an_unknown_user_are_refused_alike(
 ) -> None:
     broker, port = scram_broker
     _upsert(broker.bootstrap, "carol", "carol-secret", SHA512)
-    wrong = _authentication_error(_conf(port, "carol", "not-it", SHA512))
-    unknown = _authentication_error(_conf(port, "nobody", "not-it", SHA512))
+    wrong = authentication_error(_conf(port, "carol", "not-it", SHA512))
+    unknown = authentication_error(_conf(port, "nobody", "not-it", SHA512))
     assert "invalid credentials" in wrong
     assert wrong == unknown
     # A user with SHA-512 credentials only is unknown to SHA-256.
-    assert _authentication_error(_conf(port, "carol", "carol-secret", SHA256)) == unknown.replace(
+    assert authentication_error(_conf(port, "carol", "carol-secret", SHA256)) == unknown.replace(
         "SCRAM-SHA-512", "SCRAM-SHA-256"
     )
 
@@ -146,9 +131,7 @@ def test_a_deleted_user_is_refused_from_its_next_connection_on(
     deletion = UserScramCredentialDeletion("dave", SHA256)
     admin = _admin(broker.bootstrap)
     admin.alter_user_scram_credentials([deletion])["dave"].result(timeout=CLIENT_TIMEOUT_S)
-    assert "invalid credentials" in _authentication_error(
-        _conf(port, "dave", "dave-secret", SHA256)
-    )
+    assert "invalid credentials" in authentication_error(_conf(port, "dave", "dave-secret", SHA256))
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
         admin.describe_user_scram_credentials(["dave"])["dave"].result(CLIENT_TIMEOUT_S)
 
@@ -158,7 +141,7 @@ def test_a_new_password_replaces_the_old_one(scram_broker: tuple[BrokerProcess, 
     _upsert(broker.bootstrap, "erin", "first")
     _upsert(broker.bootstrap, "erin", "second")
     assert len(round_trip(_conf(port, "erin", "second", SHA256), 2, prefix="scram")) == 2
-    assert "invalid credentials" in _authentication_error(_conf(port, "erin", "first", SHA256))
+    assert "invalid credentials" in authentication_error(_conf(port, "erin", "first", SHA256))
 
 
 def test_kafka_python_authenticates_with_scram(scram_broker: tuple[BrokerProcess, int]) -> None:

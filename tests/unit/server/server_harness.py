@@ -301,3 +301,43 @@ def fetch_request(
             "rack_id": "",
         },
     )
+
+
+class FakeTransport:
+    """What a Connection uses of an asyncio transport."""
+
+    def __init__(self) -> None:
+        self.closing = False
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def pause_reading(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        self.closing = True
+
+
+class RecordingWriter:
+    """What a Connection uses of an asyncio.StreamWriter, for a peer at `host`; keeps
+    what was written."""
+
+    def __init__(self, host: str = "10.0.0.1") -> None:
+        self.host = host
+        self.written = bytearray()
+        self.closed = False
+        self.transport = FakeTransport()
+
+    def get_extra_info(self, name: str) -> Any:
+        return (self.host, 40_000) if name == "peername" else None
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.written += data
+
+    async def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from acl_admin_helpers import ALICE, Kind, Op, acl, cluster_acl
-from server_harness import request, run
+from server_harness import RecordingWriter, request, run
 
 from strom.config import load_config
 from strom.metadata.acl_records import acl_record
@@ -85,43 +85,6 @@ def test_node_peer_allows_anyone_without_an_authorizer(tmp_path: Path) -> None:
 # --- on a connection --------------------------------------------------------------------
 
 
-class _Transport:
-    def __init__(self) -> None:
-        self.closing = False
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def pause_reading(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        self.closing = True
-
-
-class _Writer:
-    """What Connection uses of an asyncio.StreamWriter; keeps what was written."""
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-        self.written = bytearray()
-        self.closed = False
-        self.transport = _Transport()
-
-    def get_extra_info(self, name: str) -> Any:
-        return (self.host, 40_000) if name == "peername" else None
-
-    def write(self, data: bytes) -> None:
-        assert not self.closed
-        self.written += data
-
-    async def drain(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def private_frame(correlation_id: int, payload: bytes) -> bytes:
     body = struct.pack(">hhi", PrivateApi.METADATA_FETCH, 0, correlation_id) + payload
     return struct.pack(">i", len(body)) + body
@@ -165,7 +128,7 @@ async def served(node: Broker, principal: str, host: str, *frames: bytes) -> tup
     for frame in frames:
         reader.feed_data(frame)
     reader.feed_eof()
-    writer = _Writer(host)
+    writer = RecordingWriter(host)
     connection = Connection(
         reader,
         writer,  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from server_harness import request, run
+from server_harness import RecordingWriter, request, run
 
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, decode_response, encode_request
@@ -109,37 +109,6 @@ def test_the_throttle_time_goes_into_the_answer_where_it_has_the_field() -> None
 # --- a connection with a quota ------------------------------------------------------------
 
 
-class _Transport:
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-
-class _Writer:
-    """What Connection uses of an asyncio.StreamWriter; keeps what was written."""
-
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.transport = _Transport()
-
-    def get_extra_info(self, name: str) -> Any:
-        return ("10.0.0.1", 40_000) if name == "peername" else None
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    async def drain(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 class _Quota:
     """Answers each call with the next of `waits_ms` (two calls a request: when it is
     read, when it is answered); keeps what it was told."""
@@ -199,7 +168,7 @@ def _serve(
 
     async def scenario() -> bytes:
         reader = asyncio.StreamReader()
-        writer = _Writer()
+        writer = RecordingWriter()
         connection = Connection(
             reader,
             writer,  # type: ignore[arg-type]
