@@ -70,6 +70,28 @@ def authentication_error(conf: dict[str, Any]) -> str:
     return re.sub(r" \(after \d+ms in state \w+\)$", "", text.split(": ", 1)[-1])
 
 
+def kafka_python_round_trip(settings: dict[str, Any], count: int, prefix: str) -> list[bytes]:
+    """`count` records written to a new topic with acks=all by a kafka-python producer with
+    `settings`, then read back by a kafka-python consumer with the same: their values."""
+    topic = unique_topic(prefix)
+    producer = kafka.KafkaProducer(acks="all", **settings)
+    try:
+        for i in range(count):
+            producer.send(topic, f"kp{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = kafka.KafkaConsumer(
+        topic,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
+        **settings,
+    )
+    try:
+        return [message.value for _, message in zip(range(count), consumer, strict=False)]
+    finally:
+        consumer.close()
+
+
 def unique_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-import kafka
 import pytest
 from broker import BrokerProcess, free_port, serve_refused
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     admin_client,
     authentication_error,
+    kafka_python_round_trip,
     round_trip,
     unique_topic,
 )
@@ -255,29 +255,13 @@ def test_kafka_python_with_a_token_provider(oauth_broker: OAuthBroker, keys: Key
         def token(self) -> str:
             return token
 
-    topic = unique_topic("oauth-kp")
     settings: dict[str, Any] = {
         "bootstrap_servers": f"localhost:{oauth_broker.signed_port}",
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "OAUTHBEARER",
         "sasl_oauth_token_provider": Provider(),
     }
-    producer = kafka.KafkaProducer(acks="all", **settings)
-    try:
-        for i in range(3):
-            producer.send(topic, f"kp{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = kafka.KafkaConsumer(
-        topic,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
-        **settings,
-    )
-    try:
-        values = [message.value for _, message in zip(range(3), consumer, strict=False)]
-    finally:
-        consumer.close()
+    values = kafka_python_round_trip(settings, 3, "oauth-kp")
     assert values == [f"kp{i}".encode() for i in range(3)]
 
 

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kafka
 import pytest
 from broker import BrokerProcess, free_port
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     add_scram_user,
     authentication_error,
+    kafka_python_round_trip,
     round_trip,
     unique_topic,
     wait_until,
@@ -147,7 +147,6 @@ def test_a_new_password_replaces_the_old_one(scram_broker: tuple[BrokerProcess, 
 def test_kafka_python_authenticates_with_scram(scram_broker: tuple[BrokerProcess, int]) -> None:
     broker, port = scram_broker
     _upsert(broker.bootstrap, "frank", "frank-secret", SHA512)
-    topic = unique_topic("scram-kp")
     settings: dict[str, Any] = {
         "bootstrap_servers": f"localhost:{port}",
         "security_protocol": "SASL_PLAINTEXT",
@@ -155,26 +154,7 @@ def test_kafka_python_authenticates_with_scram(scram_broker: tuple[BrokerProcess
         "sasl_plain_username": "frank",
         "sasl_plain_password": "frank-secret",
     }
-    producer = kafka.KafkaProducer(acks="all", **settings)
-    try:
-        for i in range(5):
-            producer.send(topic, f"kp{i}".encode(), partition=0).get(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = kafka.KafkaConsumer(
-        topic,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=int(CLIENT_TIMEOUT_S * 1000),
-        **settings,
-    )
-    values: list[bytes] = []
-    try:
-        for message in consumer:
-            values.append(message.value)
-            if len(values) == 5:
-                break
-    finally:
-        consumer.close()
+    values = kafka_python_round_trip(settings, 5, "scram-kp")
     assert values == [f"kp{i}".encode() for i in range(5)]
 
 

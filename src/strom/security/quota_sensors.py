@@ -105,15 +105,18 @@ class ClientQuotaSensors:
         found = client_quota(quotas, key, user=use.user, client_id=use.client_id)
         if found is None:
             return 0
-        tags = _tags(found.entity, use)
-        sensor = self._sensors.get((key, *tags))
+        rate = self._rate((key, *_tags(found.entity, use)), now_ms)
+        return rate.record_and_throttle(value, now_ms, found.value, max_throttle_ms=max_throttle_ms)
+
+    def _rate(self, tags: tuple[str, str | None, str | None], now_ms: int) -> SampledRate:
+        """The sensor of `tags` (key, user, client id or address), used at `now_ms`."""
+        sensor = self._sensors.get(tags)
         if sensor is None:
-            rate = SampledRate(self._samples, self._window_ms)
-            sensor = self._sensors[(key, *tags)] = _Sensor(rate, now_ms)
+            sensor = self._sensors[tags] = _Sensor(
+                SampledRate(self._samples, self._window_ms), now_ms
+            )
         sensor.used_ms = now_ms
-        return sensor.rate.record_and_throttle(
-            value, now_ms, found.value, max_throttle_ms=max_throttle_ms
-        )
+        return sensor.rate
 
     def connection_ms(self, address: str, quotas: Quotas, now_ms: int) -> int:
         """Record a new connection from `address` at `now_ms`; how long it is over its
@@ -122,13 +125,8 @@ class ClientQuotaSensors:
         limit = _ip_limit(quotas, address) if quotas else None
         if limit is None:
             return 0
-        key = ("connection_creation_rate", address, None)
-        sensor = self._sensors.get(key)
-        if sensor is None:
-            rate = SampledRate(self._samples, self._window_ms)
-            sensor = self._sensors[key] = _Sensor(rate, now_ms)
-        sensor.used_ms = now_ms
-        return sensor.rate.record_and_throttle(1, now_ms, limit)
+        rate = self._rate(("connection_creation_rate", address, None), now_ms)
+        return rate.record_and_throttle(1, now_ms, limit)
 
     def _sweep(self, now_ms: int) -> None:
         idle_ms = self._samples * self._window_ms

@@ -175,8 +175,7 @@ class ClientQuotaThrottle:
     def connection_ms(self, address: str) -> int:
         """A new connection from `address`: how long it is over its IP's
         `connection_creation_rate` (0: serve it; else refuse it)."""
-        quotas = self._image().client_quotas
-        return self._sensors.connection_ms(address, quotas, self._clock_ms()) if quotas else 0
+        return self._sensors.connection_ms(address, self._image().client_quotas, self._clock_ms())
 
     def throttle_ms(self, usage: RequestUsage) -> int:
         follower = (
