@@ -285,7 +285,7 @@ class Connection:
             # before its next request is read, as Kafka, which reads one at a time, does.
             wait_ms = throttle.throttle_ms(self._usage(request, request_bytes=len(frame)))
             self._mute(wait_ms)
-            answered = self._throttled(request, wait_ms, throttle)
+            answered = self._throttled(request, timing, wait_ms, throttle)
             return asyncio.create_task(answered), timing
         return asyncio.create_task(self._answer(request, timing)), timing
 
@@ -382,14 +382,23 @@ class Connection:
             self._muted_until = max(self._muted_until, time.perf_counter() + wait_ms / 1000)
 
     async def _throttled(
-        self, request: Request, admitted_ms: int, throttle: RequestThrottle
+        self,
+        request: Request,
+        timing: _Timing | None,
+        admitted_ms: int,
+        throttle: RequestThrottle,
     ) -> bytes | None:
         """The answer to a request measured against the client quotas (throttling.py):
         `admitted_ms` is the wait its bytes in cost; what its answer and its handling
-        cost counts once it is answered."""
+        cost counts once it is answered. The handling ends before an old client's wait,
+        which the metrics count as the answer's time in the queue."""
+        if timing is not None:
+            timing.started_at = time.perf_counter()
         call = TimedCall(self._dispatch(request))
         body = await call
         frame = None if body is None else encode_response(request.correlation_id, body)
+        if timing is not None:
+            timing.handled_at = time.perf_counter()
         used = self._usage(
             request, response_bytes=0 if frame is None else len(frame), handler_s=call.spent_s
         )

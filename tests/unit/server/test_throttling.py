@@ -146,17 +146,23 @@ def _answers(written: bytes, version: int) -> list[Any]:
 
 
 def _serve(
-    monkeypatch: pytest.MonkeyPatch, quota: _Quota, *frames: bytes
+    monkeypatch: pytest.MonkeyPatch,
+    quota: _Quota,
+    *frames: bytes,
+    observed: list[tuple[Any, ...]] | None = None,
+    handler_s: float = 0.0,
 ) -> tuple[bytes, list[tuple[str, float]]]:
     """Serve `frames` to the end with `quota`: what was written, and in order each request
-    dispatched (its correlation id) and each throttle wait (recorded, not slept)."""
+    dispatched (its correlation id) and each throttle wait (recorded, not slept). Each
+    handler takes `handler_s` on the clock; the request metrics go to `observed`."""
     events: list[tuple[str, float]] = []
+    skipped = [0.0]  # the time the waits and the handlers would have taken
 
     async def dispatch(asked: Request) -> Any:
         events.append(("dispatch", asked.correlation_id))
+        skipped[0] += handler_s
         return api_versions_body(asked.api_version)
 
-    skipped = [0.0]  # the time the waits would have taken
     real_clock = connection_module.time.perf_counter
 
     async def recorded_wait(seconds: float) -> None:
@@ -178,6 +184,7 @@ def _serve(
             node_id=1,
             principal="User:alice",
             throttle=quota,
+            observe=None if observed is None else lambda *times: observed.append(times),
         )
         serving = asyncio.ensure_future(connection.serve())
         for answered, frame in enumerate(frames):  # each once the last one is answered
@@ -212,6 +219,21 @@ def test_a_throttled_answer_says_so_and_the_connection_waits_before_reading_on(
     assert (read.request_bytes, read.response_bytes, read.handler_s) == (len(first) - 4, 0, 0)
     assert answered.request_bytes == 0
     assert answered.response_bytes > 0 and answered.handler_s >= 0
+
+
+def test_a_throttled_request_is_timed_for_the_metrics_as_any_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    observed: list[tuple[Any, ...]] = []
+    quota = _Quota(0, 400, 0, 0)
+    _serve(monkeypatch, quota, _api_versions(1, 1), observed=observed, handler_s=0.25)
+    [(api, read_at, started_at, handled_at, dequeued_at, sent_at)] = observed
+    assert api == "API_VERSIONS"
+    assert read_at <= started_at
+    assert handled_at - started_at >= 0.25  # the handler's time, not nothing
+    # An old client's answer is held for its wait: the metrics count it as queued.
+    assert dequeued_at - handled_at >= 0.4
+    assert sent_at >= dequeued_at
 
 
 def test_what_a_request_brings_in_mutes_the_connection_before_the_next_is_read(
