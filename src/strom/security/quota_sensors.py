@@ -16,7 +16,9 @@ alice is shared by all of alice's client ids.
 
 - `connection_creation_rate`: the new connections of each address (an IP's own quota,
   else the IP default), as Kafka's connection quotas count them (KIP-612); a connection
-  over it is refused (`connection_ms`).
+  over it is refused (`connection_ms`). An entity named by a host name counts for the
+  addresses the name resolved to (`hosts`; the shell resolves them when the quota is
+  set, as Kafka resolves an IP entity's name when its config changes).
 
 Sensors nobody used for `samples` windows measure a rate of 0 and are dropped, so a
 client inventing client ids cannot make the broker hold more than the clients of the
@@ -38,6 +40,7 @@ __all__ = ["EXEMPT", "ClientQuotaSensors", "QuotaUse"]
 # Kafka API keys (strom.protocol.apis.ApiKey) the quotas treat apart.
 _PRODUCE, _FETCH = 0, 1
 EXEMPT = frozenset({27, 56, 62, 63, 67})
+_NO_HOSTS: Mapping[str, frozenset[str]] = {}
 """Requests only nodes send (WriteTxnMarkers, AlterPartition, BrokerRegistration,
 BrokerHeartbeat, AllocateProducerIds): never throttled, as Kafka exempts cluster
 actions."""
@@ -118,11 +121,18 @@ class ClientQuotaSensors:
         sensor.used_ms = now_ms
         return sensor.rate
 
-    def connection_ms(self, address: str, quotas: Quotas, now_ms: int) -> int:
+    def connection_ms(
+        self,
+        address: str,
+        quotas: Quotas,
+        now_ms: int,
+        hosts: Mapping[str, frozenset[str]] = _NO_HOSTS,
+    ) -> int:
         """Record a new connection from `address` at `now_ms`; how long it is over its
-        `connection_creation_rate` (0: it may be served; else it is refused)."""
+        `connection_creation_rate` (0: it may be served; else it is refused). `hosts`:
+        the addresses of the IP entities named by a host name."""
         self._sweep(now_ms)
-        limit = _ip_limit(quotas, address) if quotas else None
+        limit = _ip_limit(quotas, address, hosts) if quotas else None
         if limit is None:
             return 0
         rate = self._rate(("connection_creation_rate", address, None), now_ms)
@@ -145,10 +155,10 @@ def _tags(entity: QuotaEntity, use: QuotaUse) -> tuple[str | None, str | None]:
     return user, client
 
 
-def _ip_limit(quotas: Quotas, address: str) -> float | None:
+def _ip_limit(quotas: Quotas, address: str, hosts: Mapping[str, frozenset[str]]) -> float | None:
     """`address`'s `connection_creation_rate`: its own entity's, also when the entity
-    writes the address another way (`::1` as `0:0:0:0:0:0:0:1`), else the IP default's.
-    An entity named by a host name is not matched: strom does not resolve names here."""
+    writes the address another way (`::1` as `0:0:0:0:0:0:0:1`) or names a host that
+    resolved to it, else the IP default's."""
     found = ip_quota(quotas, address)
     if found is not None and found.entity != QuotaEntity.ip(None):
         return found.value
@@ -161,9 +171,25 @@ def _ip_limit(quotas: Quotas, address: str) -> float | None:
         limit = values.get("connection_creation_rate")
         if name is None or limit is None:
             continue
+        if _names(name, wanted, hosts):
+            return limit
+    return None if found is None else found.value
+
+
+def _names(
+    name: str,
+    wanted: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    hosts: Mapping[str, frozenset[str]],
+) -> bool:
+    """Whether an IP entity's `name` (an address, or a host name) stands for `wanted`."""
+    try:
+        return ipaddress.ip_address(name) == wanted
+    except ValueError:
+        pass
+    for resolved in hosts.get(name, ()):
         try:
-            if ipaddress.ip_address(name) == wanted:
-                return limit
+            if ipaddress.ip_address(resolved) == wanted:
+                return True
         except ValueError:
             continue
-    return None if found is None else found.value
+    return False

@@ -32,6 +32,7 @@ from strom.protocol.apis import ApiKey
 from strom.security.quota_sensors import ClientQuotaSensors, QuotaUse
 from strom.server.clock import now_ms
 from strom.server.handlers.fetch import replica_id_of
+from strom.server.quota_hosts import QuotaHostNames
 
 __all__ = [
     "ClientQuotaThrottle",
@@ -168,6 +169,7 @@ class ClientQuotaThrottle:
         self._image = image
         self._clock_ms = clock_ms
         self._sensors = ClientQuotaSensors()
+        self._hosts = QuotaHostNames()
 
     def enforced(self) -> bool:
         return bool(self._image().client_quotas)
@@ -175,7 +177,9 @@ class ClientQuotaThrottle:
     def connection_ms(self, address: str) -> int:
         """A new connection from `address`: how long it is over its IP's
         `connection_creation_rate` (0: serve it; else refuse it)."""
-        return self._sensors.connection_ms(address, self._image().client_quotas, self._clock_ms())
+        quotas = self._image().client_quotas
+        self._hosts.refresh(quotas)
+        return self._sensors.connection_ms(address, quotas, self._clock_ms(), self._hosts.addresses)
 
     def throttle_ms(self, usage: RequestUsage) -> int:
         follower = (

@@ -145,3 +145,17 @@ def test_without_an_ip_quota_connections_are_not_counted() -> None:
     host = {QuotaEntity.ip("db.example"): {"connection_creation_rate": 1.0}}
     assert all(sensors.connection_ms("10.0.0.1", host, 0) == 0 for _ in range(50))
     assert len(sensors) == 0
+
+
+def test_a_host_names_quota_counts_for_the_addresses_it_resolved_to() -> None:
+    quotas = {QuotaEntity.ip("db.example"): {"connection_creation_rate": 1.0}}
+    hosts = {"db.example": frozenset({"10.0.0.7", "fd00:0:0:0:0:0:0:7"})}
+    sensors = ClientQuotaSensors()
+    for address in ("10.0.0.7", "fd00::7"):
+        waits = [sensors.connection_ms(address, quotas, 0, hosts) for _ in range(11)]
+        assert waits[:10] == [0] * 10 and waits[10] > 0, address
+    assert all(sensors.connection_ms("10.0.0.8", quotas, 0, hosts) == 0 for _ in range(50))
+    # Not resolved (yet, or at all): not counted.
+    unresolved = {"db.example": frozenset[str]()}
+    fresh = ClientQuotaSensors()
+    assert all(fresh.connection_ms("10.0.0.7", quotas, 0, unresolved) == 0 for _ in range(50))
