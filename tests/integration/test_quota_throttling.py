@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 RATE = 20_000
 """The byte rate given to the slow clients: 20 kB a second."""
-SECONDS = 3.0
+SECONDS = 2.0
 RECORD = b"x" * 1000
 BURST_S = 10
 """Kafka measures a first burst over ten one-second windows: a new client may send about

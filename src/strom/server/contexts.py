@@ -61,7 +61,9 @@ def handler_contexts(broker: Broker) -> Contexts:
         rng=broker.rng,
         forward=broker.forward,
         authorizer=current,
-        mutation_quota=ControllerMutationQuota(lambda: broker.metadata.image),
+        mutation_quota=ControllerMutationQuota(
+            lambda: broker.metadata.image, broker.config.controller_quota_windows
+        ),
     )
     return Contexts(
         produce=ProduceContext(

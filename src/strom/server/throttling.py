@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
+from strom.security.quota_rates import DEFAULT_SAMPLES, DEFAULT_WINDOW_MS
 from strom.security.quota_sensors import ClientQuotaSensors, MutationBuckets, QuotaUse
 from strom.server.clock import now_ms
 from strom.server.handlers.fetch import replica_id_of
@@ -166,11 +167,15 @@ class ClientQuotaThrottle:
     decides). A broker's connections from other nodes are not throttled."""
 
     def __init__(
-        self, image: Callable[[], MetadataImage], clock_ms: Callable[[], int] = now_ms
+        self,
+        image: Callable[[], MetadataImage],
+        windows: tuple[int, int] = (DEFAULT_SAMPLES, DEFAULT_WINDOW_MS),
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
+        """`windows`: quota.window.num and quota.window.size.seconds (in ms)."""
         self._image = image
         self._clock_ms = clock_ms
-        self._sensors = ClientQuotaSensors()
+        self._sensors = ClientQuotaSensors(*windows)
 
     def enforced(self) -> bool:
         return bool(self._image().client_quotas)
@@ -211,11 +216,15 @@ class ControllerMutationQuota:
     handlers that create and delete topics and partitions."""
 
     def __init__(
-        self, image: Callable[[], MetadataImage], clock_ms: Callable[[], int] = now_ms
+        self,
+        image: Callable[[], MetadataImage],
+        windows: tuple[int, int] = (DEFAULT_SAMPLES, DEFAULT_WINDOW_MS),
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
+        """`windows`: controller.quota.window.num and its size (in ms)."""
         self._image = image
         self._clock_ms = clock_ms
-        self._buckets = MutationBuckets()
+        self._buckets = MutationBuckets(*windows)
 
     def active(self) -> bool:
         return any(_MUTATION in v for v in self._image().client_quotas.values())

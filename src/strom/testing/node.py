@@ -39,6 +39,7 @@ from weakref import WeakSet
 from strom.client.dial import Dialer, set_dialer
 from strom.config import BrokerConfig
 from strom.server.broker import Broker
+from strom.server.tasks import cancel_until_done
 
 log = logging.getLogger(__name__)
 
@@ -235,9 +236,7 @@ async def _cancel_the_rest() -> None:
     start another), so that the loop closes with nothing pending."""
     current = asyncio.current_task()
     while tasks := [t for t in asyncio.all_tasks() if t is not current and not t.done()]:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_until_done(tasks)
 
 
 def _where_stuck(thread: threading.Thread, loop: asyncio.AbstractEventLoop) -> str:

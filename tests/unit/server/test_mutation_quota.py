@@ -34,7 +34,7 @@ async def limited(node: Broker, rate: float) -> AdminContext:
     assert node.controller is not None
     entity = QuotaEntity.user("alice")
     await node.controller.commit([ClientQuotaRecord(entity, "controller_mutation_rate", rate)])
-    quota = ControllerMutationQuota(lambda: node.metadata.image, lambda: NOW_MS)
+    quota = ControllerMutationQuota(lambda: node.metadata.image, clock_ms=lambda: NOW_MS)
     return dataclasses.replace(admin_context(node), mutation_quota=quota)
 
 
