@@ -57,20 +57,6 @@ class TaskSet:
 
     async def stop(self) -> None:
         """Cancel every task and wait until all have ended."""
-        await cancel_until_done(list(self._tasks))
-
-
-RECANCEL_S = 0.5
-
-
-async def cancel_until_done(tasks: list[asyncio.Task[Any]]) -> None:
-    """Cancel `tasks` and wait until all have ended, cancelling again every RECANCEL_S
-    those still running: Python 3.11's `asyncio.wait_for` can swallow a cancel that
-    comes as what it waits for completes, and a loop around it then carries on."""
-    while pending := [task for task in tasks if not task.done()]:
-        for task in pending:
-            task.cancel()
-        done, _ = await asyncio.wait(pending, timeout=RECANCEL_S)
-        for task in done:
-            if not task.cancelled():
-                task.exception()  # retrieved: each task's own callbacks report it
+        tasks = list(self._tasks)
+        self.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

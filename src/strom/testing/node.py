@@ -39,7 +39,6 @@ from weakref import WeakSet
 from strom.client.dial import Dialer, set_dialer
 from strom.config import BrokerConfig
 from strom.server.broker import Broker
-from strom.server.tasks import cancel_until_done
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +235,9 @@ async def _cancel_the_rest() -> None:
     start another), so that the loop closes with nothing pending."""
     current = asyncio.current_task()
     while tasks := [t for t in asyncio.all_tasks() if t is not current and not t.done()]:
-        await cancel_until_done(tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _where_stuck(thread: threading.Thread, loop: asyncio.AbstractEventLoop) -> str:

@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from strom.config import load_config
-from strom.server import tasks as tasks_module
 from strom.server.broker import Broker
 from strom.server.tasks import TaskSet
 
@@ -63,31 +60,3 @@ def test_a_broker_whose_background_loop_ends_stops(tmp_path: Path) -> None:
     asyncio.run(scenario())
     assert broker.fatal.is_set()
     assert "Input/output error" in broker.fatal_reason
-
-
-def test_a_task_that_swallows_its_cancel_is_cancelled_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """As Python 3.11's wait_for can swallow a cancel, a loop may carry on after one."""
-    monkeypatch.setattr(tasks_module, "RECANCEL_S", 0.01)
-    swallowed: list[int] = []
-
-    async def stubborn() -> None:
-        while True:
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                if not swallowed:
-                    swallowed.append(1)
-                    asyncio.current_task().uncancel()  # type: ignore[union-attr]
-                    continue
-                raise
-
-    async def scenario() -> None:
-        owned = TaskSet("test")
-        owned.spawn(stubborn(), "stubborn")
-        await asyncio.sleep(0)
-        await asyncio.wait_for(owned.stop(), 5)
-        assert swallowed == [1]
-
-    asyncio.run(scenario())
