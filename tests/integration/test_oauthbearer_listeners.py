@@ -1,12 +1,12 @@
-"""SASL/OAUTHBEARER with real clients against one broker with two SASL_PLAINTEXT
-listeners: UNSECURED takes unsecured JWTs (KIP-255, librdkafka's
-`enable.sasl.oauthbearer.unsecure.jwt`), SIGNED checks RS256 tokens the test signs
-against a JWKS the test serves over https, its CA given in the JAAS entry's `ssl.*`
-options as Kafka reads them (KIP-768). ACLs are on, with everything allowed
-on what no ACL names, so one test can show that the token's principal is the one ACLs
-see. Also: kafka-python's token provider, refused tokens (one broker log line each), a
-rotated key fetched when a token names its kid, and a broker whose JWKS cannot be read
-refusing to start.
+"""SASL/OAUTHBEARER with real clients against one broker with two SASL_PLAINTEXT listeners
+and a SASL_SSL one: UNSECURED takes unsecured JWTs (KIP-255, librdkafka's
+`enable.sasl.oauthbearer.unsecure.jwt`), OVERTLS the same over TLS, SIGNED checks RS256
+tokens the test signs against a JWKS the test serves over https, its CA given in the
+JAAS entry's `ssl.*` options as Kafka reads them (KIP-768). ACLs are on, with everything
+allowed on what no ACL names, so one test can show that the token's principal is the one
+ACLs see. Also: kafka-python's token provider, refused tokens (one broker log line
+each), a rotated key fetched when a token names its kid, and a broker whose JWKS cannot
+be read refusing to start.
 """
 
 from __future__ import annotations
@@ -106,10 +106,13 @@ def signed_token(key: rsa.RSAPrivateKey, kid: str, sub: str, lifetime_s: int = 6
 
 
 class OAuthBroker:
-    def __init__(self, process: BrokerProcess, unsecured_port: int, signed_port: int) -> None:
+    def __init__(
+        self, process: BrokerProcess, unsecured_port: int, signed_port: int, tls_port: int
+    ) -> None:
         self.process = process
         self.unsecured_port = unsecured_port
         self.signed_port = signed_port
+        self.tls_port = tls_port
 
 
 @pytest.fixture(scope="module")
@@ -131,14 +134,17 @@ def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
 def oauth_broker(
     tmp_path_factory: pytest.TempPathFactory, keys: KeyServer, tls: TlsMaterial
 ) -> Iterator[OAuthBroker]:
-    unsecured_port, signed_port = free_port(), free_port()
+    unsecured_port, signed_port, tls_port = free_port(), free_port(), free_port()
     signed = "listener.name.signed."
     settings = [
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-        "UNSECURED:SASL_PLAINTEXT,SIGNED:SASL_PLAINTEXT",
+        "UNSECURED:SASL_PLAINTEXT,SIGNED:SASL_PLAINTEXT,OVERTLS:SASL_SSL",
         "sasl.enabled.mechanisms=OAUTHBEARER",
         "connection.failed.authentication.delay.ms=20",
         f"listener.name.unsecured.oauthbearer.sasl.jaas.config={MODULE};",
+        f"listener.name.overtls.oauthbearer.sasl.jaas.config={MODULE};",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={tls.server.keystore_pem_path}",
         f"{signed}oauthbearer.sasl.jaas.config={MODULE} ssl.truststore.type=PEM "
         f'ssl.truststore.location="{tls.ca_cert_path}";',
         f"{signed}oauthbearer.sasl.server.callback.handler.class={HANDLER}",
@@ -153,6 +159,7 @@ def oauth_broker(
         more_listeners=[
             f"UNSECURED://localhost:{unsecured_port}",
             f"SIGNED://localhost:{signed_port}",
+            f"OVERTLS://localhost:{tls_port}",
         ],
         extra=[
             "--log-level",
@@ -162,7 +169,7 @@ def oauth_broker(
     )
     process.start()
     try:
-        yield OAuthBroker(process, unsecured_port, signed_port)
+        yield OAuthBroker(process, unsecured_port, signed_port, tls_port)
     finally:
         process.kill()
 
@@ -202,6 +209,15 @@ def produce(conf: dict[str, Any], count: int) -> None:
 def test_confluent_kafka_with_unsecured_jwts(oauth_broker: OAuthBroker) -> None:
     conf = unsecured_conf(oauth_broker.unsecured_port, "alice")
     assert round_trip(conf, 10, prefix="oauth") == [f"v{i}".encode() for i in range(10)]
+
+
+def test_oauthbearer_over_sasl_ssl(oauth_broker: OAuthBroker, tls: TlsMaterial) -> None:
+    conf = unsecured_conf(
+        oauth_broker.tls_port,
+        "alice",
+        **{"security.protocol": "SASL_SSL", "ssl.ca.location": str(tls.ca_cert_path)},
+    )
+    assert round_trip(conf, 10, prefix="oauth-tls") == [f"v{i}".encode() for i in range(10)]
 
 
 def test_confluent_kafka_with_signed_jwts(oauth_broker: OAuthBroker, keys: KeyServer) -> None:

@@ -1,7 +1,8 @@
 """Client quotas enforced, with confluent-kafka against one broker: a producer and a
 consumer over their byte rates are slowed to them (Kafka's throttle: `throttle_time_ms`
 in the answers, the connection muted), while clients without a quota keep their speed;
-and an address over its connection_creation_rate is refused while another is served.
+an address over its connection_creation_rate is refused while another is served; and
+topic changes over the controller_mutation_rate are let through and told to wait.
 Quotas are set with `strom quota`, as an operator would."""
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import pytest
 from broker import BrokerProcess
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 RATE = 20_000
 """The byte rate given to the slow clients: 20 kB a second."""
-SECONDS = 3.0
+SECONDS = 2.0
 RECORD = b"x" * 1000
 BURST_S = 10
 """Kafka measures a first burst over ten one-second windows: a new client may send about
@@ -180,3 +182,30 @@ def test_an_address_over_its_connection_creation_rate_is_refused(
     # Another address, without a quota of its own, is served all the while.
     assert all(_answers_from(quota_broker.bootstrap, "127.0.0.4") for _ in range(23))
     assert "over its connection_creation_rate client quota" in quota_broker.read_log()
+
+
+def test_topic_changes_over_the_mutation_rate_are_paced(quota_broker: BrokerProcess) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "strom", "quota", "set", "--client-id", "slow-admin",
+         "controller_mutation_rate=1", "-b", quota_broker.bootstrap],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    throttles: list[Any] = []
+    admin = AdminClient(
+        {
+            "bootstrap.servers": quota_broker.bootstrap,
+            "client.id": "slow-admin",
+            "throttle_cb": throttles.append,
+        }
+    )
+    prefix = unique_topic("quota-admin")
+    # 30 partitions from a bucket of 11: let through (librdkafka's CreateTopics version
+    # predates the strict error) and told to wait 19 s.
+    futures = admin.create_topics([NewTopic(f"{prefix}-{i}", 10, 1) for i in range(3)])
+    for future in futures.values():
+        future.result(CLIENT_TIMEOUT_S)
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while not throttles and time.monotonic() < deadline:
+        admin.poll(0.1)
+    assert throttles and max(e.throttle_time for e in throttles) > 10

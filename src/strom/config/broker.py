@@ -134,6 +134,10 @@ class BrokerConfig:
     replica_high_watermark_checkpoint_interval_ms: int
     socket_request_max_bytes: int
     connections_max_idle_ms: int
+    quota_windows: tuple[int, int]
+    """Client quotas' (quota.window.num, quota.window.size.seconds in ms)."""
+    controller_quota_windows: tuple[int, int]
+    """controller_mutation_rate's (controller.quota.window.num, its size in ms)."""
     max_incremental_fetch_session_cache_slots: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
@@ -435,6 +439,14 @@ def build_config(
         ),
         socket_request_max_bytes=v.integer("socket.request.max.bytes"),
         connections_max_idle_ms=v.integer("connections.max.idle.ms"),
+        quota_windows=(
+            v.integer("quota.window.num"),
+            v.integer("quota.window.size.seconds") * 1000,
+        ),
+        controller_quota_windows=(
+            v.integer("controller.quota.window.num"),
+            v.integer("controller.quota.window.size.seconds") * 1000,
+        ),
         max_incremental_fetch_session_cache_slots=v.integer(
             "max.incremental.fetch.session.cache.slots"
         ),

@@ -23,8 +23,8 @@ deleted). A request is refused while the bucket is below zero (strict) — it ma
 bucket below zero, never before — and the client waits `-tokens / rate` seconds.
 
 Defaults are Kafka's `quota.window.num=11` and `quota.window.size.seconds=1` (and the
-same for `controller.quota.window.*`). strom does not read those keys. The sampled rate
-is used by quota_sensors.py; the token bucket waits for `controller_mutation_rate`.
+same for `controller.quota.window.*`), which the broker's config may change. Both are
+used by quota_sensors.py.
 """
 
 from __future__ import annotations

@@ -20,6 +20,13 @@ alice is shared by all of alice's client ids.
   addresses the name resolved to (`hosts`; the shell resolves them when the quota is
   set, as Kafka resolves an IP entity's name when its config changes).
 
+- `controller_mutation_rate` (`MutationBuckets`, at the active controller): the
+  partitions each CreateTopics, CreatePartitions and DeleteTopics creates or deletes,
+  in KIP-599's token bucket. Strict (the request versions whose clients know
+  THROTTLING_QUOTA_EXCEEDED): a topic is refused while the bucket is below zero, and
+  may take it below zero; permissive (older versions): every topic is let through and
+  counted. Either way the answer carries the time until the bucket is back at zero.
+
 Sensors nobody used for `samples` windows measure a rate of 0 and are dropped, so a
 client inventing client ids cannot make the broker hold more than the clients of the
 last few seconds. Pure: the time and the quotas are passed in.
@@ -28,14 +35,20 @@ last few seconds. Pure: the time and the quotas are passed in.
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from strom.metadata.quota_entities import CLIENT_ID, IP, USER, QuotaEntity
-from strom.security.quota_rates import DEFAULT_SAMPLES, DEFAULT_WINDOW_MS, SampledRate
+from strom.security.quota_rates import (
+    DEFAULT_SAMPLES,
+    DEFAULT_WINDOW_MS,
+    SampledRate,
+    TokenBucket,
+)
 from strom.security.quota_resolution import client_quota, ip_quota
 
-__all__ = ["EXEMPT", "ClientQuotaSensors", "QuotaUse"]
+__all__ = ["EXEMPT", "ClientQuotaSensors", "MutationBuckets", "QuotaUse"]
 
 # Kafka API keys (strom.protocol.apis.ApiKey) the quotas treat apart.
 _PRODUCE, _FETCH = 0, 1
@@ -193,3 +206,60 @@ def _names(
         except ValueError:
             continue
     return False
+
+
+_MUTATION = "controller_mutation_rate"
+
+
+class MutationBuckets:
+    """The `controller_mutation_rate` bucket of every client that changed topics lately,
+    tagged as the sensors are; a bucket idle for `samples` windows is full again and is
+    dropped."""
+
+    def __init__(self, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_MS):
+        self._samples = samples
+        self._window_ms = window_ms
+        self._buckets: dict[tuple[str | None, str | None], tuple[TokenBucket, list[int]]] = {}
+        self._swept_ms = 0
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def admit(
+        self, user: str, client_id: str, permits: int, quotas: Quotas, now_ms: int, *, strict: bool
+    ) -> bool:
+        """Whether a topic change of `permits` partitions may go ahead at `now_ms`; it is
+        counted when it may."""
+        self._sweep(now_ms)
+        found = client_quota(quotas, _MUTATION, user=user, client_id=client_id)
+        if found is None:
+            return True
+        bucket = self._bucket(found.entity, user, client_id, now_ms)
+        if strict and bucket.available(now_ms, found.value) < 0:
+            return False
+        bucket.take(permits, now_ms, found.value)
+        return True
+
+    def throttle_ms(self, user: str, client_id: str, quotas: Quotas, now_ms: int) -> int:
+        """How long until the client's bucket is back at zero (0: it is not below)."""
+        found = client_quota(quotas, _MUTATION, user=user, client_id=client_id)
+        if found is None:
+            return 0
+        return self._bucket(found.entity, user, client_id, now_ms).throttle_ms(now_ms, found.value)
+
+    def _bucket(self, entity: QuotaEntity, user: str, client_id: str, now_ms: int) -> TokenBucket:
+        tags = _tags(entity, QuotaUse(user, client_id, 0, 0, 0, 0.0))
+        held = self._buckets.get(tags)
+        if held is None:  # a new bucket is full (its first refill caps it at the burst)
+            bucket = TokenBucket(self._samples, self._window_ms, math.inf, now_ms)
+            held = self._buckets[tags] = (bucket, [now_ms])
+        held[1][0] = now_ms
+        return held[0]
+
+    def _sweep(self, now_ms: int) -> None:
+        idle_ms = self._samples * self._window_ms
+        if now_ms - self._swept_ms < idle_ms:
+            return
+        self._swept_ms = now_ms
+        for tags in [t for t, (_, used) in self._buckets.items() if now_ms - used[0] >= idle_ms]:
+            del self._buckets[tags]

@@ -151,7 +151,7 @@ class Broker:
         self.fatal_reason = ""
         self._servers: list[asyncio.Server] = []
         self._client_servers: list[asyncio.Server] = []
-        self.quotas = ClientQuotaThrottle(lambda: self.metadata.image)  # client quotas
+        self.quotas = ClientQuotaThrottle(lambda: self.metadata.image, config.quota_windows)
         self.connections = OpenConnections(self.node_id, config.connection_limits, self.quotas)
         # Each background loop is part of what the node promises (fsyncs, heartbeats,
         # the metadata it serves): one that ends by surprise stops the node, loudly.

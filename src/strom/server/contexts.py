@@ -21,6 +21,7 @@ from strom.server.handlers.ports import (
     TxnContext,
 )
 from strom.server.handlers.txn_markers import TxnMarkersContext
+from strom.server.throttling import ControllerMutationQuota
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -60,6 +61,9 @@ def handler_contexts(broker: Broker) -> Contexts:
         rng=broker.rng,
         forward=broker.forward,
         authorizer=current,
+        mutation_quota=ControllerMutationQuota(
+            lambda: broker.metadata.image, broker.config.controller_quota_windows
+        ),
     )
     return Contexts(
         produce=ProduceContext(

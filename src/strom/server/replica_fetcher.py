@@ -174,7 +174,8 @@ class _LeaderFetcher:
                     waits = [f.retry_at - now for f in self._partitions.values()]
                     timeout = max(0.01, min(waits)) if waits else None
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout)
+                        async with asyncio.timeout(timeout):  # wait_for can eat a cancel
+                            await self._wake.wait()
                     continue
                 try:
                     connection = await self._connect()

@@ -22,20 +22,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
-from strom.security.quota_sensors import ClientQuotaSensors, QuotaUse
+from strom.protocol.codec import Request
+from strom.security.quota_rates import DEFAULT_SAMPLES, DEFAULT_WINDOW_MS
+from strom.security.quota_sensors import ClientQuotaSensors, MutationBuckets, QuotaUse
 from strom.server.clock import now_ms
 from strom.server.handlers.fetch import replica_id_of
 from strom.server.quota_hosts import QuotaHostNames
 
 __all__ = [
     "ClientQuotaThrottle",
+    "ControllerMutationQuota",
     "RequestThrottle",
     "RequestUsage",
     "TimedCall",
@@ -94,8 +97,9 @@ def client_throttles(api_key: int, api_version: int) -> bool:
 
 
 def with_throttle_time(body: Any, throttle_ms: int) -> Any:
-    """`body` (a response) with `throttle_time_ms` set, if its version has the field."""
-    if not any(f.name == "throttle_time" for f in dataclasses.fields(body)):
+    """`body` (a response) with `throttle_time_ms` set, if its version has the field
+    (unchanged for a wait of 0)."""
+    if throttle_ms <= 0 or not any(f.name == "throttle_time" for f in dataclasses.fields(body)):
         return body
     return dataclasses.replace(body, throttle_time=timedelta(milliseconds=throttle_ms))
 
@@ -164,11 +168,15 @@ class ClientQuotaThrottle:
     decides). A broker's connections from other nodes are not throttled."""
 
     def __init__(
-        self, image: Callable[[], MetadataImage], clock_ms: Callable[[], int] = now_ms
+        self,
+        image: Callable[[], MetadataImage],
+        windows: tuple[int, int] = (DEFAULT_SAMPLES, DEFAULT_WINDOW_MS),
+        clock_ms: Callable[[], int] = now_ms,
     ) -> None:
+        """`windows`: quota.window.num and quota.window.size.seconds (in ms)."""
         self._image = image
         self._clock_ms = clock_ms
-        self._sensors = ClientQuotaSensors()
+        self._sensors = ClientQuotaSensors(*windows)
         self._hosts = QuotaHostNames()
 
     def enforced(self) -> bool:
@@ -185,9 +193,8 @@ class ClientQuotaThrottle:
         follower = (
             usage.api_key == ApiKey.FETCH and replica_id_of(usage.request, usage.api_version) >= 0
         )
-        kind, colon, name = usage.principal.partition(":")
         use = QuotaUse(
-            user=name if colon else kind,
+            user=_user_of(usage.principal),
             client_id=usage.client_id,
             api_key=usage.api_key,
             request_bytes=usage.request_bytes,
@@ -196,3 +203,57 @@ class ClientQuotaThrottle:
             follower=follower,
         )
         return self._sensors.throttle_ms(use, self._image().client_quotas, self._clock_ms())
+
+
+_STRICT_FROM: Mapping[int, int] = {
+    ApiKey.CREATE_TOPICS: 6,
+    ApiKey.DELETE_TOPICS: 5,
+    ApiKey.CREATE_PARTITIONS: 3,
+}
+"""The first version of each topic-changing API whose client knows
+THROTTLING_QUOTA_EXCEEDED (KIP-599): its changes are refused when over the quota."""
+
+
+class ControllerMutationQuota:
+    """`controller_mutation_rate` at the active controller, on the wall clock
+    (strom.security.quota_sensors.MutationBuckets decides): the port of the admin
+    handlers that create and delete topics and partitions."""
+
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        windows: tuple[int, int] = (DEFAULT_SAMPLES, DEFAULT_WINDOW_MS),
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        """`windows`: controller.quota.window.num and its size (in ms)."""
+        self._image = image
+        self._clock_ms = clock_ms
+        self._buckets = MutationBuckets(*windows)
+
+    def active(self) -> bool:
+        return any(_MUTATION in v for v in self._image().client_quotas.values())
+
+    def admit(self, request: Request, permits: Sequence[int | None]) -> list[bool]:
+        """Whether each change (its partitions; None: not counted) may go ahead."""
+        user, client_id = _user_of(request.principal), request.client_id or ""
+        strict = request.api_version >= _STRICT_FROM.get(request.api_key, 0)
+        quotas, now = self._image().client_quotas, self._clock_ms()
+        return [
+            count is None or self._buckets.admit(user, client_id, count, quotas, now, strict=strict)
+            for count in permits
+        ]
+
+    def throttle_ms(self, request: Request) -> int:
+        user, client_id = _user_of(request.principal), request.client_id or ""
+        return self._buckets.throttle_ms(
+            user, client_id, self._image().client_quotas, self._clock_ms()
+        )
+
+
+_MUTATION = "controller_mutation_rate"
+
+
+def _user_of(principal: str) -> str:
+    """The name a principal has for the client quotas: `alice` for User:alice."""
+    kind, colon, name = principal.partition(":")
+    return name if colon else kind

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from strom.metadata.quota_entities import QuotaEntity
 from strom.security.quota_rates import throttle_time_ms
-from strom.security.quota_sensors import EXEMPT, ClientQuotaSensors, QuotaUse
+from strom.security.quota_sensors import EXEMPT, ClientQuotaSensors, MutationBuckets, QuotaUse
 
 PRODUCE, FETCH, METADATA = 0, 1, 3
 WINDOW_MS, SAMPLES = 1000, 11
@@ -159,3 +159,34 @@ def test_a_host_names_quota_counts_for_the_addresses_it_resolved_to() -> None:
     unresolved = {"db.example": frozenset[str]()}
     fresh = ClientQuotaSensors()
     assert all(fresh.connection_ms("10.0.0.7", quotas, 0, unresolved) == 0 for _ in range(50))
+
+
+MUTATIONS = {QuotaEntity.user("alice"): {"controller_mutation_rate": 2.0}}
+
+
+def test_strict_topic_changes_are_refused_once_the_bucket_is_below_zero() -> None:
+    buckets = MutationBuckets()
+    # The bucket holds 11 windows of 2 a second: 22 partitions; the change that empties
+    # it may take it below zero, the next is refused.
+    assert buckets.admit("alice", "app", 20, MUTATIONS, 1_000, strict=True)
+    assert buckets.admit("alice", "app", 10, MUTATIONS, 1_000, strict=True)  # to -8
+    assert not buckets.admit("alice", "app", 1, MUTATIONS, 1_000, strict=True)
+    assert buckets.throttle_ms("alice", "app", MUTATIONS, 1_000) == 4_000  # 8 at 2 a second
+    # Permissive (older versions): let through and counted.
+    assert buckets.admit("alice", "app", 4, MUTATIONS, 1_000, strict=False)
+    assert buckets.throttle_ms("alice", "app", MUTATIONS, 1_000) == 6_000
+    # Six seconds on it is back at zero and takes changes again.
+    assert buckets.admit("alice", "app", 1, MUTATIONS, 7_000, strict=True)
+    # Others have no quota, or their own bucket.
+    assert buckets.admit("bob", "app", 10**6, MUTATIONS, 1_000, strict=True)
+    assert buckets.throttle_ms("bob", "app", MUTATIONS, 1_000) == 0
+
+
+def test_idle_buckets_are_dropped() -> None:
+    default = {QuotaEntity.client(None): {"controller_mutation_rate": 1.0}}
+    buckets = MutationBuckets()
+    for i in range(50):
+        buckets.admit("u", f"client-{i}", 1, default, 0, strict=True)
+    assert len(buckets) == 50
+    buckets.admit("u", "late", 1, default, SAMPLES * WINDOW_MS, strict=True)
+    assert len(buckets) == 1

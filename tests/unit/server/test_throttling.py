@@ -15,12 +15,16 @@ from typing import Any
 import pytest
 from server_harness import RecordingWriter, request, run
 
+from strom.config import load_config
+from strom.metadata.image import MetadataImage
+from strom.metadata.quota_entities import QuotaEntity
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, decode_response, encode_request
 from strom.server import connection as connection_module
 from strom.server import throttling
 from strom.server.connection import Connection, api_versions_body
 from strom.server.throttling import (
+    ClientQuotaThrottle,
     RequestUsage,
     TimedCall,
     client_throttles,
@@ -255,3 +259,14 @@ def test_an_old_clients_answer_is_held_back_for_its_wait(
     (answer,) = _answers(written, 1)
     assert answer.throttle_time == timedelta(milliseconds=300)
     assert events == [("dispatch", 1), ("wait", 0.3)]  # held, as Kafka holds it
+
+
+def test_the_windows_come_from_the_config() -> None:
+    config = load_config(overrides=["quota.window.num=3", "quota.window.size.seconds=2"])
+    assert config.quota_windows == (3, 2000)
+    assert load_config().controller_quota_windows == (11, 1000)
+    image = MetadataImage(client_quotas={QuotaEntity.user(None): {"producer_byte_rate": 100.0}})
+    throttle = ClientQuotaThrottle(lambda: image, config.quota_windows, clock_ms=lambda: 0)
+    used = RequestUsage("User:alice", "app", ApiKey.PRODUCE, 9, None, request_bytes=1_000)
+    # 1,000 bytes measured over 2 windows of 2 s: 250 B/s, 1.5 times over 100 B/s.
+    assert throttle.throttle_ms(used) == 6_000

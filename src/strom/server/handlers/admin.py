@@ -26,6 +26,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from random import Random
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -48,8 +49,10 @@ from strom.security.operations import AclOperation, AclResourceType
 from strom.server.handlers.access import Access
 from strom.server.handlers.configs import topic_config_entries
 from strom.server.handlers.forward import at_controller, on_this_controller
+from strom.server.handlers.mutations import THROTTLED, THROTTLED_CODE, counted, paced
 from strom.server.handlers.ports import AdminContext
 from strom.server.handlers.refusals import TOPIC_DENIED, answer_each
+from strom.server.throttling import with_throttle_time
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +240,19 @@ async def _create_topics_here(context: AdminContext, request: Request) -> Any:
             )
         )
     validate_only = bool(getattr(body, "validate_only", False))
-    results = await create_here(context, new_topics, validate_only=validate_only)
+    permits: list[int | None] = [None] * len(new_topics)
+    if counted(context, request) and not validate_only:
+        permits = [r.num_partitions if r.error_code == ErrorCode.none else None for r in
+                   _preview_creation(context, new_topics)]  # fmt: skip
+
+    async def decide(indexes: list[int]) -> list[controller.TopicResult]:
+        chosen = [new_topics[i] for i in indexes]
+        return await create_here(context, chosen, validate_only=validate_only)
+
+    def refused(index: int) -> controller.TopicResult:
+        return controller.TopicResult(new_topics[index].name, THROTTLED_CODE, THROTTLED)
+
+    results, wait_ms = await paced(context, request, permits, decide, refused)
     entries: list[CreatableTopicResult] = []
     for topic, result in zip(new_topics, results, strict=True):
         ok = result.error_code == ErrorCode.none
@@ -253,7 +268,24 @@ async def _create_topics_here(context: AdminContext, request: Request) -> Any:
                 "configs": _created_configs(context, topic) if ok else [],
             }
         )
-    return _create_topics_response(request, entries)
+    return with_throttle_time(_create_topics_response(request, entries), wait_ms)
+
+
+def _preview_creation(
+    context: AdminContext, topics: list[controller.NewTopic]
+) -> list[controller.TopicResult]:
+    """What creating `topics` would answer now (no placement kept, nothing written)."""
+    config, image = context.config(), context.metadata.image
+    _records, results = controller.create_topics(
+        image,
+        topics,
+        defaults=controller.TopicDefaults(config.num_partitions, config.default_replication_factor),
+        brokers=live_brokers(image),
+        rng=Random(0),
+        validate_only=True,
+        validate_configs=_check_configs,
+    )
+    return results
 
 
 def _created_configs(
@@ -381,17 +413,34 @@ async def _delete_topics_here(context: AdminContext, request: Request) -> Any:
     targets = _delete_targets(request)
     if not context.config().delete_topic_enable:
         return _delete_response(request, [_deletion_disabled(t) for t in targets])
-    names = [t for t in targets if isinstance(t, str)]
-    ids = [t for t in targets if isinstance(t, uuid.UUID)]
-    decided = await context.active_controller().decide(
-        lambda image: controller.delete_topics(image, names, ids)
-    )
-    by_name, by_id = iter(decided[: len(names)]), iter(decided[len(names) :])
-    results = [next(by_name) if isinstance(t, str) else next(by_id) for t in targets]
+    image = context.metadata.image
+    found = [
+        image.topics_by_name.get(t) if isinstance(t, str) else image.topics_by_id.get(t)
+        for t in targets
+    ]
+    permits = [None if topic is None else len(topic.partitions) for topic in found]
+
+    async def decide(indexes: list[int]) -> list[controller.TopicResult]:
+        chosen = [targets[i] for i in indexes]
+        names = [t for t in chosen if isinstance(t, str)]
+        ids = [t for t in chosen if isinstance(t, uuid.UUID)]
+        decided = await context.active_controller().decide(
+            lambda image: controller.delete_topics(image, names, ids)
+        )
+        by_name, by_id = iter(decided[: len(names)]), iter(decided[len(names) :])
+        return [next(by_name) if isinstance(t, str) else next(by_id) for t in chosen]
+
+    def refused(index: int) -> controller.TopicResult:
+        target = targets[index]
+        if isinstance(target, str):
+            return controller.TopicResult(target, THROTTLED_CODE, THROTTLED)
+        return controller.TopicResult("", THROTTLED_CODE, THROTTLED, topic_id=target)
+
+    results, wait_ms = await paced(context, request, permits, decide, refused)
     for result in results:
         if result.error_code == ErrorCode.none:
             log.info("[node %d] deleted topic %s", context.node_id, result.name)
-    return _delete_response(request, results)
+    return with_throttle_time(_delete_response(request, results), wait_ms)
 
 
 async def handle_create_partitions(context: AdminContext, request: Request) -> Any:
@@ -461,17 +510,32 @@ async def _create_partitions_here(context: AdminContext, request: Request) -> An
         )
         for t in body.topics
     ]
-    results = await context.active_controller().decide(
-        lambda image: controller.create_partitions(
-            image,
-            increases,
-            brokers=live_brokers(image),
-            rng=context.rng,
-            validate_only=bool(body.validate_only),
+    image = context.metadata.image
+    now = [image.topics_by_name.get(t.name) for t in increases]
+    permits = [
+        None if topic is None or body.validate_only or t.total <= len(topic.partitions)
+        else t.total - len(topic.partitions)
+        for t, topic in zip(increases, now, strict=True)
+    ]  # fmt: skip
+
+    async def decide(indexes: list[int]) -> list[controller.TopicResult]:
+        chosen = [increases[i] for i in indexes]
+        return await context.active_controller().decide(
+            lambda image: controller.create_partitions(
+                image,
+                chosen,
+                brokers=live_brokers(image),
+                rng=context.rng,
+                validate_only=bool(body.validate_only),
+            )
         )
-    )
+
+    def refused(index: int) -> controller.TopicResult:
+        return controller.TopicResult(increases[index].name, THROTTLED_CODE, THROTTLED)
+
+    results, wait_ms = await paced(context, request, permits, decide, refused)
     entries: list[CreatePartitionsTopicResult] = [
         {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
         for r in results
     ]
-    return _create_partitions_response(request, entries)
+    return with_throttle_time(_create_partitions_response(request, entries), wait_ms)

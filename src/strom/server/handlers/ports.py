@@ -437,6 +437,8 @@ class AdminContext:
     forward: ForwardPort
     authorizer: Callable[[], Authorizer | None] = lambda: None
     """The ACL decisions now (the image's bindings); None: no authorizer configured."""
+    mutation_quota: MutationQuota | None = None
+    """`controller_mutation_rate`, counted where the changes are decided."""
 
     def active_controller(self) -> AdminController:
         """This node's controller while it is the active one; NotController otherwise."""
@@ -444,6 +446,22 @@ class AdminContext:
         if controller is None or not controller.active:
             raise NotController(self.forward.channel.leader_id)
         return controller
+
+
+class MutationQuota(Protocol):
+    """The `controller_mutation_rate` client quotas (server/throttling.py)."""
+
+    def active(self) -> bool:
+        """Whether any client has the quota now."""
+        ...
+
+    def admit(self, request: Request, permits: Sequence[int | None]) -> list[bool]:
+        """Whether each change of the request (its partitions) may go ahead."""
+        ...
+
+    def throttle_ms(self, request: Request) -> int:
+        """How long the request's client should wait before its next change."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
