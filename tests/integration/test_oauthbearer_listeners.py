@@ -11,20 +11,15 @@ be read refusing to start.
 
 from __future__ import annotations
 
-import json
 import re
-import ssl
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import jwt
 import pytest
-from broker import BrokerProcess, free_port, serve_refused
+from broker import free_port, serve_refused
 from client_helpers import (
     CLIENT_TIMEOUT_S,
     admin_client,
@@ -42,77 +37,18 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
+from oauth_helpers import (
+    HANDLER,
+    MODULE,
+    KeyServer,
+    OAuthBroker,
+    running_oauth_broker,
+    signed_token,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tls_material import TlsMaterial, make_tls_material
-
-HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
-ISSUER = "https://idp.strom.test"
-
-
-class KeyServer:
-    """A JWKS endpoint over https: serves the public keys in `keys`, counting the
-    fetches."""
-
-    def __init__(self, tls: TlsMaterial) -> None:
-        self.keys: dict[str, rsa.RSAPrivateKey] = {}
-        self.fetches = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.fetches += 1
-                body = json.dumps({"keys": server.public_keys()}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(tls.server.keystore_pem_path)
-        self.http.socket = context.wrap_socket(self.http.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.http.server_address[1]}/jwks"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self.thread.start()
-
-    def public_keys(self) -> list[dict[str, Any]]:
-        return [
-            {**RSAAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": kid, "use": "sig"}
-            for kid, key in list(self.keys.items())
-        ]
-
-    def add_key(self, kid: str) -> rsa.RSAPrivateKey:
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.keys[kid] = key
-        return key
-
-    def close(self) -> None:
-        self.http.shutdown()
-        self.http.server_close()
-
-
-def signed_token(key: rsa.RSAPrivateKey, kid: str, sub: str, lifetime_s: int = 600) -> str:
-    now = int(time.time())
-    claims = {"sub": sub, "iat": now, "exp": now + lifetime_s, "iss": ISSUER, "aud": "strom"}
-    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
-
-
-class OAuthBroker:
-    def __init__(
-        self, process: BrokerProcess, unsecured_port: int, signed_port: int, tls_port: int
-    ) -> None:
-        self.process = process
-        self.unsecured_port = unsecured_port
-        self.signed_port = signed_port
-        self.tls_port = tls_port
 
 
 @pytest.fixture(scope="module")
@@ -134,44 +70,9 @@ def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
 def oauth_broker(
     tmp_path_factory: pytest.TempPathFactory, keys: KeyServer, tls: TlsMaterial
 ) -> Iterator[OAuthBroker]:
-    unsecured_port, signed_port, tls_port = free_port(), free_port(), free_port()
-    signed = "listener.name.signed."
-    settings = [
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
-        "UNSECURED:SASL_PLAINTEXT,SIGNED:SASL_PLAINTEXT,OVERTLS:SASL_SSL",
-        "sasl.enabled.mechanisms=OAUTHBEARER",
-        "connection.failed.authentication.delay.ms=20",
-        f"listener.name.unsecured.oauthbearer.sasl.jaas.config={MODULE};",
-        f"listener.name.overtls.oauthbearer.sasl.jaas.config={MODULE};",
-        "ssl.keystore.type=PEM",
-        f"ssl.keystore.location={tls.server.keystore_pem_path}",
-        f"{signed}oauthbearer.sasl.jaas.config={MODULE} ssl.truststore.type=PEM "
-        f'ssl.truststore.location="{tls.ca_cert_path}";',
-        f"{signed}oauthbearer.sasl.server.callback.handler.class={HANDLER}",
-        f"{signed}oauthbearer.sasl.oauthbearer.jwks.endpoint.url={keys.url}",
-        f"{signed}sasl.oauthbearer.expected.audience=kafka,strom",
-        f"sasl.oauthbearer.expected.issuer={ISSUER}",
-        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found=true",
-    ]
-    process = BrokerProcess(
-        tmp_path_factory.mktemp("oauth-broker") / "data",
-        more_listeners=[
-            f"UNSECURED://localhost:{unsecured_port}",
-            f"SIGNED://localhost:{signed_port}",
-            f"OVERTLS://localhost:{tls_port}",
-        ],
-        extra=[
-            "--log-level",
-            "debug",  # re-authentications are logged at DEBUG
-            *(part for setting in settings for part in ("--set", setting)),
-        ],
-    )
-    process.start()
-    try:
-        yield OAuthBroker(process, unsecured_port, signed_port, tls_port)
-    finally:
-        process.kill()
+    data = tmp_path_factory.mktemp("oauth-broker") / "data"
+    with running_oauth_broker(data, keys, tls) as broker:
+        yield broker
 
 
 def unsecured_conf(port: int, principal: str, **more: Any) -> dict[str, Any]:

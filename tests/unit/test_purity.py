@@ -11,8 +11,8 @@ The rules:
 
 - The cores (`protocol`, `log`, `replication`, `raft`, `group`, `metadata` except its store
   adapters under `metadata/stores/`, and `txn` and `share` once they exist), `config`, the
-  shared leaf `durable_files`, the pure modules of `metrics` (METRICS_CORES) and of
-  `console` (CONSOLE_CORES) stay
+  shared leaf `durable_files`, the pure modules of `metrics` (METRICS_CORES), of
+  `console` (CONSOLE_CORES) and of `client` (CLIENT_CORES) stay
   pure: they import no I/O, clock, thread or global randomness module (a seeded
   `random.Random` comes in from the shell; `from random import Random` is the one import
   of `random` allowed), and of strom only each other: never
@@ -82,7 +82,17 @@ SECURITY_CORES = (
     "security.quota_sensors",
 )
 """Listener security's pure modules (its TLS contexts are the shell's: they read files)."""
-PURE = (*CORES, *METRICS_CORES, *CONSOLE_CORES, *SECURITY_CORES, "config", "durable_files")
+CLIENT_CORES = ("client.oauth_tokens", "client.oauth_oidc", "client.oauth_settings")
+"""The client's pure OAUTHBEARER modules (the token source and its HTTP are the shell's)."""
+PURE = (
+    *CORES,
+    *METRICS_CORES,
+    *CONSOLE_CORES,
+    *SECURITY_CORES,
+    *CLIENT_CORES,
+    "config",
+    "durable_files",
+)
 """Top-level parts of strom (packages or modules) held to the cores' rules."""
 SHELL_INSIDE_PURE = ("metadata.stores",)
 """Parts of a pure package that belong to the shell (they may do I/O)."""

@@ -82,7 +82,8 @@ CommandConfigOption = Annotated[
         metavar="FILE",
         envvar="STROM_COMMAND_CONFIG",
         help="Client settings for librdkafka as key=value lines (a client.properties file), "
-        "such as security.protocol, ssl.ca.location, sasl.mechanism or client.id.",
+        "such as security.protocol, ssl.ca.location, sasl.mechanism, sasl.username, "
+        "sasl.oauthbearer.method or client.id.",
         show_default=False,
     ),
 ]

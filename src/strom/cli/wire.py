@@ -5,7 +5,8 @@ refuses a BROKER config resource without a broker id (Kafka's cluster-wide defau
 These commands speak the Kafka protocol with strom.client.KafkaConnection instead, so they
 work against any Kafka-compatible broker too. Failures become CommandError with the exit
 codes of common.py. A --command-config file's security keys, as librdkafka reads them,
-make the client's TLS and SASL (`client_security`, strom.client.settings); its other
+make the client's TLS and SASL (`client_security`, strom.client.settings: PLAIN, SCRAM,
+and OAUTHBEARER with librdkafka's unsecured tokens or client credentials); its other
 keys are librdkafka's and do not concern these commands.
 """
 

@@ -5,35 +5,42 @@ TLS wraps the dialed stream (`StreamWriter.start_tls`, so a test dialer still de
 where the connection goes). SASL is Kafka's: SaslHandshake v1 naming the mechanism, then
 SaslAuthenticate v2 carrying the mechanism's tokens, PLAIN (RFC 4616) in one message,
 SCRAM-SHA-256/512 (RFC 5802, strom.security.scram's client) in two, the server's final
-signature checked. A refusal closes the connection and raises ClientAuthenticationError
-with the broker's message (the caller names the peer).
+signature checked, OAUTHBEARER (RFC 7628) in one: the initial response with a token from
+the login's `BearerTokenSource` (strom.client.oauth_login) and its SASL extensions. A
+broker that refuses the token answers with RFC 7628's JSON error; the client
+acknowledges it with the byte 0x01, as the RFC says, and reports the JSON. A refusal
+closes the connection and raises ClientAuthenticationError with the broker's message
+(the caller names the peer).
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import ssl
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from strom.client.errors import ClientConnectionError
-from strom.security.sasl import SaslAuthenticationFailed
+from strom.security.sasl import OAUTHBEARER, SaslAuthenticationFailed
 from strom.security.scram import ScramClient, ScramMechanism
 
 if TYPE_CHECKING:
     from strom.client.connection import KafkaConnection
+    from strom.client.oauth_tokens import BearerToken
 
 __all__ = [
     "CLIENT_SASL_MECHANISMS",
+    "BearerTokenSource",
     "ClientAuthenticationError",
     "ClientSecurity",
     "SaslLogin",
     "authenticate",
 ]
 
-CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+CLIENT_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAUTHBEARER)
 """The mechanisms strom's client can log in with."""
 
 _SASL_HANDSHAKE = 17
@@ -44,12 +51,22 @@ class ClientAuthenticationError(ClientConnectionError):
     """The broker refused the TLS handshake or the SASL login; the connection is closed."""
 
 
+class BearerTokenSource(Protocol):
+    """Where an OAUTHBEARER login gets its token."""
+
+    async def token(self, timeout_s: float) -> BearerToken:
+        """A token to log in with now; ClientAuthenticationError if none can be had."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class SaslLogin:
     mechanism: str
     """One of CLIENT_SASL_MECHANISMS."""
-    username: str
-    password: str = field(repr=False)
+    username: str = ""
+    password: str = field(default="", repr=False)
+    tokens: BearerTokenSource | None = field(default=None, repr=False)
+    """OAUTHBEARER's tokens (and only OAUTHBEARER's)."""
 
     def __post_init__(self) -> None:
         if self.mechanism not in CLIENT_SASL_MECHANISMS:
@@ -57,6 +74,8 @@ class SaslLogin:
                 f"SASL mechanism {self.mechanism!r}: strom's client logs in with "
                 f"{', '.join(CLIENT_SASL_MECHANISMS)}"
             )
+        if (self.mechanism == OAUTHBEARER) != (self.tokens is not None):
+            raise ValueError("a token source goes with SASL mechanism OAUTHBEARER, and only it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +116,9 @@ async def _exchange(connection: KafkaConnection, login: SaslLogin, timeout_s: fl
             f"the broker refused SASL mechanism {login.mechanism} "
             f"({handshake.error_code.name.upper()}; it offers {offered})"
         )
+    if login.tokens is not None:
+        await _bearer(connection, login.tokens, timeout_s)
+        return
     scram = ScramMechanism.from_name(login.mechanism)
     if scram is None:  # PLAIN
         token = f"\0{login.username}\0{login.password}".encode()
@@ -106,6 +128,27 @@ async def _exchange(connection: KafkaConnection, login: SaslLogin, timeout_s: fl
     server_first = await _step(connection, client.first_message(), timeout_s)
     server_final = await _step(connection, client.final_message(server_first), timeout_s)
     client.verify_server_final(server_final)
+
+
+async def _bearer(connection: KafkaConnection, tokens: BearerTokenSource, timeout_s: float) -> None:
+    # Imported here: it loads the broker's token checks (PyJWT, cryptography).
+    from strom.security.oauthbearer import client_initial_response
+
+    token = await tokens.token(timeout_s)
+    try:
+        message = client_initial_response(token.value, extensions=token.extensions)
+    except ValueError as exc:  # the source checks extensions; this is a last guard
+        raise ClientAuthenticationError(f"cannot send the OAUTHBEARER token: {exc}") from None
+    challenge = await _step(connection, message, timeout_s)
+    if not challenge:
+        return
+    # RFC 7628's error: acknowledged with 0x01, after which the broker fails the exchange.
+    error = challenge.decode("utf-8", "replace")
+    with contextlib.suppress(ClientConnectionError):
+        await _step(connection, b"\x01", timeout_s)
+    raise ClientAuthenticationError(
+        f"the broker refused the OAUTHBEARER token of {token.principal}: {error} (its log says why)"
+    )
 
 
 async def _step(connection: KafkaConnection, token: bytes, timeout_s: float) -> bytes:

@@ -3,7 +3,12 @@
 ssl.ca.location, ssl.ca.pem, ssl.certificate.location, ssl.key.location,
 ssl.key.password, ssl.endpoint.identification.algorithm,
 enable.ssl.certificate.verification, sasl.mechanism (or sasl.mechanisms), sasl.username
-and sasl.password. Other keys are librdkafka's own and are left alone.
+and sasl.password, and for OAUTHBEARER the keys of strom.client.oauth_settings
+(enable.sasl.oauthbearer.unsecure.jwt, sasl.oauthbearer.config, sasl.oauthbearer.method,
+sasl.oauthbearer.client.id, sasl.oauthbearer.client.secret,
+sasl.oauthbearer.token.endpoint.url, sasl.oauthbearer.scope,
+sasl.oauthbearer.extensions, https.ca.location, https.ca.pem). Other keys are
+librdkafka's own and are left alone.
 """
 
 from __future__ import annotations
@@ -11,8 +16,13 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from strom.client.security import ClientSecurity, SaslLogin
+from strom.security.sasl import OAUTHBEARER
+
+if TYPE_CHECKING:
+    from strom.client.oauth_login import OAuthBearerTokens
 
 __all__ = ["SECURITY_PROTOCOLS", "security_from_settings"]
 
@@ -21,7 +31,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 def security_from_settings(settings: Mapping[str, str]) -> ClientSecurity | None:
     """What the settings ask for; None for plaintext. ValueError saying what strom's
-    client cannot do (a mechanism it has no login for) or which file it cannot use."""
+    client cannot do (a mechanism it has no login for) or which file it cannot use; for
+    OAUTHBEARER an OAuthBearerSettingError, which names the setting to change."""
     protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
     if protocol not in SECURITY_PROTOCOLS:
         raise ValueError(
@@ -33,12 +44,22 @@ def security_from_settings(settings: Mapping[str, str]) -> ClientSecurity | None
     sasl = None
     if protocol.startswith("SASL"):
         mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "GSSAPI"))
-        sasl = SaslLogin(
-            mechanism.strip().upper(),
-            settings.get("sasl.username", ""),
-            settings.get("sasl.password", ""),
-        )
+        mechanism = mechanism.strip().upper()
+        if mechanism == OAUTHBEARER:
+            sasl = SaslLogin(mechanism, tokens=_bearer_tokens(settings))
+        else:
+            sasl = SaslLogin(
+                mechanism, settings.get("sasl.username", ""), settings.get("sasl.password", "")
+            )
     return ClientSecurity(tls, sasl)
+
+
+def _bearer_tokens(settings: Mapping[str, str]) -> OAuthBearerTokens:
+    """The process's token source for the OAUTHBEARER login the settings describe."""
+    from strom.client.oauth_login import tokens_for
+    from strom.client.oauth_settings import oauthbearer_login
+
+    return tokens_for(oauthbearer_login(settings))
 
 
 def _tls_context(settings: Mapping[str, str]) -> ssl.SSLContext:

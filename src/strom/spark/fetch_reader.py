@@ -108,7 +108,8 @@ class _RangeFetch:
         try:
             self._security = security_from_settings(config)
         except ValueError as exc:
-            raise OptionError("kafka.security.protocol", str(exc)) from None
+            key = getattr(exc, "key", "security.protocol")  # OAUTHBEARER's name theirs
+            raise OptionError(f"kafka.{key}", str(exc)) from None
         self._progress_at = time.monotonic()
 
     async def next_batch(self) -> pa.RecordBatch | None:

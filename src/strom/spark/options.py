@@ -95,8 +95,8 @@ DEFAULT_FETCH_RETRY_INTERVAL_MS = 1_000
 
 
 class ReaderKind(Enum):
-    """How read tasks read: whole record batches with strom's own client (TLS, SASL/PLAIN
-    and SCRAM too), or records one by one through a librdkafka consumer."""
+    """How read tasks read: whole record batches with strom's own client (TLS, SASL/PLAIN,
+    SCRAM and OAUTHBEARER too), or records one by one through a librdkafka consumer."""
 
     BATCHES = "batches"
     CONSUMER = "consumer"
@@ -221,28 +221,51 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
 
 
 def _reader(given: Mapping[str, str], client_config: Mapping[str, str]) -> ReaderKind:
-    """`reader`; by default batches, unless the client must log in with a mechanism
-    strom's client has no login for (GSSAPI, OAUTHBEARER), which only the consumer
-    reader (librdkafka) can."""
+    """`reader`; by default batches, unless the client must log in in a way strom's
+    client cannot (GSSAPI; OAUTHBEARER through a JWT assertion or a cloud's metadata
+    service), which only the consumer reader (librdkafka) can."""
+    problem = _own_login_problem(client_config)
+    if "reader" not in given:
+        return ReaderKind.BATCHES if problem is None else ReaderKind.CONSUMER
+    reader = _choice("reader", given["reader"], ReaderKind)
+    if reader is ReaderKind.BATCHES and problem is not None:
+        raise OptionError("reader", f"batches {problem}; use reader=consumer")
+    return reader
+
+
+def _own_login_problem(client_config: Mapping[str, str]) -> str | None:
+    """Why strom's client cannot log in as the kafka.* options say, as the end of a
+    sentence about it (None: it can); OptionError for OAUTHBEARER options that no
+    client can log in with."""
+    from strom.client.oauth_settings import (
+        OAuthBearerSettingError,
+        OAuthBearerUnsupported,
+        oauthbearer_login,
+    )
     from strom.client.security import CLIENT_SASL_MECHANISMS
 
     protocol = client_config.get("security.protocol", "plaintext").strip().upper()
+    if not protocol.startswith("SASL"):
+        return None
     mechanism = (
         client_config.get("sasl.mechanism", client_config.get("sasl.mechanisms", "GSSAPI"))
         .strip()
         .upper()
     )
-    own_login = not protocol.startswith("SASL") or mechanism in CLIENT_SASL_MECHANISMS
-    if "reader" not in given:
-        return ReaderKind.BATCHES if own_login else ReaderKind.CONSUMER
-    reader = _choice("reader", given["reader"], ReaderKind)
-    if reader is ReaderKind.BATCHES and not own_login:
-        raise OptionError(
-            "reader",
-            f"batches logs in with {', '.join(CLIENT_SASL_MECHANISMS)}, and "
-            f"kafka.sasl.mechanism is {mechanism!r}; use reader=consumer",
+    if mechanism not in CLIENT_SASL_MECHANISMS:
+        return (
+            f"logs in with {', '.join(CLIENT_SASL_MECHANISMS)}, and "
+            f"kafka.sasl.mechanism is {mechanism!r}"
         )
-    return reader
+    if mechanism != "OAUTHBEARER":
+        return None
+    try:
+        oauthbearer_login(client_config)
+    except OAuthBearerUnsupported as exc:
+        return f"cannot log in as kafka.{exc.key} asks ({exc})"
+    except OAuthBearerSettingError as exc:
+        raise OptionError(f"kafka.{exc.key}", str(exc)) from None
+    return None
 
 
 def _isolation_level(given: Mapping[str, str]) -> IsolationLevel:
@@ -260,6 +283,11 @@ def parse_write_options(options: Mapping[str, str], *, streaming: bool = False) 
         raise OptionError("topic", "is empty")
     client_config = _client_config(given)
     exactly_once = _boolean(given, "exactlyOnce", default=False)
+    problem = _own_login_problem(client_config) if exactly_once else None
+    if problem is not None:
+        raise OptionError(
+            "exactlyOnce", f"strom's own client ends the transactions, and it {problem}"
+        )
     prefix = _transactional_id_prefix(given, exactly_once, streaming, client_config)
     return WriteOptions(_bootstrap(given), topic, client_config, exactly_once, prefix)
 

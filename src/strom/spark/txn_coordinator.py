@@ -234,4 +234,5 @@ def security_of(client_config: Mapping[str, str]) -> ClientSecurity | None:
     try:
         return security_from_settings(client_config)
     except ValueError as exc:
-        raise OptionError("kafka.security.protocol", str(exc)) from None
+        key = getattr(exc, "key", "security.protocol")  # OAUTHBEARER's name theirs
+        raise OptionError(f"kafka.{key}", str(exc)) from None

@@ -155,7 +155,17 @@ def _abort(producer: Producer, slot: TaskSlot) -> None:
 
 def _consumer_settings(options: WriteOptions) -> dict[str, str]:
     """The kafka.* settings a consumer also understands (security, client id, ...)."""
-    shared = ("security.", "sasl.", "ssl.", "client.id", "socket.", "broker.")
+    shared = (
+        "security.",
+        "sasl.",
+        "ssl.",
+        "enable.sasl.",  # enable.sasl.oauthbearer.unsecure.jwt
+        "enable.ssl.",  # enable.ssl.certificate.verification
+        "https.",  # the OAUTHBEARER token endpoint's CA
+        "client.id",
+        "socket.",
+        "broker.",
+    )
     return {k: v for k, v in options.client_config.items() if k.startswith(shared)}
 
 

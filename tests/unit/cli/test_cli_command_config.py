@@ -256,7 +256,32 @@ def test_strom_own_client_takes_librdkafkas_security_keys(tmp_path: Path) -> Non
         ({"security.protocol": "SASL_SSL"}, "SASL mechanism 'GSSAPI'"),
         (
             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"},
-            "strom's client logs in with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+            "sasl.mechanism=OAUTHBEARER needs a way to get tokens: set "
+            "sasl.oauthbearer.method=oidc with sasl.oauthbearer.client.id, "
+            "sasl.oauthbearer.client.secret and sasl.oauthbearer.token.endpoint.url, or, for "
+            "development, enable.sasl.oauthbearer.unsecure.jwt=true with "
+            "sasl.oauthbearer.config=principal=<name>",
+        ),
+        (
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                "sasl.oauthbearer.config": "scope=kafka",
+            },
+            "sasl.oauthbearer.config has no principal=<name>",
+        ),
+        (
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "OAUTHBEARER",
+                "sasl.oauthbearer.method": "oidc",
+                "sasl.oauthbearer.client.id": "orders",
+                "sasl.oauthbearer.client.secret": "orders-secret",
+                "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+                "https.ca.location": "/nonexistent/idp-ca.pem",
+            },
+            "cannot use https.ca.location",
         ),
         (
             {"security.protocol": "SSL", "ssl.ca.location": "/nonexistent/ca.pem"},
@@ -272,6 +297,31 @@ def test_security_strom_own_client_cannot_use_is_a_usage_error(
     assert caught.value.exit_code == ExitCode.USAGE
     assert caught.value.message.startswith("F: ")
     assert problem in caught.value.message
+
+
+def test_strom_own_client_takes_librdkafkas_oauthbearer_keys() -> None:
+    settings = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "oauthbearer",
+        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+        "sasl.oauthbearer.config": "principal=alice",
+    }
+    security = client_security(settings, "F")
+    assert security is not None and security.protocol == "SASL_PLAINTEXT"
+    assert security.sasl is not None and security.sasl.mechanism == "OAUTHBEARER"
+    assert security.sasl.tokens is not None
+    oidc = client_security(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": "orders",
+            "sasl.oauthbearer.client.secret": "orders-secret",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+        },
+        "F",
+    )
+    assert oidc is not None and "orders-secret" not in repr(oidc)
 
 
 def test_run_session_refuses_before_connecting(tmp_path: Path) -> None:

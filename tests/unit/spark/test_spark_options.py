@@ -117,6 +117,23 @@ def test_every_option_is_parsed() -> None:
     assert len(READ_OPTIONS) == 21
 
 
+OAUTH_UNSECURED = {
+    "kafka.security.protocol": "SASL_PLAINTEXT",
+    "kafka.sasl.mechanisms": "OAUTHBEARER",
+    "kafka.enable.sasl.oauthbearer.unsecure.jwt": "true",
+    "kafka.sasl.oauthbearer.config": "principal=Alice scope=read",
+}
+OAUTH_OIDC = {
+    "kafka.security.protocol": "SASL_SSL",
+    "kafka.sasl.mechanism": "OAUTHBEARER",
+    "kafka.sasl.oauthbearer.method": "oidc",
+    "kafka.sasl.oauthbearer.client.id": "orders",
+    "kafka.sasl.oauthbearer.client.secret": "orders-secret",
+    "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
+}
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+
 @pytest.mark.parametrize(
     ("given", "reader"),
     [
@@ -128,8 +145,10 @@ def test_every_option_is_parsed() -> None:
             ReaderKind.BATCHES,
         ),
         ({"kafka.security.protocol": "SASL_SSL"}, ReaderKind.CONSUMER),  # GSSAPI
-        (
-            {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanisms": "OAUTHBEARER"},
+        (OAUTH_UNSECURED, ReaderKind.BATCHES),
+        (OAUTH_OIDC, ReaderKind.BATCHES),
+        (  # a JWT assertion: librdkafka gets such tokens, strom's client does not
+            OAUTH_OIDC | {"kafka.sasl.oauthbearer.grant.type": JWT_BEARER},
             ReaderKind.CONSUMER,
         ),
         ({"reader": "batches"}, ReaderKind.BATCHES),
@@ -151,11 +170,62 @@ def test_the_reader_is_batches_unless_the_login_is_one_strom_has_none_for(
             "kafka.sasl.mechanism is 'GSSAPI'; use reader=consumer",
         ),
         ({"reader": "records"}, "expected one of batches, consumer, got 'records'"),
+        (
+            OAUTH_OIDC | {"reader": "batches", "kafka.sasl.oauthbearer.grant.type": JWT_BEARER},
+            "batches cannot log in as kafka.sasl.oauthbearer.grant.type asks .*client_credentials "
+            "only.*; use reader=consumer",
+        ),
     ],
 )
 def test_a_reader_that_cannot_read_is_refused(given: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=rf"option 'reader': .*{message}"):
         parse_read_options(lowered(BASE | given), streaming=False)
+
+
+def test_the_oauthbearer_options_keep_their_values_and_reach_the_client() -> None:
+    options = parse_read_options(lowered(BASE | OAUTH_UNSECURED), streaming=False)
+    assert options.client_config["sasl.oauthbearer.config"] == "principal=Alice scope=read"
+    assert options.client_config["enable.sasl.oauthbearer.unsecure.jwt"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("given", "option", "message"),
+    [
+        (
+            OAUTH_UNSECURED | {"kafka.sasl.oauthbearer.config": "scope=read"},
+            "kafka.sasl.oauthbearer.config",
+            "has no principal=<name>",
+        ),
+        (
+            {k: v for k, v in OAUTH_OIDC.items() if "secret" not in k},
+            "kafka.sasl.oauthbearer.client.secret",
+            "sasl.oauthbearer.method=oidc also needs sasl.oauthbearer.client.secret",
+        ),
+        (
+            {k: v for k, v in OAUTH_OIDC.items() if "method" not in k},
+            "kafka.sasl.oauthbearer.method",
+            "needs a way to get tokens",
+        ),
+    ],
+)
+def test_oauthbearer_options_no_client_can_log_in_with_are_refused_by_name(
+    given: dict[str, str], option: str, message: str
+) -> None:
+    for reader in ("batches", "consumer"):
+        with pytest.raises(OptionError, match=rf"option '{option}': .*{message}"):
+            parse_read_options(lowered(BASE | given | {"reader": reader}), streaming=False)
+
+
+def test_an_exactly_once_write_needs_a_login_strom_has() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t", "exactlyOnce": "true"}
+    assert parse_write_options(lowered(base | OAUTH_UNSECURED), streaming=True).exactly_once
+    with pytest.raises(OptionError, match="option 'exactlyOnce': strom's own client ends"):
+        parse_write_options(lowered(base | {"kafka.security.protocol": "SASL_SSL"}), streaming=True)
+    with pytest.raises(OptionError, match=r"option 'kafka\.sasl\.oauthbearer\.config'"):
+        parse_write_options(
+            lowered(base | OAUTH_UNSECURED | {"kafka.sasl.oauthbearer.config": ""}),
+            streaming=True,
+        )
 
 
 def test_batch_ending_options() -> None:
