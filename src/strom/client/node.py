@@ -66,6 +66,11 @@ class NodeClient:
         return self._closed
 
     @property
+    def security(self) -> ClientSecurity | None:
+        """What each of its connections is secured with."""
+        return self._security
+
+    @property
     def is_connected(self) -> bool:
         return self._connection is not None and not self._connection.is_closed
 

@@ -302,13 +302,19 @@ class TxnMarkerSender:
         return _answers(response, marker)
 
     def _client(self, broker_id: int) -> NodeClient | None:
-        """A client of `broker_id` where the image says it listens (a new one when that
-        moved); None while it is unregistered or fenced."""
+        """A client of `broker_id` where the image says it listens, with the inter-broker
+        security of now (a new one when either changed: the broker moved, or a dynamic
+        config changed how brokers connect); None while it is unregistered or fenced."""
         broker = self._image().brokers.get(broker_id)
         client = self._clients.get(broker_id)
         if broker is None or broker.fenced:
             return None
-        if client is not None and (client.host, client.port) == (broker.host, broker.port):
+        security = self._security()
+        if (
+            client is not None
+            and (client.host, client.port) == (broker.host, broker.port)
+            and client.security is security
+        ):
             return client
         if client is not None:
             client.close()
@@ -317,7 +323,7 @@ class TxnMarkerSender:
             broker.port,
             client_id=f"strom-txn-markers-{self._node_id}",
             node_id=broker_id,
-            security=self._security(),
+            security=security,
         )
         return client
 

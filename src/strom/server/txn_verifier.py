@@ -302,18 +302,19 @@ class TxnVerifier:
 
     def _link(self, broker_id: int, address: tuple[str, int]) -> _CoordinatorLink:
         old = self._links.get(broker_id)
-        if old is not None and old.address == address:
+        security = self._ports.security()
+        if old is not None and old.address == address and old.client.security is security:
             return old
         client = NodeClient(
             *address,
             client_id=f"strom-txn-verifier-{self._ports.node_id}",
             node_id=broker_id,
-            security=self._ports.security(),
+            security=security,
         )
         link = self._links[broker_id] = _CoordinatorLink(broker_id, address, client)
         if old is not None:
-            # The broker moved: what is in flight fails (its producers retry), what waits
-            # goes to the new address.
+            # The broker moved, or a dynamic config changed how brokers connect: what is
+            # in flight fails (its producers retry), what waits goes to the new client.
             old.client.close()
             link.waiting, old.waiting = old.waiting, {}
         return link
