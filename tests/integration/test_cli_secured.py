@@ -1,7 +1,7 @@
 """The commands on strom's own client (cluster status, txn list, config --cluster-default)
 against secured listeners, with librdkafka's keys in --command-config: SASL_SSL with
 SCRAM-SHA-512 and PLAIN, SSL with the CA; a wrong password and an unknown CA refused
-with the reason, exit code 3."""
+with the reason, exit code 3. The console's per-broker log sizes over SASL_SSL too."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from broker import BrokerProcess, free_port
-from client_helpers import add_scram_user
+from client_helpers import add_scram_user, create_topic, make_records, produce_confluent
+
+from strom.console.backend import ClusterBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -131,3 +133,18 @@ def test_a_wrong_password_and_an_unknown_ca_are_refused_with_the_reason(
     assert f"cannot connect to localhost:{secured.ssl_port}: TLS handshake failed" in done.stderr
     assert "certificate" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_consoles_log_sizes_are_asked_of_each_broker_with_its_security(
+    secured: Secured, material: TlsMaterial, tmp_path: Path
+) -> None:
+    create_topic(secured.broker.bootstrap, "sized", 1)
+    produce_confluent(secured.broker.bootstrap, "sized", make_records(20, seed=7))
+    properties = tmp_path / "console.properties"
+    properties.write_text(_sasl_ssl(material, "SCRAM-SHA-512", "admin", "admin-secret"))
+    backend = ClusterBackend(f"localhost:{secured.sasl_ssl_port}", 10, properties)
+    try:
+        sizes = backend.log_sizes()
+    finally:
+        backend.close()
+    assert sizes.get(("sized", 0), {}).get(1, 0) > 0, sizes

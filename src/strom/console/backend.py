@@ -135,7 +135,7 @@ class ClusterBackend:
             version, cluster = await describe_cluster(session)
             sizes: dict[Partition, dict[int, int]] = {}
             for broker in brokers_from(cluster, fenced_known=version >= 2):
-                node = WireSession(broker.address, session.timeout_s)
+                node = WireSession(broker.address, session.timeout_s, session.security)
                 try:
                     _, answer = await node.call(
                         DESCRIBE_LOG_DIRS, "DescribeLogDirs", {"topics": None}, max_version=4
