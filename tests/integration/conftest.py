@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess, free_port
+from oauth_helpers import keys, oauth_broker, tls  # noqa: F401 - the OAUTHBEARER tests'
 from zookeeper_fixtures import zk_chroot, zk_connect, zookeeper_server  # noqa: F401
 
 

@@ -2,6 +2,9 @@
 the listener tests (test_oauthbearer_listeners.py), strom's own client
 (test_oauthbearer_client.py) and the Spark connector.
 
+The module-scoped fixtures `tls`, `keys` (the key server, with the key `k1`) and
+`oauth_broker` are imported by the test modules that use them.
+
 `KeyServer` serves a JWKS over https; `TokenServer` is a client credentials token
 endpoint over https that checks each client's id and secret and issues RS256 tokens
 signed with the key server's `k1`; `running_oauth_broker` starts a broker with two
@@ -15,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
@@ -23,15 +27,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jwt
+import pytest
 from broker import BrokerProcess, free_port
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-if TYPE_CHECKING:
-    from tls_material import TlsMaterial
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tls_material import TlsMaterial, make_tls_material
 
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
@@ -217,3 +223,43 @@ def running_oauth_broker(
         yield OAuthBroker(process, unsecured_port, signed_port, tls_port)
     finally:
         process.kill()
+
+
+@contextmanager
+def running_token_server(
+    tls: TlsMaterial, keys: KeyServer, clients: dict[str, str]
+) -> Iterator[TokenServer]:
+    """A token endpoint for `clients` (id: secret), closed on the way out."""
+    server = TokenServer(tls, keys, clients)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    """A private CA and a certificate for localhost, for the https endpoints."""
+    return make_tls_material(tmp_path_factory.mktemp("oauth-tls"))
+
+
+@pytest.fixture(scope="module")
+def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
+    """The JWKS endpoint, holding the key `k1`."""
+    server = KeyServer(tls)
+    server.add_key("k1")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def oauth_broker(
+    tmp_path_factory: pytest.TempPathFactory, keys: KeyServer, tls: TlsMaterial
+) -> Iterator[OAuthBroker]:
+    """The OAUTHBEARER broker of a test module."""
+    with running_oauth_broker(
+        tmp_path_factory.mktemp("oauth-broker") / "data", keys, tls
+    ) as broker:
+        yield broker

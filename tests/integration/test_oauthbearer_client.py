@@ -24,7 +24,13 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from oauth_helpers import KeyServer, OAuthBroker, TokenServer, running_oauth_broker
+from oauth_helpers import (
+    KeyServer,
+    OAuthBroker,
+    TokenServer,
+    running_oauth_broker,
+    running_token_server,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -34,27 +40,9 @@ SECRET = "orders-secret-0123"
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return make_tls_material(tmp_path_factory.mktemp("oauth-client-tls"))
-
-
-@pytest.fixture(scope="module")
-def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
-    server = KeyServer(tls)
-    server.add_key("k1")
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="module")
 def idp(tls: TlsMaterial, keys: KeyServer) -> Iterator[TokenServer]:
-    server = TokenServer(tls, keys, {"svc-orders": SECRET})
-    try:
+    with running_token_server(tls, keys, {"svc-orders": SECRET}) as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")

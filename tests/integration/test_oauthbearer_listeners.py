@@ -12,13 +12,10 @@ be read refusing to start.
 from __future__ import annotations
 
 import re
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from broker import free_port, serve_refused
 from client_helpers import (
     CLIENT_TIMEOUT_S,
@@ -42,37 +39,10 @@ from oauth_helpers import (
     MODULE,
     KeyServer,
     OAuthBroker,
-    running_oauth_broker,
     signed_token,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tls_material import TlsMaterial, make_tls_material
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return make_tls_material(tmp_path_factory.mktemp("oauth-tls"))
-
-
-@pytest.fixture(scope="module")
-def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
-    server = KeyServer(tls)
-    server.add_key("k1")
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="module")
-def oauth_broker(
-    tmp_path_factory: pytest.TempPathFactory, keys: KeyServer, tls: TlsMaterial
-) -> Iterator[OAuthBroker]:
-    data = tmp_path_factory.mktemp("oauth-broker") / "data"
-    with running_oauth_broker(data, keys, tls) as broker:
-        yield broker
+from tls_material import TlsMaterial
 
 
 def unsecured_conf(port: int, principal: str, **more: Any) -> dict[str, Any]:

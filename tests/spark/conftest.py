@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess
+from oauth_helpers import keys, oauth_broker, tls  # noqa: F401 - the OAUTHBEARER tests'
 
 BROKER_SETTINGS = [
     "--set",

@@ -7,57 +7,26 @@ endpoint (tests/integration/oauth_helpers.py).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pyspark")
 
-from oauth_helpers import KeyServer, OAuthBroker, TokenServer, running_oauth_broker
+from oauth_helpers import KeyServer, OAuthBroker, TokenServer, running_token_server
 from spark_helpers import create_topic, unique_topic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tls_material import TlsMaterial, make_tls_material
+from tls_material import TlsMaterial
 
 ROWS = 100
 SECRET = "spark-secret-42"
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
-    return make_tls_material(tmp_path_factory.mktemp("spark-oauth-tls"))
-
-
-@pytest.fixture(scope="module")
-def keys(tls: TlsMaterial) -> Iterator[KeyServer]:
-    server = KeyServer(tls)
-    server.add_key("k1")
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="module")
 def idp(tls: TlsMaterial, keys: KeyServer) -> Iterator[TokenServer]:
-    server = TokenServer(tls, keys, {"spark-job": SECRET})
-    try:
+    with running_token_server(tls, keys, {"spark-job": SECRET}) as server:
         yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="module")
-def oauth_broker(
-    tmp_path_factory: pytest.TempPathFactory, keys: KeyServer, tls: TlsMaterial
-) -> Iterator[OAuthBroker]:
-    data = tmp_path_factory.mktemp("spark-oauth") / "data"
-    with running_oauth_broker(data, keys, tls) as broker:
-        yield broker
 
 
 def _with(frame: Any, options: dict[str, str]) -> Any:
