@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import kafka
 import kafka_wire as wire
 import pytest
 from broker import BrokerProcess
@@ -29,6 +30,7 @@ RECORD = b"x" * 1000
 BURST_S = 10
 """Kafka measures a first burst over ten one-second windows: a new client may send about
 RATE * 10 bytes before its first wait, strom too."""
+THROTTLING_QUOTA_EXCEEDED = 89
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +211,34 @@ def test_topic_changes_over_the_mutation_rate_are_paced(quota_broker: BrokerProc
     while not throttles and time.monotonic() < deadline:
         admin.poll(0.1)
     assert throttles and max(e.throttle_time for e in throttles) > 10
+
+
+def test_a_strict_client_is_refused_the_topics_over_its_mutation_rate(
+    quota_broker: BrokerProcess,
+) -> None:
+    """kafka-python's admin client sends CreateTopics v7, whose clients know
+    THROTTLING_QUOTA_EXCEEDED: the topic that finds the bucket below zero is refused."""
+    done = subprocess.run(
+        [sys.executable, "-m", "strom", "quota", "set", "--client-id", "strict-admin",
+         "controller_mutation_rate=1", "-b", quota_broker.bootstrap],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    prefix = unique_topic("quota-strict")
+    names = [f"{prefix}-{i}" for i in range(3)]
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=quota_broker.bootstrap, client_id="strict-admin"
+    )
+    try:
+        # A bucket of 11: the first 10 partitions leave 1, the next 10 take it to -9,
+        # the last 10 find it below zero.
+        answer = admin.create_topics(
+            {name: {"num_partitions": 10, "replication_factor": 1} for name in names},
+            raise_errors=False,
+        )
+    finally:
+        admin.close()
+    errors = {topic["name"]: topic["error_code"] for topic in answer["topics"]}
+    assert errors == {names[0]: 0, names[1]: 0, names[2]: THROTTLING_QUOTA_EXCEEDED}, answer
+    refused = answer["topics"][2]
+    assert refused["error_message"] == "The throttling quota has been exceeded."
