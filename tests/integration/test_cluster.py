@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cluster import TestCluster, free_ports, running_cluster
-from conftest import store_settings
 
+from conftest import store_settings
 from strom.cli.dev_cluster import LocalCluster
 from strom.cli.dev_plan import NodePlan
 from strom.client import KafkaConnection

@@ -30,8 +30,8 @@ from kio.schema.errors import ErrorCode
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cluster import TestCluster, running_cluster
-from conftest import store_settings
 
+from conftest import store_settings
 from strom.client import KafkaConnection
 from strom.protocol.apis import ApiKey
 

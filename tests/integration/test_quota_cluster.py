@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess
 from cluster import TestCluster, running_cluster
-from conftest import store_settings
 from zookeeper import kazoo_client
 
+from conftest import store_settings
 from strom.client import KafkaConnection
 from strom.protocol.apis import ApiKey
 

@@ -20,8 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cluster import TestCluster, running_cluster
-from conftest import store_settings
 
+from conftest import store_settings
 from strom.client import KafkaConnection
 from strom.log.config import LogConfig
 from strom.log.partition_log import PartitionLog
