@@ -172,6 +172,7 @@ class Remote:
         self.asked = 0
         self.down = 0
         self.host, self.port = "localhost", 9002
+        self.security = None  # the sender's: plaintext
 
     async def request(self, api_key: int, body: Any, **_: Any) -> Any:
         self.asked += 1
