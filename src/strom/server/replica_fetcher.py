@@ -165,8 +165,10 @@ class _LeaderFetcher:
     async def run(self) -> None:
         backoff_s = self._ports.config().replica_fetch_backoff_ms / 1000
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
         try:
-            while not self.done:
+            # A cancel some inner wait swallowed still ends the loop (the node is stopping).
+            while not self.done and not (task is not None and task.cancelling()):
                 now = loop.time()
                 ready = [f for f in self._partitions.values() if f.retry_at <= now and f.current]
                 if not ready:
@@ -388,9 +390,8 @@ class _LeaderFetcher:
         waits = [p.durable(p.log.log_end_offset) for p in flushing if p.fsync_before_ack]
         if waits:
             try:
-                await asyncio.wait_for(
-                    asyncio.gather(*waits, return_exceptions=True), FLUSH_TIMEOUT_S
-                )
+                async with asyncio.timeout(FLUSH_TIMEOUT_S):  # wait_for can eat a cancel
+                    await asyncio.gather(*waits, return_exceptions=True)
             except TimeoutError:
                 log.warning(
                     "[node %d] fsync of records from leader %d took over %.0f s",
