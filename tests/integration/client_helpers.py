@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import random
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -426,3 +428,16 @@ def add_scram_user(
     )
     admin = admin_client(bootstrap)  # kept until the answer: a dropped client fails its futures
     admin.alter_user_scram_credentials([upsertion])[user].result(timeout=CLIENT_TIMEOUT_S)
+
+
+def strom_with(
+    properties: Path, text: str, port: int, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`strom <args>` against localhost:<port>, with `text` written to `properties` as
+    its --command-config."""
+    properties.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "strom", *args, "--command-config", str(properties),
+         "-b", f"localhost:{port}", "--timeout", "10"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip

@@ -5,14 +5,19 @@ with the reason, exit code 3. The console's per-broker log sizes over SASL_SSL t
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker import BrokerProcess, free_port
-from client_helpers import add_scram_user, create_topic, make_records, produce_confluent
+from client_helpers import (
+    add_scram_user,
+    create_topic,
+    make_records,
+    produce_confluent,
+    strom_with,
+)
 
 from strom.console.backend import ClusterBackend
 
@@ -61,29 +66,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory, material: TlsMaterial) -> 
         yield Secured(broker, ssl_port, sasl_ssl_port)
     finally:
         broker.kill()
-
-
-def strom_with(
-    properties: Path, text: str, port: int, *args: str
-) -> subprocess.CompletedProcess[str]:
-    properties.write_text(text)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "strom",
-            *args,
-            "--command-config",
-            str(properties),
-            "-b",
-            f"localhost:{port}",
-            "--timeout",
-            "10",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def _sasl_ssl(material: TlsMaterial, mechanism: str, user: str, password: str) -> str:

@@ -9,14 +9,13 @@ and its exit code.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker import free_port
-from client_helpers import CLIENT_TIMEOUT_S, admin_client
+from client_helpers import CLIENT_TIMEOUT_S, admin_client, strom_with
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -73,28 +72,6 @@ def oauth_broker(
         yield broker
 
 
-def strom(config: Path, text: str, port: int, *args: str) -> subprocess.CompletedProcess[str]:
-    """`strom <args>` against localhost:<port> with `text` as its --command-config."""
-    config.write_text(text)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "strom",
-            *args,
-            "--command-config",
-            str(config),
-            "-b",
-            f"localhost:{port}",
-            "--timeout",
-            "10",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def unsecured(principal: str) -> str:
     return (
         "security.protocol=SASL_PLAINTEXT\n"
@@ -122,10 +99,10 @@ def test_unsecured_jwts_log_in_as_their_principal(
     oauth_broker: OAuthBroker, tmp_path: Path
 ) -> None:
     port = oauth_broker.unsecured_port
-    alice = strom(tmp_path / "alice.properties", unsecured("alice"), port, "acl", "list")
+    alice = strom_with(tmp_path / "alice.properties", unsecured("alice"), port, "acl", "list")
     assert alice.returncode == 0, alice.stderr
     assert "User:mallory" in alice.stdout and "DENY" in alice.stdout
-    mallory = strom(tmp_path / "mallory.properties", unsecured("mallory"), port, "acl", "list")
+    mallory = strom_with(tmp_path / "mallory.properties", unsecured("mallory"), port, "acl", "list")
     assert mallory.returncode == 1, mallory.stderr
     assert "CLUSTER_AUTHORIZATION_FAILED" in mallory.stderr
     log = oauth_broker.process.read_log()
@@ -139,7 +116,7 @@ def test_client_credentials_ask_the_endpoint_once_for_every_connection(
     asked = len(idp.grants)
     config = oidc(idp.url, tls.ca_cert_path)
     # log-dirs opens one connection to the bootstrap server and one to each broker.
-    done = strom(
+    done = strom_with(
         tmp_path / "oidc.properties", config, oauth_broker.signed_port, "cluster", "log-dirs"
     )
     assert done.returncode == 0, done.stderr
@@ -155,7 +132,7 @@ def test_a_wrong_secret_and_an_endpoint_that_is_down_are_one_sentence_each(
     oauth_broker: OAuthBroker, idp: TokenServer, tls: TlsMaterial, tmp_path: Path
 ) -> None:
     port = oauth_broker.signed_port
-    wrong = strom(
+    wrong = strom_with(
         tmp_path / "wrong.properties",
         oidc(idp.url, tls.ca_cert_path, secret="not-the-secret"),
         port,
@@ -170,14 +147,16 @@ def test_a_wrong_secret_and_an_endpoint_that_is_down_are_one_sentence_each(
         "sasl.oauthbearer.client.secret"
     )
     down = f"https://127.0.0.1:{free_port()}/token"
-    gone = strom(tmp_path / "down.properties", oidc(down, tls.ca_cert_path), port, "acl", "list")
+    gone = strom_with(
+        tmp_path / "down.properties", oidc(down, tls.ca_cert_path), port, "acl", "list"
+    )
     assert gone.returncode == 3, gone.stderr
     assert gone.stderr.strip() == (
         f"strom: cannot connect to localhost:{port}: cannot get an OAUTHBEARER token from "
         f"{down} (sasl.oauthbearer.token.endpoint.url): connection refused"
     )
     other_ca = make_tls_material(tmp_path / "other-ca")
-    untrusted = strom(
+    untrusted = strom_with(
         tmp_path / "ca.properties", oidc(idp.url, other_ca.ca_cert_path), port, "acl", "list"
     )
     assert untrusted.returncode == 3, untrusted.stderr
@@ -193,7 +172,7 @@ def test_a_token_the_broker_refuses_and_a_config_without_a_principal(
 ) -> None:
     # An unsecured token at the listener that checks signatures.
     port = oauth_broker.signed_port
-    refused = strom(tmp_path / "r.properties", unsecured("alice"), port, "acl", "list")
+    refused = strom_with(tmp_path / "r.properties", unsecured("alice"), port, "acl", "list")
     assert refused.returncode == 3, refused.stderr
     assert refused.stderr.strip() == (
         f"strom: cannot connect to localhost:{port}: the broker refused the OAUTHBEARER "
@@ -201,7 +180,7 @@ def test_a_token_the_broker_refuses_and_a_config_without_a_principal(
     )
     config = tmp_path / "p.properties"
     text = unsecured("alice").replace("principal=alice ", "")
-    missing = strom(config, text, oauth_broker.unsecured_port, "acl", "list")
+    missing = strom_with(config, text, oauth_broker.unsecured_port, "acl", "list")
     assert missing.returncode == 2, missing.stderr
     assert missing.stderr.strip() == (
         f"strom: --command-config {config}: sasl.oauthbearer.config has no principal=<name>: "
