@@ -177,10 +177,12 @@ class TestCluster:
         what: str,
         *,
         interval_s: float = POLL_INTERVAL_S,
+        seen: Callable[[], str] | None = None,
     ) -> T:
         """Call `predicate` until it returns something true, and return that. An exception
         from it counts as "not yet" (a node may be restarting); on timeout, ClusterTimeout
-        says what was awaited, the last exception, and every node's log."""
+        says what was awaited, the last exception, what `seen()` (when given) says the
+        cluster looks like, and every node's log."""
         deadline = time.monotonic() + timeout_s
         last_error: BaseException | None = None
         attempts = 0
@@ -198,6 +200,11 @@ class TestCluster:
                 break
             self.local.pump(interval_s)  # reads stray node output while it waits
         error = f"; the last attempt raised {last_error!r}" if last_error is not None else ""
+        if seen is not None:
+            try:
+                error += f"; last seen: {seen()}"
+            except Exception as exc:  # the description is a courtesy: never hide the timeout
+                error += f"; describing what was seen raised {exc!r}"
         raise ClusterTimeout(
             f"timed out after {timeout_s:g} s ({attempts} attempts) waiting for {what}"
             f"{error}\n{self.logs()}"
