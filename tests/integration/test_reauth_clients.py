@@ -1,11 +1,12 @@
 """Re-authentication (KIP-368) on a SASL listener whose sessions last 1.5 s: the lifetime a
 client is told, SaslHandshake and SaslAuthenticate again on one connection (over raw
 sockets, with Kafka's refusals), a connection past its lifetime closed at its next
-request, confluent-kafka re-authenticating while it produces, and a removed SCRAM user
-shut out of the connection it had already opened."""
+request, confluent-kafka and strom's own client re-authenticating while they work, and a
+removed SCRAM user shut out of the connection it had already opened."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -21,6 +22,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from strom.client import KafkaConnection
+from strom.client.security import ClientSecurity, SaslLogin
 
 LIFETIME_MS = 1500
 LIFETIME = timedelta(milliseconds=LIFETIME_MS)
@@ -172,3 +176,35 @@ def test_a_removed_user_is_shut_out_of_its_open_connection(
         "the removed user's client to be refused",
     )
     assert "failed re-authentication with SCRAM-SHA-256" in broker.read_log()
+
+
+def test_strom_client_renews_its_session_on_a_connection_it_keeps(
+    reauth_broker: tuple[BrokerProcess, int],
+) -> None:
+    """What a node's links to other nodes need: one connection used for longer than a
+    session lasts, its requests pipelined, without being closed for an expired session."""
+    broker, port = reauth_broker
+    security = ClientSecurity(sasl=SaslLogin("PLAIN", "bob", USERS["bob"]))
+
+    async def work() -> int:
+        connection = await KafkaConnection.connect("localhost", port, security=security)
+        answered = 0
+        try:
+            started = time.monotonic()
+            while time.monotonic() - started < 3.5 * LIFETIME_MS / 1000:
+                answers = await asyncio.gather(
+                    *(connection.request(3, 12, METADATA, timeout_s=10) for _ in range(3))
+                )
+                answered += sum(1 for answer in answers if answer.brokers)
+                await asyncio.sleep(0.05)
+            assert not connection.is_closed, connection.close_reason
+        finally:
+            connection.close()
+            await connection.wait_closed()
+        return answered
+
+    answered = asyncio.run(work())
+    assert answered >= 30
+    log = broker.read_log()
+    assert log.count("re-authenticated with PLAIN on SASL_PLAINTEXT as User:bob") >= 2
+    assert "the session of User:bob has expired" not in log

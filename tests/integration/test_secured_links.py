@@ -2,7 +2,9 @@
 transaction markers) and the controller listener (the Raft quorum, registrations,
 heartbeats, the metadata) speak SASL_SSL, each node logging in with the username and
 password of its listener's JAAS config and checking the other's certificate and host
-name. The clients use a PLAINTEXT listener, which no node uses to reach another."""
+name. The clients use a PLAINTEXT listener, which no node uses to reach another. Sessions
+last 2 s (connections.max.reauth.ms), so the nodes' links renew theirs on the same
+connections (KIP-368) while they work."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import socket
 import ssl
 import struct
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from tls_material import TlsMaterial, make_tls_material
 
 PARTITIONS = 3
 RECORDS = 300
+SESSION_MS = 2000
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="node" password="node-secret" user_node="node-secret";'
@@ -54,6 +58,7 @@ def _settings(material: TlsMaterial, store: str | None) -> list[str]:
         "ssl.client.auth=required",  # each node shows its certificate too
         "inter.broker.listener.name=SASL_SSL",
         "min.insync.replicas=2",
+        f"connections.max.reauth.ms={SESSION_MS}",
     ]
     if store is not None:
         # SCRAM: the nodes' own user is made in ZooKeeper before they start, as Kafka's
@@ -129,8 +134,17 @@ def test_nodes_replicate_and_agree_over_sasl_ssl(
         finally:
             consumer.close()
         assert values == {f"v{i}".encode() for i in range(RECORDS)}
+        # Every link (Raft, heartbeats, metadata, replica fetches) outlives two sessions.
+        more = 0
+        renewals_from = time.monotonic()
+        while time.monotonic() - renewals_from < 2.5 * SESSION_MS / 1000:
+            producer.produce(topic, f"late{more}".encode(), partition=more % PARTITIONS)
+            more += 1
+            producer.poll(0.05)
+        assert producer.flush(CLIENT_TIMEOUT_S) == 0
         logs = cluster.logs()
         assert "failed authentication" not in logs, logs
+        assert "has expired" not in logs, logs  # no node was cut off for not renewing
         assert _closed_after_a_node_frame_before_login(material, ports[1])
         if store is not None:  # there the listener serves the nodes' own APIs too
             wait_until(

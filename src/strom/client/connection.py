@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import ssl
 import struct
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -25,7 +27,12 @@ from kio.schema.errors import ErrorCode
 from strom.client import codec
 from strom.client.dial import dial
 from strom.client.errors import BrokerError, ClientConnectionError
-from strom.client.security import ClientAuthenticationError, ClientSecurity, authenticate
+from strom.client.security import (
+    ClientAuthenticationError,
+    ClientSecurity,
+    SaslLogin,
+    authenticate,
+)
 from strom.client.versions import API_VERSIONS_VERSION, api_versions_retry
 
 log = logging.getLogger(__name__)
@@ -34,6 +41,9 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 _SIZE = struct.Struct(">i")
 # How long wait_closed() lets a graceful close flush before dropping what is unsent.
 _CLOSE_GRACE_S = 1.0
+# Re-authentication (KIP-368) begins at a random point in this share of the session's
+# lifetime, as Kafka's clients do, so connections opened together do not all renew at once.
+REAUTH_SHARE = (0.85, 0.95)
 _SOFTWARE_NAME = "strom"
 
 
@@ -62,7 +72,14 @@ def _current_task() -> asyncio.Task[Any] | None:
 
 
 class KafkaConnection:
-    """Open -> closed. Closing is final: by close(), a lost peer, a timeout or bad input."""
+    """Open -> closed. Closing is final: by close(), a lost peer, a timeout or bad input.
+
+    A SASL session the broker gave a lifetime (`connections.max.reauth.ms`, or an
+    OAUTHBEARER token's expiry) is renewed before it ends (KIP-368): once 85-95 % of the
+    lifetime has passed, the next call waits until the answers it would overtake are in,
+    logs in again on the same connection, and goes on; calls made meanwhile wait their
+    turn. A refused re-authentication closes the connection, as a refused login does.
+    """
 
     def __init__(
         self,
@@ -72,8 +89,10 @@ class KafkaConnection:
         peer: str,
         client_id: str | None = "strom",
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """Wrap an open stream pair (connect() opens one); starts the reader task."""
+        """Wrap an open stream pair (connect() opens one); starts the reader task.
+        `clock` (seconds) times the SASL session's renewal."""
         self.peer = peer
         self._reader = reader
         self._writer = writer
@@ -84,6 +103,10 @@ class KafkaConnection:
         self._close_reason: str | None = None
         self._versions: dict[int, tuple[int, int]] | None = None
         self._versions_lock = asyncio.Lock()
+        self._clock = clock
+        self._login: SaslLogin | None = None
+        self._reauth_at: float | None = None
+        self._reauth_lock = asyncio.Lock()
         self._reader_task = asyncio.create_task(
             self._read_responses(), name=f"strom client reader {peer}"
         )
@@ -203,6 +226,15 @@ class KafkaConnection:
 
         Produce with acks=0 is not answered by a broker: it returns None once written.
         """
+        self._check_open()
+        await self._renew_session(timeout_s)
+        return await self.login_request(api_key, api_version, body, timeout_s=timeout_s)
+
+    async def login_request(
+        self, api_key: int, api_version: int, body: Any, *, timeout_s: float = 30.0
+    ) -> Any:
+        """`request` without waiting for the SASL session to be renewed: the SASL
+        exchange's own requests (client/security.py)."""
         if isinstance(body, Mapping):
             body = codec.build_request(api_key, api_version, body)
         self._check_open()
@@ -223,6 +255,7 @@ class KafkaConnection:
     ) -> bytes:
         """Send one of strom's private requests; the payload of its response."""
         self._check_open()
+        await self._renew_session(timeout_s)
         correlation_id = self._next_correlation_id()
         frame = codec.encode_private_request(api_key, api_version, correlation_id, payload)
         what = f"private API {api_key} v{api_version} (correlation id {correlation_id})"
@@ -235,9 +268,45 @@ class KafkaConnection:
     ) -> None:
         """Send one of strom's private one-way messages; waits while the socket is full."""
         self._check_open()
+        await self._renew_session(timeout_s)
         correlation_id = self._next_correlation_id()
         frame = codec.encode_private_request(api_key, api_version, correlation_id, payload)
         await self._send(frame, timeout_s, f"private API {api_key} v{api_version} (one-way)")
+
+    # --- the SASL session's lifetime (KIP-368) ----------------------------------------
+
+    def logged_in(self, login: SaslLogin, session_lifetime_ms: int) -> None:
+        """A SASL login (or re-login) succeeded; the broker gave the session
+        `session_lifetime_ms` (0: no limit)."""
+        self._login = login
+        self._reauth_at = None
+        if session_lifetime_ms > 0:
+            share = random.uniform(*REAUTH_SHARE)
+            self._reauth_at = self._clock() + session_lifetime_ms / 1000 * share
+
+    async def _renew_session(self, timeout_s: float) -> None:
+        """Log in again first if the session is due for renewal (or being renewed)."""
+        due = self._reauth_at
+        if not self._reauth_lock.locked() and (due is None or self._clock() < due):
+            return
+        async with self._reauth_lock:
+            self._check_open()
+            due, login = self._reauth_at, self._login
+            if due is None or login is None or self._clock() < due:
+                return  # another call renewed it while this one waited
+            self._reauth_at = None
+            # Answers still awaited come first: the broker reads requests in order, and
+            # those it has were sent on the session being renewed.
+            waiting = [future for future in self._pending.values() if not future.done()]
+            if waiting:
+                await asyncio.wait(waiting, timeout=timeout_s)
+            log.debug("%s: renewing the SASL session of %s", self.peer, login.mechanism)
+            try:
+                await authenticate(self, login, timeout_s)
+            except ClientAuthenticationError as exc:
+                raise ClientAuthenticationError(
+                    f"re-authenticating with {self.peer} failed: {exc}"
+                ) from None
 
     async def api_versions(self, *, timeout_s: float = 30.0) -> dict[int, tuple[int, int]]:
         """{api_key: (min, max)} the peer serves; asked once per connection, then cached."""

@@ -19,6 +19,7 @@ import contextlib
 import secrets
 import ssl
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -94,20 +95,23 @@ class ClientSecurity:
 
 
 async def authenticate(connection: KafkaConnection, login: SaslLogin, timeout_s: float) -> None:
-    """Log in on a new connection; ClientAuthenticationError (the connection closed) if
-    the broker refuses."""
+    """Log in on a new connection, or again on one whose session is due for renewal;
+    ClientAuthenticationError (the connection closed) if the broker refuses. The
+    connection learns the session's lifetime (`KafkaConnection.logged_in`)."""
     try:
-        await _exchange(connection, login, timeout_s)
+        lifetime_ms = await _exchange(connection, login, timeout_s)
     except ClientAuthenticationError:
         connection.close()
         raise
     except SaslAuthenticationFailed as exc:
         connection.close()
         raise ClientAuthenticationError(f"SASL login failed: {exc}") from None
+    connection.logged_in(login, lifetime_ms)
 
 
-async def _exchange(connection: KafkaConnection, login: SaslLogin, timeout_s: float) -> None:
-    handshake = await connection.request(
+async def _exchange(connection: KafkaConnection, login: SaslLogin, timeout_s: float) -> int:
+    """The login's messages; the session lifetime the broker gave, in ms (0: none)."""
+    handshake = await connection.login_request(
         _SASL_HANDSHAKE, 1, {"mechanism": login.mechanism}, timeout_s=timeout_s
     )
     if handshake.error_code != ErrorCode.none:
@@ -117,20 +121,19 @@ async def _exchange(connection: KafkaConnection, login: SaslLogin, timeout_s: fl
             f"({handshake.error_code.name.upper()}; it offers {offered})"
         )
     if login.tokens is not None:
-        await _bearer(connection, login.tokens, timeout_s)
-        return
+        return await _bearer(connection, login.tokens, timeout_s)
     scram = ScramMechanism.from_name(login.mechanism)
     if scram is None:  # PLAIN
         token = f"\0{login.username}\0{login.password}".encode()
-        await _step(connection, token, timeout_s)
-        return
+        return (await _step(connection, token, timeout_s)).lifetime_ms
     client = ScramClient(scram, login.username, login.password, secrets.token_urlsafe(24))
     server_first = await _step(connection, client.first_message(), timeout_s)
-    server_final = await _step(connection, client.final_message(server_first), timeout_s)
-    client.verify_server_final(server_final)
+    server_final = await _step(connection, client.final_message(server_first.data), timeout_s)
+    client.verify_server_final(server_final.data)
+    return server_final.lifetime_ms
 
 
-async def _bearer(connection: KafkaConnection, tokens: BearerTokenSource, timeout_s: float) -> None:
+async def _bearer(connection: KafkaConnection, tokens: BearerTokenSource, timeout_s: float) -> int:
     # Imported here: it loads the broker's token checks (PyJWT, cryptography).
     from strom.security.oauthbearer import client_initial_response
 
@@ -140,10 +143,10 @@ async def _bearer(connection: KafkaConnection, tokens: BearerTokenSource, timeou
     except ValueError as exc:  # the source checks extensions; this is a last guard
         raise ClientAuthenticationError(f"cannot send the OAUTHBEARER token: {exc}") from None
     challenge = await _step(connection, message, timeout_s)
-    if not challenge:
-        return
+    if not challenge.data:
+        return challenge.lifetime_ms
     # RFC 7628's error: acknowledged with 0x01, after which the broker fails the exchange.
-    error = challenge.decode("utf-8", "replace")
+    error = challenge.data.decode("utf-8", "replace")
     with contextlib.suppress(ClientConnectionError):
         await _step(connection, b"\x01", timeout_s)
     raise ClientAuthenticationError(
@@ -151,11 +154,19 @@ async def _bearer(connection: KafkaConnection, tokens: BearerTokenSource, timeou
     )
 
 
-async def _step(connection: KafkaConnection, token: bytes, timeout_s: float) -> bytes:
-    answer = await connection.request(
+@dataclass(frozen=True, slots=True)
+class _SaslAnswer:
+    data: bytes
+    lifetime_ms: int
+    """The session lifetime the broker gives (KIP-368); 0: none, or not the last step."""
+
+
+async def _step(connection: KafkaConnection, token: bytes, timeout_s: float) -> _SaslAnswer:
+    answer = await connection.login_request(
         _SASL_AUTHENTICATE, 2, {"auth_bytes": token}, timeout_s=timeout_s
     )
     if answer.error_code != ErrorCode.none:
         message = answer.error_message or answer.error_code.name.upper()
         raise ClientAuthenticationError(f"SASL login refused: {message}")
-    return bytes(answer.auth_bytes)
+    lifetime = answer.session_lifetime // timedelta(milliseconds=1)
+    return _SaslAnswer(bytes(answer.auth_bytes), max(0, int(lifetime)))
