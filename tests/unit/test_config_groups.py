@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from strom.config import CONFIG_KEYS_BY_NAME, ConfigError
+from strom.config import CONFIG_KEYS_BY_NAME, ConfigError, load_config
 from strom.config.group_configs import (
     GROUP_CONFIG_KEYS,
+    check_group_broker_keys,
     group_config_defaults,
     validate_group_configs,
 )
@@ -155,3 +156,52 @@ def test_offset_reset_takes_latest_earliest_or_a_duration(text: str, canonical: 
     assert validate_group_configs({"share.auto.offset.reset": text}, {}) == {
         "share.auto.offset.reset": canonical
     }
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            ["group.consumer.session.timeout.ms=70000"],
+            "'group.consumer.session.timeout.ms': must lie between "
+            "group.consumer.min.session.timeout.ms (45000) and "
+            "group.consumer.max.session.timeout.ms (60000)",
+        ),
+        (
+            ["group.consumer.min.session.timeout.ms=70000"],
+            "'group.consumer.max.session.timeout.ms': must be at least "
+            "group.consumer.min.session.timeout.ms (70000)",
+        ),
+        (
+            ["group.share.record.lock.duration.ms=10000"],
+            "must lie between group.share.min.record.lock.duration.ms (15000)",
+        ),
+        (
+            [
+                "group.share.heartbeat.interval.ms=45000",
+                "group.share.max.heartbeat.interval.ms=5e4",
+            ],
+            "expected an integer",
+        ),
+        (
+            [
+                "group.share.heartbeat.interval.ms=45000",
+                "group.share.max.heartbeat.interval.ms=50000",
+            ],
+            "'group.share.heartbeat.interval.ms': must be less than "
+            "group.share.session.timeout.ms (45000)",
+        ),
+    ],
+)
+def test_a_broker_starts_only_with_group_defaults_within_their_bounds(
+    settings: list[str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(overrides=settings)
+    assert message in str(caught.value)
+
+
+def test_the_default_broker_config_holds_every_group_key() -> None:
+    raw = load_config().raw
+    assert group_config_defaults(raw) == DEFAULTS
+    check_group_broker_keys(raw)

@@ -4,6 +4,7 @@ Kafka 4.0's names, their defaults taken from the broker keys and their checks.
     GROUP_CONFIG_KEYS                                 the keys, in name order
     group_config_defaults(broker) -> {name: text}     what a group without overrides has
     validate_group_configs(overrides, broker) -> {name: canonical text}, else ConfigError
+    check_group_broker_keys(broker)                   ConfigError if the broker keys disagree
 
 `broker` is the broker's keys as text (BrokerConfig.raw); a key it lacks takes its
 built-in default. The checks are Kafka's: every name must be a group key, every value
@@ -28,6 +29,7 @@ __all__ = [
     "GROUP_CONFIG_KEYS",
     "SHARE_AUTO_OFFSET_RESET",
     "GroupConfigKey",
+    "check_group_broker_keys",
     "group_config_defaults",
     "validate_group_configs",
 ]
@@ -139,6 +141,34 @@ def validate_group_configs(
                 f"greater than {heartbeat} ({effective[heartbeat]})",
             )
     return canonical
+
+
+def check_group_broker_keys(broker: Mapping[str, str]) -> None:
+    """ConfigError unless each broker default lies within its min and max keys and each
+    default heartbeat interval is below its session timeout, as Kafka requires at start."""
+    for key in GROUP_CONFIG_KEYS.values():
+        if key.broker_key is None or key.min_key is None or key.max_key is None:
+            continue
+        value = _broker_int(broker, key.broker_key)
+        low, high = _broker_int(broker, key.min_key), _broker_int(broker, key.max_key)
+        if high < low:
+            raise invalid_value(key.max_key, str(high), f"must be at least {key.min_key} ({low})")
+        if not low <= value <= high:
+            raise invalid_value(
+                key.broker_key,
+                str(value),
+                f"must lie between {key.min_key} ({low}) and {key.max_key} ({high})",
+            )
+    for session, heartbeat in _SESSION_ABOVE_HEARTBEAT:
+        session_key = GROUP_CONFIG_KEYS[session].broker_key
+        heartbeat_key = GROUP_CONFIG_KEYS[heartbeat].broker_key
+        assert session_key is not None and heartbeat_key is not None
+        interval_ms = _broker_int(broker, heartbeat_key)
+        timeout_ms = _broker_int(broker, session_key)
+        if interval_ms >= timeout_ms:
+            raise invalid_value(
+                heartbeat_key, str(interval_ms), f"must be less than {session_key} ({timeout_ms})"
+            )
 
 
 def _out_of_bounds(name: str, value: int, bound: str) -> ConfigError:
