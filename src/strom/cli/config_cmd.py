@@ -51,8 +51,6 @@ DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-# Kafka's sources strom does not produce itself.
-_OTHER_SOURCES = {7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 
 
 class TargetKind(Enum):
@@ -142,7 +140,7 @@ def source_name(source: int) -> str:
     try:
         return ConfigSource(source).name
     except ValueError:
-        return _OTHER_SOURCES.get(source, f"source {source}")
+        return f"source {source}"
 
 
 def config_table(rows: Sequence[ConfigRow]) -> list[tuple[str, str, str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from strom.config.errors import ConfigError, ConfigSource
+from strom.config.group_configs import check_group_broker_keys
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
 from strom.config.listener_settings import (
     connection_limits,
@@ -369,6 +370,7 @@ def build_config(
             str(group_min_ms),
             f"must not exceed group.max.session.timeout.ms ({group_max_ms})",
         )
+    check_group_broker_keys(raw)
     return BrokerConfig(
         node_id=node_id,
         process_roles=roles,

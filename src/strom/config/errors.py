@@ -20,7 +20,7 @@ class ConfigSource(IntEnum):
 
     strom reports values from the properties file and from `--set` (and the CLI's shortcut
     options) as STATIC_BROKER_CONFIG, built-in defaults as DEFAULT_CONFIG and per-topic
-    overrides as DYNAMIC_TOPIC_CONFIG.
+    overrides as DYNAMIC_TOPIC_CONFIG, a group's own configs as GROUP_CONFIG.
     """
 
     UNKNOWN = 0
@@ -30,3 +30,5 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8

@@ -4,6 +4,10 @@ Resources:
 - TOPIC "<name>": the topic must exist; values are checked like CreateTopics' configs.
 - BROKER "": the cluster-wide dynamic broker default; BROKER "<id>": one registered
   broker. Only keys Kafka lets change at run time (strom.config.dynamic) are accepted.
+- GROUP "<group id>": one group's own configs (strom.config.group_configs); the group
+  need not exist, as in Kafka. Checked like Kafka's GroupConfig: every effective value
+  (the broker's defaults behind the overrides) within the bounds of `broker_config`,
+  the deciding controller's broker keys.
 
 AlterConfigs replaces the whole set of overrides of a resource (keys left out are
 removed). IncrementalAlterConfigs applies operations key by key: SET, DELETE, and, for list
@@ -30,6 +34,7 @@ from strom.config import (
     dynamic_config_key,
     validate_topic_configs,
 )
+from strom.config.group_configs import GROUP_CONFIG_KEYS, validate_group_configs
 from strom.metadata.image import MetadataImage
 from strom.metadata.records import CLUSTER_DEFAULT, ConfigRecord, ConfigResourceType, MetadataRecord
 from strom.metadata.refused import Refused
@@ -74,8 +79,11 @@ def alter_configs(
     *,
     incremental: bool,
     validate_only: bool = False,
+    broker_config: Mapping[str, str] | None = None,
 ) -> tuple[list[MetadataRecord], list[ConfigResult]]:
-    """Records changing each valid resource's overrides, and one result per resource."""
+    """Records changing each valid resource's overrides, and one result per resource.
+    `broker_config`: the deciding controller's broker keys as text (BrokerConfig.raw),
+    which bound group configs; None: the built-in defaults."""
     records: list[MetadataRecord] = []
     results: list[ConfigResult] = []
     seen = Counter((r.resource_type, r.resource_name) for r in resources)
@@ -87,7 +95,9 @@ def alter_configs(
                     ErrorCode.invalid_request,
                     f"resource {resource.resource_name!r} appears more than once in the request",
                 )
-            new_records = _alter_one(image, resource, incremental=incremental)
+            new_records = _alter_one(
+                image, resource, incremental=incremental, broker_config=broker_config or {}
+            )
         except Refused as refused:
             kind, name = result.resource_type, result.resource_name
             results.append(ConfigResult(kind, name, refused.code, refused.message))
@@ -99,7 +109,11 @@ def alter_configs(
 
 
 def _alter_one(
-    image: MetadataImage, resource: ConfigResourceChange, *, incremental: bool
+    image: MetadataImage,
+    resource: ConfigResourceChange,
+    *,
+    incremental: bool,
+    broker_config: Mapping[str, str],
 ) -> list[ConfigRecord]:
     kind = _resource_type(resource.resource_type)
     name = resource.resource_name
@@ -111,6 +125,8 @@ def _alter_one(
         if name not in image.topics_by_name:
             raise Refused(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         current = image.topic_configs(name)
+    elif kind is ConfigResourceType.GROUP:
+        return _alter_group(image, resource, incremental=incremental, broker=broker_config)
     else:
         _check_broker(image, name)
         current = image.configs.get((kind, name), {})
@@ -140,14 +156,41 @@ def _alter_one(
     return _diff(kind, name, current, final)
 
 
+def _alter_group(
+    image: MetadataImage,
+    resource: ConfigResourceChange,
+    *,
+    incremental: bool,
+    broker: Mapping[str, str],
+) -> list[ConfigRecord]:
+    """A group's overrides: every effective value checked, as Kafka checks them (a stored
+    override out of the broker's bounds now refuses any change but its own)."""
+    name = resource.resource_name
+    if not name:
+        raise Refused(ErrorCode.invalid_request, "Default group resources are not allowed.")
+    current = image.group_configs(name)
+    for entry in resource.entries:
+        if entry.name not in GROUP_CONFIG_KEYS:
+            raise Refused(ErrorCode.invalid_config, f"Unknown group config name: {entry.name}")
+    if incremental:
+        wanted = _apply_ops(ConfigResourceType.GROUP, dict(current), resource.entries)
+    else:
+        wanted = {e.name: e.value for e in resource.entries if e.value is not None}
+    try:
+        final = validate_group_configs(wanted, broker)
+    except ConfigError as exc:
+        raise Refused(ErrorCode.invalid_config, str(exc)) from None
+    return _diff(ConfigResourceType.GROUP, name, current, final)
+
+
 def _resource_type(value: int) -> ConfigResourceType:
     try:
         return ConfigResourceType(value)
     except ValueError:
         raise Refused(
             ErrorCode.invalid_request,
-            f"config resource type {value} is not supported; strom has topic (2) and "
-            "broker (4) configs",
+            f"config resource type {value} is not supported; strom has topic (2), "
+            "broker (4) and group (32) configs",
         ) from None
 
 
@@ -205,6 +248,8 @@ def _type_and_default(kind: ConfigResourceType, name: str) -> tuple[ConfigType |
             return None, None
         broker_key = CONFIG_KEYS_BY_NAME.get(topic_key.broker_key)
         return topic_key.type, None if broker_key is None else broker_key.default
+    if kind is ConfigResourceType.GROUP:  # no group key is a list
+        return (ConfigType.STRING, None) if name in GROUP_CONFIG_KEYS else (None, None)
     key = CONFIG_KEYS_BY_NAME.get(name)
     return (None, None) if key is None else (key.type, key.default)
 

@@ -177,6 +177,10 @@ class MetadataImage:
         """The dynamic broker configs set as the cluster-wide default."""
         return self.configs.get((ConfigResourceType.BROKER, CLUSTER_DEFAULT), {})
 
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's own configs (the group need not exist, as in Kafka)."""
+        return self.configs.get((ConfigResourceType.GROUP, group_id), {})
+
     def scram_credential(self, name: str, mechanism: int) -> UserScramCredentialRecord | None:
         return self.scram_users.get(name, {}).get(mechanism)
 

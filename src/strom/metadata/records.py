@@ -39,6 +39,7 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    GROUP = 32
 
 
 class SecurityProtocol(IntEnum):

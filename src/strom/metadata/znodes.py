@@ -14,6 +14,7 @@ The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS 
                                          "leader_epoch":4,"partition_epoch":6,"version":1}
     /config/topics/<name>               {"config":{"retention.ms":"1000"},"version":1}
     /config/brokers/<id>, /config/brokers/<default>   the same, while overrides exist
+    /config/groups/<sanitized group id> the same, while overrides exist (strom's own)
     /config/users/<sanitized name>     {"config":{"SCRAM-SHA-256":"salt=..,stored_key=..,
                                          server_key=..,iterations=4096"},"version":1}
     /config/users/.., /config/clients/.., /config/ips/..   client quotas: quota_znodes.py
@@ -24,7 +25,8 @@ The layout, under the chroot (JSON compact, keys sorted; the parents in PARENTS 
     /brokers/ids/<id>, /controller      ephemeral: broker_registration(), controller_json()
 
 These are Kafka's shapes plus strom's additions: the cluster name, `partition_epoch` (Kafka
-keeps it as the state znode's version), the producer id block and /strom. Written by hand:
+keeps it as the state znode's version), the producer id block, /strom and group configs
+(Kafka's ZooKeeper mode had none; named like users, URL-encoded). Written by hand:
 kazoo does the I/O in the store, and no library renders Kafka's znode JSON. What is read
 may have been written by an operator, so parsers check every field and raise ZnodeError.
 """
@@ -86,6 +88,7 @@ PARENTS: tuple[str, ...] = (
     "/config",
     "/config/brokers",
     "/config/changes",
+    "/config/groups",
     "/config/topics",
     "/config/users",
     "/strom",
@@ -102,6 +105,7 @@ TREE_ROOTS = (
     "/brokers/topics",
     "/config/topics",
     "/config/brokers",
+    "/config/groups",
     "/config/users",
     *QUOTA_PARENTS,
     ACL_ROOT,
@@ -164,6 +168,8 @@ def user_path(name: str) -> str:
 def config_path(resource_type: ConfigResourceType, name: str) -> str:
     if resource_type is ConfigResourceType.TOPIC:
         return f"/config/topics/{name}"
+    if resource_type is ConfigResourceType.GROUP:
+        return f"/config/groups/{sanitized(name)}"
     return f"/config/brokers/{name or DEFAULT_ENTITY}"
 
 
@@ -213,7 +219,7 @@ def state_data(p: PartitionImage, controller_epoch: int) -> bytes:
 
 
 def config_data(image: MetadataImage, key: tuple[ConfigResourceType, str]) -> bytes | None:
-    """Every topic has its config znode; a broker entity only while it has overrides."""
+    """Every topic has its config znode; a broker or group only while it has overrides."""
     overrides = image.configs.get(key)
     if overrides is None and not (
         key[0] is ConfigResourceType.TOPIC and key[1] in image.topics_by_name
@@ -341,7 +347,8 @@ def _entity_config(data: bytes, what: str) -> dict[str, str]:
 
 
 def parse_entity_config(data: bytes) -> dict[str, str]:
-    """A /config/topics/<name> or /config/brokers/<id> znode's overrides."""
+    """A /config/topics/<name>, /config/brokers/<id> or /config/groups/<id> znode's
+    overrides."""
     return _entity_config(data, "config znode")
 
 
@@ -370,13 +377,14 @@ def user_records(name: str, data: bytes, what: str) -> list[UserScramCredentialR
     return records
 
 
-def _user_name(entity: str, what: str) -> str:
+def _user_name(entity: str, what: str, kind: str = "user name") -> str:
+    """A user name (or a group id) from its znode name, URL-encoded as Kafka writes it."""
     try:
         name = unquote(entity, errors="strict")
     except UnicodeDecodeError:
         name = ""
     if not name or sanitized_user(name) != entity:
-        raise ZnodeError(f"{what}: {entity!r} is not a user name as Kafka writes it")
+        raise ZnodeError(f"{what}: {entity!r} is not a {kind} as Kafka writes it")
     return name
 
 
@@ -396,12 +404,14 @@ def _entity(
         if name == DEFAULT_ENTITY:
             return ConfigResourceType.BROKER, CLUSTER_DEFAULT
         return ConfigResourceType.BROKER, str(_number(name, what))
-    raise ZnodeError(f"{what}: entity type {kind!r} is not topics, brokers or a quota's")
+    if kind == "groups":
+        return ConfigResourceType.GROUP, _user_name(name, what, "group id")
+    raise ZnodeError(f"{what}: entity type {kind!r} is not topics, brokers, groups or a quota's")
 
 
 def parse_change(data: bytes) -> tuple[ConfigResourceType, str] | UserEntity | QuotaEntity:
     """The config entity a change notification names: a user (its SCRAM credentials and
-    quotas), another client quota entity, or a topic's or broker's configs."""
+    quotas), another client quota entity, or a topic's, broker's or group's configs."""
     fields = _Fields(data, "config change")
     version = fields.get("version", int)
     if version != 2:
@@ -512,7 +522,7 @@ def image_from_znodes(tree: Mapping[str, bytes], *, offset: int) -> MetadataImag
             case ["", "config", "users", _, "clients", _] | ["", "config", "clients" | "ips", _]:
                 quota_entity = entity_of_path(path.removeprefix("/config/"), path)
                 records += quota_records(quota_entity, data, path)
-            case ["", "config", ("topics" | "brokers") as kind, entity]:
+            case ["", "config", ("topics" | "brokers" | "groups") as kind, entity]:
                 resource = _entity(kind, entity, path)
                 assert isinstance(resource, tuple)
                 resource_type, resource_name = resource

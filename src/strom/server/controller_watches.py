@@ -1,8 +1,8 @@
 """What the active controller does with what its metadata store watches (ZooKeeper's
 znodes written by hand or by Kafka's tools): the StoreWatches callbacks of
 metadata/stores/base.py, each a decision that makes the image hold what the store holds.
-`ControllerService` (controller.py) mixes them in; they need only its `decide`, its node id
-and how it creates topics here.
+`ControllerService` (controller.py) mixes them in; they need only its `decide`, its node id,
+its broker config and how it creates topics here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from strom.config import BrokerConfig
 from strom.metadata.acl_records import ResourcePattern
 from strom.metadata.client_quotas import replace_entity_quotas
 from strom.metadata.configs import ConfigEntryChange, ConfigResourceChange, alter_configs
@@ -37,6 +38,7 @@ class StoredMetadataWatches:
 
     node_id: int
     _create_topics_here: CreateTopicsHere
+    _config: Callable[[], BrokerConfig]
 
     async def decide(self, fn: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], T]]) -> T:
         raise NotImplementedError  # ControllerService's
@@ -66,9 +68,10 @@ class StoredMetadataWatches:
         change = ConfigResourceChange(
             int(kind), name, [ConfigEntryChange(key, value) for key, value in config.items()]
         )
+        broker_config = self._config().raw
         results = await self.decide(
             lambda image: (
-                alter_configs(image, [change], incremental=False)
+                alter_configs(image, [change], incremental=False, broker_config=broker_config)
                 if image.configs.get((kind, name), {}) != dict(config)
                 else ([], [])
             )

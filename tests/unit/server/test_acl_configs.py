@@ -85,7 +85,7 @@ def test_describe_configs_checks_each_resource_first_and_answers_refusals_last(
             (topic, TOPIC, E.none, None),
             (topic, "by-alter", E.none, None),
             (topic, "gone", E.unknown_topic_or_partition, "topic 'gone' does not exist"),
-            (GROUP, "group-a", E.invalid_request, "unsupported resource type 32"),
+            (GROUP, "group-a", E.none, None),
             (topic, "secret", E.topic_authorization_failed, "Topic authorization failed."),
             (broker, "1", E.cluster_authorization_failed, "Cluster authorization failed."),
             (topic, "ghost", E.topic_authorization_failed, "Topic authorization failed."),
@@ -93,7 +93,8 @@ def test_describe_configs_checks_each_resource_first_and_answers_refusals_last(
             (GROUP, "group-b", E.group_authorization_failed, "Group authorization failed."),
         ]
         assert answer.results[0].configs != () and answer.results[1].configs != ()
-        assert all(r.configs == () for r in answer.results[2:])
+        assert len(answer.results[3].configs) == 6  # every group key, the group unknown
+        assert all(r.configs == () for r in (answer.results[2], *answer.results[4:]))
 
     run(scenario())
 
@@ -186,7 +187,7 @@ def test_alter_configs_needs_alter_configs_per_resource_in_request_order(
                     "1",
                     E.invalid_request,
                     "config resource type 8 is not "
-                    "supported; strom has topic (2) and broker (4) configs",
+                    "supported; strom has topic (2), broker (4) and group (32) configs",
                 )
             )
             assert outcomes(answer.responses) == [
@@ -276,7 +277,33 @@ def test_without_an_authorizer_alters_are_unchanged(tmp_path: Path) -> None:
             admin_context(one),
             by_alice(alter_many((topic, TOPIC, "retention.ms", "3"), (GROUP, "g", "x", "1"))),
         )
-        assert [r.error_code for r in answer.responses] == [E.none, E.invalid_request]
+        assert [r.error_code for r in answer.responses] == [E.none, E.invalid_config]
         assert one.metadata.image.topic_configs(TOPIC) == {"retention.ms": "3"}
+
+    run(scenario())
+
+
+def test_a_groups_configs_need_alter_configs_on_the_group(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        (one,) = await controller_with_brokers(tmp_path, 1)
+        context = guarded(
+            admin_context(one),
+            acl(Op.ALTER_CONFIGS, "mine", Kind.GROUP),
+            acl(Op.DESCRIBE_CONFIGS, "theirs", Kind.GROUP),
+        )
+        session = "consumer.session.timeout.ms"
+        answer = await answered(
+            configs.handle_incremental_alter_configs,
+            context,
+            by_alice(
+                alter_many((GROUP, "mine", session, "50000"), (GROUP, "theirs", session, "50000"))
+            ),
+        )
+        assert outcomes(answer.responses) == [
+            (GROUP, "mine", E.none, None),
+            (GROUP, "theirs", E.group_authorization_failed, "Group authorization failed."),
+        ]
+        assert one.metadata.image.group_configs("mine") == {session: "50000"}
+        assert one.metadata.image.group_configs("theirs") == {}
 
     run(scenario())

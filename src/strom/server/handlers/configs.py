@@ -1,5 +1,9 @@
-"""DescribeConfigs for topics, this broker and the cluster-wide broker default, with
-sources; AlterConfigs and IncrementalAlterConfigs, decided by the active controller.
+"""DescribeConfigs for topics, this broker, the cluster-wide broker default and groups,
+with sources; AlterConfigs and IncrementalAlterConfigs, decided by the active controller.
+
+A group's configs are described as Kafka describes them: every group key, a group's own
+value as GROUP_CONFIG, the rest as DEFAULT_CONFIG with the value this broker's keys
+give; the group need not exist.
 
 ACLs, per resource, as Kafka checks them (DescribeConfigs here; the alters on the broker
 the client reached, before they go on, as the controller's variants check nothing):
@@ -23,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig, ConfigSource, effective_topic_config
+from strom.config.group_configs import group_config_defaults
 from strom.config.keys import CONFIG_KEYS_BY_NAME
 from strom.config.listener_settings import LISTENER_PREFIX
 from strom.metadata.configs import (
@@ -58,7 +63,6 @@ log = logging.getLogger(__name__)
 
 BROKER_LOGGER = 8
 CLIENT_METRICS = 16
-GROUP = 32
 """Kafka's config resource types strom has no configs of (ConfigResourceType has those it
 has), checked all the same: a principal refused learns nothing more."""
 
@@ -77,7 +81,7 @@ def _refusal(
         if access.allows_cluster(operation):
             return None
         return ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
-    if kind == GROUP:
+    if kind == ConfigResourceType.GROUP:
         if access.allows(operation, AclResourceType.GROUP, name):
             return None
         return ErrorCode.group_authorization_failed, GROUP_DENIED
@@ -105,6 +109,19 @@ def topic_config_entries(
     """A topic's every config: its `overrides`, else the broker's `config` behind them."""
     effective = effective_topic_config(config, overrides)
     return [_entry(name, value, source) for name, (value, source) in sorted(effective.items())]
+
+
+def group_config_entries(
+    config: BrokerConfig, overrides: Mapping[str, str]
+) -> list[DescribeConfigsEntry]:
+    """A group's every config: its `overrides`, else what the broker's `config` gives."""
+    defaults = group_config_defaults(config.raw)
+    return [
+        _entry(name, overrides[name], ConfigSource.GROUP_CONFIG)
+        if name in overrides
+        else _entry(name, value, ConfigSource.DEFAULT_CONFIG)
+        for name, value in sorted(defaults.items())
+    ]
 
 
 def _broker_entries(config: BrokerConfig) -> list[DescribeConfigsEntry]:
@@ -155,6 +172,12 @@ async def handle_describe_configs(context: AdminContext, request: Request) -> An
                 )
                 continue
             entries = _broker_entries(config)
+        elif kind == ConfigResourceType.GROUP:
+            if not resource.resource_name:
+                result["error_code"] = ErrorCode.invalid_request
+                result["error_message"] = "Group name must not be empty"
+                continue
+            entries = group_config_entries(config, image.group_configs(resource.resource_name))
         else:
             result["error_code"] = ErrorCode.invalid_request
             result["error_message"] = f"unsupported resource type {kind}"
@@ -228,12 +251,14 @@ async def _alter_here(context: AdminContext, request: Request) -> Any:
         if incremental and int(entry.config_operation) not in set(AlterConfigOp)
     ]
     changes = _changes(request, incremental=incremental and not bad_ops)
+    broker_config = context.config().raw  # this node's: it is the active controller
     results = await context.active_controller().decide(
         lambda image: alter_configs(
             image,
             changes,
             incremental=incremental,
             validate_only=bool(request.body.validate_only),
+            broker_config=broker_config,
         )
     )
     if bad_ops:
