@@ -78,11 +78,12 @@ class InFlightRecord:
 class _Changes:
     """What one decision changed: durable states to write, dead letters to copy."""
 
-    __slots__ = ("dead", "states")
+    __slots__ = ("dead", "start_moved", "states")
 
     def __init__(self) -> None:
         self.states: dict[int, tuple[RecordState, int]] = {}
         self.dead: list[DeadLetter] = []
+        self.start_moved = False
 
 
 class SharePartitionState:
@@ -170,11 +171,11 @@ class SharePartitionState:
                 entries.append((offset, state, count))
         return self.start_offset, tuple(entries)
 
-    def next_fetch_offset(self) -> int:
-        """Where the shell reads the log for the next acquire: the first AVAILABLE
-        in-flight record, or SPEO."""
-        available = [o for o, r in self.records.items() if r.state is RecordState.AVAILABLE]
-        return min(available, default=self.end_offset)
+    def next_fetch_offset(self, now_ms: int) -> int:
+        """Where the shell reads the log for the next acquire at `now_ms`: the first
+        in-flight record that is AVAILABLE or whose lock is due, or SPEO."""
+        offsets = [o for o, r in self.records.items() if _acquirable_at(r, now_ms)]
+        return min(offsets, default=self.end_offset)
 
     def next_deadline_ms(self) -> int | None:
         """The earliest acquisition lock deadline, when `tick` has work."""
@@ -248,11 +249,15 @@ class SharePartitionState:
         unknown (the fetch started above SPEO)."""
         if cursor > self.end_offset:
             return False
-        if offset + 1 - self.start_offset > self.config.max_record_locks:
-            return False
         for gap in range(self.end_offset, offset):
+            if gap + 1 - self.start_offset > self.config.max_record_locks:
+                return False
             self.records[gap] = InFlightRecord(RecordState.ARCHIVED)
             changes.states[gap] = (RecordState.ARCHIVED, 0)
+            self.end_offset = gap + 1
+            changes.start_moved = self._advance_start() or changes.start_moved
+        if offset + 1 - self.start_offset > self.config.max_record_locks:
+            return False
         self.records[offset] = InFlightRecord()
         self.end_offset = offset + 1
         return True
@@ -338,7 +343,8 @@ class SharePartitionState:
             del self.records[offset]
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
-        return self._decide(changes, now_ms, start_moved=True)
+        changes.start_moved = True
+        return self._decide(changes, now_ms)
 
     # ------------------------------------------------------------------ transitions
 
@@ -349,6 +355,7 @@ class SharePartitionState:
             deadline = entry.lock_deadline_ms
             if entry.state is RecordState.ACQUIRED and deadline is not None and deadline <= now_ms:
                 self._release(offset, entry, now_ms, changes)
+        changes.start_moved = self._advance_start()
         return changes
 
     def _release(self, offset: int, entry: InFlightRecord, now_ms: int, changes: _Changes) -> None:
@@ -398,10 +405,8 @@ class SharePartitionState:
 
     # ------------------------------------------------------------------ records
 
-    def _decide(
-        self, changes: _Changes, now_ms: int, *, start_moved: bool = False
-    ) -> ShareDecision:
-        start_moved = self._advance_start() or start_moved
+    def _decide(self, changes: _Changes, now_ms: int) -> ShareDecision:
+        start_moved = self._advance_start() or changes.start_moved
         if not changes.states and not start_moved:
             return ShareDecision(dead_letters=tuple(changes.dead))
         if self.updates_since_snapshot >= self.config.snapshot_update_records:
@@ -435,6 +440,13 @@ class SharePartitionState:
 
     def _delivery_complete_count(self) -> int:
         return sum(1 for r in self.records.values() if r.state in _FINAL)
+
+
+def _acquirable_at(record: InFlightRecord, now_ms: int) -> bool:
+    if record.state is RecordState.AVAILABLE:
+        return True
+    deadline = record.lock_deadline_ms
+    return record.state is RecordState.ACQUIRED and deadline is not None and deadline <= now_ms
 
 
 def _ranges(acquired: Iterable[tuple[int, int]]) -> tuple[AcquiredRecords, ...]:

@@ -56,7 +56,7 @@ class Partition:
     def fetch_with_retry(
         self, member: str, now_ms: int, max_records: int = 100
     ) -> tuple[ShareDecision, int | None]:
-        start = self.state.next_fetch_offset()
+        start = self.state.next_fetch_offset(now_ms)
         fetched = [FetchedRecord(o, ts) for o, ts in sorted(self.log.items()) if o >= start]
         decision, retry = self.state.acquire(member, start, fetched, max_records, now_ms)
         self.written += decision.records
