@@ -155,10 +155,16 @@ class SharePartitionState:
         config: SharePartitionConfig,
         values: list[ShareSnapshotValue | ShareUpdateValue],
         now_ms: int,
+        *,
+        leader_epoch: int | None = None,
     ) -> SharePartitionState:
-        """The state rebuilt from its records in log order (a snapshot, then updates).
-        Released records wait out their backoff again, counted from `now_ms`."""
-        return cls(partition, config, DurableShareState.from_records(values), now_ms)
+        """The state rebuilt from its records in log order (a snapshot, then updates),
+        written from now on with `leader_epoch` (a new leader's) when given. Released
+        records wait out their backoff again, counted from `now_ms`."""
+        durable = DurableShareState.from_records(values)
+        if leader_epoch is not None:
+            durable.leader_epoch = leader_epoch
+        return cls(partition, config, durable, now_ms)
 
     # ------------------------------------------------------------------ queries
 

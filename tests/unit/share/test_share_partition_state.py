@@ -292,6 +292,10 @@ def test_the_records_rebuild_the_state() -> None:
     loaded = SharePartitionState.load(PARTITION, config, p.written, now_ms=50_000)
     assert loaded.durable_view() == p.state.durable_view()
     assert loaded.records[1].available_from_ms == 50_000 + 100  # backoff from load
+    moved = SharePartitionState.load(PARTITION, config, p.written, now_ms=0, leader_epoch=4)
+    assert moved.release_member("nobody", now_ms=0).records == ()
+    moved.acquire("a", 0, [FetchedRecord(1, 0)], 1, now_ms=50_000)
+    assert moved.acknowledge("a", [AckBatch(1, 1, (1,))], 50_001).records[0].leader_epoch == 4
 
 
 def test_the_log_start_moving_takes_records_out_of_flight() -> None:
