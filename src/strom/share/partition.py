@@ -31,6 +31,7 @@ ShareFetch the acquired ranges. Each public call first expires the locks due at
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -111,6 +112,9 @@ class SharePartitionState:
         self.snapshot_epoch = durable.snapshot_epoch
         self.created_ms = durable.created_ms
         self.updates_since_snapshot = durable.updates_since_snapshot
+        self._locks: list[tuple[int, int]] = []
+        """(deadline, offset) of every lock, in a heap; an entry whose record has since
+        changed is stale and skipped."""
 
     # ------------------------------------------------------------------ construction
 
@@ -185,10 +189,13 @@ class SharePartitionState:
 
     def next_deadline_ms(self) -> int | None:
         """The earliest acquisition lock deadline, when `tick` has work."""
-        deadlines = [
-            r.lock_deadline_ms for r in self.records.values() if r.lock_deadline_ms is not None
-        ]
-        return min(deadlines, default=None)
+        while self._locks and not self._is_live_lock(*self._locks[0]):
+            heapq.heappop(self._locks)
+        return self._locks[0][0] if self._locks else None
+
+    def _is_live_lock(self, deadline_ms: int, offset: int) -> bool:
+        entry = self.records.get(offset)
+        return entry is not None and entry.lock_deadline_ms == deadline_ms
 
     def next_backoff_end_ms(self, now_ms: int) -> int | None:
         """When the next backed-off record becomes acquirable again, for a waiting
@@ -241,7 +248,7 @@ class SharePartitionState:
             entry.state = RecordState.ACQUIRED
             entry.delivery_count += 1
             entry.member_id = member_id
-            entry.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
+            self._lock(offset, entry, now_ms)
             acquired.append((offset, entry.delivery_count))
         decision = self._decide(changes, now_ms)
         ranges = _ranges(acquired)
@@ -287,7 +294,7 @@ class SharePartitionState:
         for offset, kind in sorted(plan.items()):
             entry = self.records[offset]
             if kind is AcknowledgeType.RENEW:
-                entry.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
+                self._lock(offset, entry, now_ms)
             elif kind is AcknowledgeType.ACCEPT:
                 self._finish(offset, entry, RecordState.ACKNOWLEDGED, changes)
             elif kind is AcknowledgeType.RELEASE:
@@ -354,13 +361,19 @@ class SharePartitionState:
 
     # ------------------------------------------------------------------ transitions
 
+    def _lock(self, offset: int, entry: InFlightRecord, now_ms: int) -> None:
+        entry.lock_deadline_ms = now_ms + self.config.record_lock_duration_ms
+        heapq.heappush(self._locks, (entry.lock_deadline_ms, offset))
+
     def _expire(self, now_ms: int) -> _Changes:
         changes = _Changes()
-        for offset in sorted(self.records):
-            entry = self.records[offset]
-            deadline = entry.lock_deadline_ms
-            if entry.state is RecordState.ACQUIRED and deadline is not None and deadline <= now_ms:
-                self._release(offset, entry, now_ms, changes)
+        due: set[int] = set()  # a set: one lock can be in the heap twice
+        while self._locks and self._locks[0][0] <= now_ms:
+            deadline_ms, offset = heapq.heappop(self._locks)
+            if self._is_live_lock(deadline_ms, offset):
+                due.add(offset)
+        for offset in sorted(due):
+            self._release(offset, self.records[offset], now_ms, changes)
         changes.start_moved = self._advance_start()
         return changes
 
