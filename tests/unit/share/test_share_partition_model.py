@@ -262,6 +262,16 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert self.state.durable_view() == before
         self.take(decision)
 
+    @rule(data=st.data())
+    def retention(self, data: st.DataObject) -> None:
+        """The log start moves (retention, DeleteRecords): what is gone leaves flight."""
+        self.expire()
+        log_start = data.draw(st.integers(0, self.next_offset))
+        if log_start > self.state.start_offset:
+            self.log = {o: r for o, r in self.log.items() if o >= log_start}
+        self.take(self.state.on_log_start_offset(log_start, self.now_ms))
+        assert self.state.start_offset >= log_start
+
     @rule(member=st.sampled_from(MEMBERS))
     def leave(self, member: str) -> None:
         self.expire()
