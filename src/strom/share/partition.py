@@ -79,12 +79,14 @@ class InFlightRecord:
 class _Changes:
     """What one decision changed: durable states to write, dead letters to copy."""
 
-    __slots__ = ("dead", "start_moved", "states")
+    __slots__ = ("dead", "exhausted", "start_moved", "states")
 
     def __init__(self) -> None:
         self.states: dict[int, tuple[RecordState, int]] = {}
         self.dead: list[DeadLetter] = []
         self.start_moved = False
+        self.exhausted = 0
+        """Records archived at the delivery count limit."""
 
 
 class SharePartitionState:
@@ -96,8 +98,12 @@ class SharePartitionState:
         config: SharePartitionConfig,
         durable: DurableShareState,
         now_ms: int,
+        *,
+        label: str = "",
     ) -> None:
         self.partition = partition
+        self._label = label
+        """Prefixed to every log line (the broker's id, as the group coordinator does)."""
         self.config = config
         self.start_offset = durable.start_offset
         self.records: dict[int, InFlightRecord] = {}
@@ -130,6 +136,7 @@ class SharePartitionState:
         offset_for_duration: int | None = None,
         state_epoch: int = 0,
         leader_epoch: int = 0,
+        label: str = "",
     ) -> tuple[SharePartitionState, ShareDecision]:
         """A new share-partition, placed by share.auto.offset.reset, and its first
         snapshot. BY_DURATION needs the offset the shell found in the time index."""
@@ -148,8 +155,8 @@ class SharePartitionState:
             leader_epoch=leader_epoch,
             created_ms=now_ms,
         )
-        state = cls(partition, config, durable, now_ms)
-        log.info("share-partition %s initialized at offset %d", partition, start)
+        state = cls(partition, config, durable, now_ms, label=label)
+        log.info("%sshare-partition %s: initialized at offset %d", label, partition, start)
         return state, ShareDecision(records=(state._snapshot(now_ms),))
 
     @classmethod
@@ -161,6 +168,7 @@ class SharePartitionState:
         now_ms: int,
         *,
         leader_epoch: int | None = None,
+        label: str = "",
     ) -> SharePartitionState:
         """The state rebuilt from its records in log order (a snapshot, then updates),
         written from now on with `leader_epoch` (a new leader's) when given. Released
@@ -168,7 +176,15 @@ class SharePartitionState:
         durable = DurableShareState.from_records(values)
         if leader_epoch is not None:
             durable.leader_epoch = leader_epoch
-        return cls(partition, config, durable, now_ms)
+        state = cls(partition, config, durable, now_ms, label=label)
+        log.info(
+            "%sshare-partition %s: loaded, offsets %d-%d in flight",
+            label,
+            partition,
+            state.start_offset,
+            state.end_offset,
+        )
+        return state
 
     # ------------------------------------------------------------------ queries
 
@@ -253,7 +269,13 @@ class SharePartitionState:
         decision = self._decide(changes, now_ms)
         ranges = _ranges(acquired)
         if ranges:
-            log.debug("share-partition %s: %s acquired %s", self.partition, member_id, ranges)
+            log.debug(
+                "%sshare-partition %s: %s acquired %s",
+                self._label,
+                self.partition,
+                member_id,
+                ranges,
+            )
         return replace(decision, acquired=ranges), retry_at_ms
 
     def _extend(self, cursor: int, offset: int, changes: _Changes) -> bool:
@@ -379,6 +401,7 @@ class SharePartitionState:
 
     def _release(self, offset: int, entry: InFlightRecord, now_ms: int, changes: _Changes) -> None:
         if entry.delivery_count >= self.config.delivery_count_limit:
+            changes.exhausted += 1
             self._finish(offset, entry, RecordState.ARCHIVED, changes)
             self._dead_letter(offset, entry, DeadLetterReason.DELIVERY_COUNT_EXCEEDED, changes)
             return
@@ -426,6 +449,14 @@ class SharePartitionState:
 
     def _decide(self, changes: _Changes, now_ms: int) -> ShareDecision:
         start_moved = self._advance_start() or changes.start_moved
+        if changes.exhausted:
+            log.info(
+                "%sshare-partition %s: %d records archived at the delivery count limit %d",
+                self._label,
+                self.partition,
+                changes.exhausted,
+                self.config.delivery_count_limit,
+            )
         if not changes.states and not start_moved:
             return ShareDecision(dead_letters=tuple(changes.dead))
         if self.updates_since_snapshot >= self.config.snapshot_update_records:
