@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -76,17 +76,15 @@ class InFlightRecord:
         return self.state, self.delivery_count
 
 
+@dataclass(slots=True)
 class _Changes:
     """What one decision changed: durable states to write, dead letters to copy."""
 
-    __slots__ = ("dead", "exhausted", "start_moved", "states")
-
-    def __init__(self) -> None:
-        self.states: dict[int, tuple[RecordState, int]] = {}
-        self.dead: list[DeadLetter] = []
-        self.start_moved = False
-        self.exhausted = 0
-        """Records archived at the delivery count limit."""
+    states: dict[int, tuple[RecordState, int]] = field(default_factory=dict)
+    dead: list[DeadLetter] = field(default_factory=list)
+    start_moved: bool = False
+    exhausted: int = 0
+    """Records archived at the delivery count limit."""
 
 
 class SharePartitionState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -120,4 +120,4 @@ class ShareDecision:
     error: ErrorCode = ErrorCode.none
     records: tuple[ShareSnapshotValue | ShareUpdateValue, ...] = ()
     dead_letters: tuple[DeadLetter, ...] = ()
-    acquired: tuple[AcquiredRecords, ...] = field(default=())
+    acquired: tuple[AcquiredRecords, ...] = ()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from strom.share.config import AutoOffsetReset, SharePartitionConfig
@@ -305,3 +306,21 @@ def test_the_log_start_moving_takes_records_out_of_flight() -> None:
     assert (p.state.start_offset, moved.records[0].start_offset) == (5, 5)
     assert p.ack("a", 2, (0, 2, ACCEPT)).error is ErrorCode.none  # below SPSO: ignored
     assert p.fetch("a", now_ms=3).acquired == (AcquiredRecords(5, 9, 1),)
+
+
+def test_settings_that_cannot_work_are_refused() -> None:
+    for bad in (
+        {"record_lock_duration_ms": 0},
+        {"delivery_count_limit": 0},
+        {"max_record_locks": 0},
+        {"delivery_delay_ms": -1},
+        {"redelivery_backoff_ms": 100, "redelivery_backoff_max_ms": 10},
+        {"snapshot_update_records": 0},
+    ):
+        with pytest.raises(ValueError):
+            SharePartitionConfig(**bad)
+    by_duration = SharePartitionConfig(auto_offset_reset=AutoOffsetReset.BY_DURATION)
+    with pytest.raises(ValueError):
+        SharePartitionState.initialize(
+            PARTITION, by_duration, log_start_offset=0, log_end_offset=0, now_ms=0
+        )
