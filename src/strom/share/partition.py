@@ -259,11 +259,16 @@ class SharePartitionState:
             if now_ms < due_ms:
                 retry_at_ms = due_ms if retry_at_ms is None else min(retry_at_ms, due_ms)
                 continue
+            last_try = self._is_last_try(entry)
+            if last_try and acquired:
+                break  # delivered alone, in the next fetch
             entry.state = RecordState.ACQUIRED
             entry.delivery_count += 1
             entry.member_id = member_id
             self._lock(offset, entry, now_ms)
             acquired.append((offset, entry.delivery_count))
+            if last_try:
+                break
         decision = self._decide(changes, now_ms)
         ranges = _ranges(acquired)
         if ranges:
@@ -275,6 +280,13 @@ class SharePartitionState:
                 ranges,
             )
         return replace(decision, acquired=ranges), retry_at_ms
+
+    def _is_last_try(self, entry: InFlightRecord) -> bool:
+        """Whether its next delivery is its last. Kafka hands such a record out alone
+        (with a limit above 2), so that a record that breaks its consumer does not use up
+        the deliveries of the records fetched with it."""
+        limit = self.config.delivery_count_limit
+        return limit > 2 and entry.delivery_count == limit - 1
 
     def _extend(self, cursor: int, offset: int, changes: _Changes) -> bool:
         """Take `offset` into flight, archiving the offsets with no record before it.

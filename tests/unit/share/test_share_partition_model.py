@@ -199,23 +199,34 @@ class SharePartitionMachine(RuleBasedStateMachine):
             assert count == record.count + 1 <= self.config.delivery_count_limit
             record.count, record.holder = count, member
             record.deadline_ms = self.now_ms + LOCK_MS
+        limit = self.config.delivery_count_limit
+        if limit > 2 and any(count == limit for _, count in got):
+            assert len(got) == 1, f"{got}: a last delivery goes alone"
         if max_records == 1000:
-            self.check_nothing_left_behind({o for o, _ in got})
+            self.check_nothing_left_behind([o for o, _ in got])
         self.take(decision)
 
-    def check_nothing_left_behind(self, got: set[int]) -> None:
-        """An unbounded acquire takes every deliverable record the lock limit allows."""
+    def check_nothing_left_behind(self, got: list[int]) -> None:
+        """An unbounded acquire takes every deliverable record the lock limit allows, in
+        offset order, but a record on its last delivery (limit above 2) goes alone."""
+        limit = self.config.delivery_count_limit
         window_end = self.state.start_offset + self.config.max_record_locks
-        for offset, record in self.log.items():
-            deliverable = (
-                record.final is None
-                and (record.holder is None or offset in got)
-                and self.now_ms >= record.timestamp_ms + self.config.delivery_delay_ms
-                and self.now_ms >= record.ready_ms
-                and offset < window_end
+        missed = [
+            offset
+            for offset, record in sorted(self.log.items())
+            if offset not in got
+            and record.final is None
+            and record.holder is None
+            and self.now_ms >= record.timestamp_ms + self.config.delivery_delay_ms
+            and self.now_ms >= record.ready_ms
+            and offset < window_end
+        ]
+        if missed:
+            first = missed[0]
+            stopped = bool(got) and (
+                self.log[got[-1]].count == limit or self.log[first].count == limit - 1
             )
-            if deliverable:
-                assert offset in got, f"{offset} was deliverable"
+            assert limit > 2 and stopped and first > got[-1], f"{first} was deliverable"
 
     def holders(self) -> list[str]:
         return sorted({r.holder for r in self.log.values() if r.holder is not None})

@@ -191,6 +191,19 @@ def test_the_delivery_count_limit_archives_and_dead_letters() -> None:
     assert p.fetch("a", now_ms=40_000).acquired == ()
 
 
+def test_a_record_on_its_last_delivery_goes_alone() -> None:
+    p = Partition(earliest(delivery_count_limit=3), dict.fromkeys(range(4), 0))
+    p.fetch("a", now_ms=0, max_records=2)
+    p.ack("a", 0, (0, 1, RELEASE))
+    p.fetch("a", now_ms=0, max_records=1)
+    p.ack("a", 0, (0, 0, RELEASE))  # offset 0 has had 2 deliveries of 3, offset 1 one
+    assert p.fetch("b", now_ms=0).acquired == (AcquiredRecords(0, 0, 3),)
+    assert p.fetch("c", now_ms=0).acquired == (
+        AcquiredRecords(1, 1, 2),
+        AcquiredRecords(2, 3, 1),
+    )
+
+
 def test_reject_archives_and_dead_letters_only_with_a_dead_letter_topic() -> None:
     p = Partition(earliest(dead_letter_topic="jobs-dlq"), ten_records())
     p.fetch("a", now_ms=0, max_records=4)
