@@ -42,8 +42,10 @@ __all__ = [
     "ShareUpdateValue",
     "StateBatch",
     "decode_share_key",
+    "decode_share_record",
     "decode_share_value",
     "encode_share_key",
+    "encode_share_record",
     "encode_share_value",
 ]
 
@@ -150,6 +152,18 @@ def encode_share_value(value: ShareValue) -> bytes:
     return w.bytes()
 
 
+def encode_share_record(
+    group_id: str, topic_id: uuid.UUID, partition: int, value: ShareValue
+) -> tuple[bytes, bytes]:
+    """The key and value bytes of one record a share-partition's decision asks for."""
+    key: ShareKey
+    if isinstance(value, ShareSnapshotValue):
+        key = ShareSnapshotKey(group_id, topic_id, partition)
+    else:
+        key = ShareUpdateKey(group_id, topic_id, partition)
+    return encode_share_key(key), encode_share_value(value)
+
+
 # ----------------------------------------------------------------------------- reading
 
 
@@ -226,3 +240,12 @@ def _delivery_complete_count(r: LayoutReader) -> int:
     if len(raw) != 4:
         raise ShareStateFormatError("DeliveryCompleteCount is not an int32")
     return int(_I32.unpack(raw)[0])
+
+
+def decode_share_record(
+    key_data: bytes, value_data: bytes | None
+) -> tuple[ShareKey, ShareValue | None]:
+    """A record read back from `__share_group_state`; a null value is a tombstone (the
+    share-partition's state was deleted)."""
+    key = decode_share_key(key_data)
+    return key, None if value_data is None else decode_share_value(key, value_data)

@@ -24,14 +24,10 @@ from kio.schema.errors import ErrorCode
 from strom.share.config import AutoOffsetReset, SharePartitionConfig
 from strom.share.partition import SharePartitionState
 from strom.share.records import (
-    ShareSnapshotKey,
     ShareSnapshotValue,
-    ShareUpdateKey,
     ShareUpdateValue,
-    decode_share_key,
-    decode_share_value,
-    encode_share_key,
-    encode_share_value,
+    decode_share_record,
+    encode_share_record,
 )
 from strom.share.replay import DurableShareState
 from strom.share.values import (
@@ -118,11 +114,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def take(self, decision: ShareDecision) -> None:
         """Carry a decision's records through their bytes into the replayed state."""
         for value in decision.records:
-            snapshot = isinstance(value, ShareSnapshotValue)
-            key_type = ShareSnapshotKey if snapshot else ShareUpdateKey
-            key_bytes = encode_share_key(key_type("g", PARTITION.topic_id, 0))
-            decoded = decode_share_value(decode_share_key(key_bytes), encode_share_value(value))
-            assert decoded == value
+            key_bytes, value_bytes = encode_share_record("g", PARTITION.topic_id, 0, value)
+            _, decoded = decode_share_record(key_bytes, value_bytes)
+            assert decoded == value and decoded is not None
             self.values.append(decoded)
             self.replayed.apply(decoded)
         got = [

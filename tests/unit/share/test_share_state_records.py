@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from strom.group.placement import partition_for
+from strom.share.placement import share_coordinator_key, share_state_partition
 from strom.share.records import (
     ShareSnapshotKey,
     ShareSnapshotValue,
@@ -17,8 +19,10 @@ from strom.share.records import (
     ShareUpdateValue,
     StateBatch,
     decode_share_key,
+    decode_share_record,
     decode_share_value,
     encode_share_key,
+    encode_share_record,
     encode_share_value,
 )
 from strom.share.replay import DurableShareState, ShareReplayError, state_batches
@@ -177,3 +181,18 @@ def test_state_batches_coalesce_runs() -> None:
         StateBatch(7, 7, 2, 2),
         StateBatch(9, 9, 2, 2),
     )
+
+
+def test_a_decisions_record_is_keyed_by_its_kind() -> None:
+    update = ShareUpdateValue(0, 0, -1, ())
+    key, value = encode_share_record("g", TOPIC_ID, 2, update)
+    assert decode_share_record(key, value) == (ShareUpdateKey("g", TOPIC_ID, 2), update)
+    snapshot = ShareSnapshotValue(0, 0, 0, 0, 0, 0, ())
+    key, _ = encode_share_record("g", TOPIC_ID, 2, snapshot)
+    assert decode_share_record(key, None) == (ShareSnapshotKey("g", TOPIC_ID, 2), None)
+
+
+def test_the_state_lives_where_kafka_puts_it() -> None:
+    key = share_coordinator_key("workers", uuid.UUID(int=1), 3)
+    assert key == "workers:AAAAAAAAAAAAAAAAAAAAAQ:3"  # Kafka's Uuid text: URL-safe base64
+    assert share_state_partition("workers", uuid.UUID(int=1), 3, 50) == partition_for(key, 50)
