@@ -165,6 +165,16 @@ class RangeColumns:
                 f"{header.base_offset} is malformed: {exc}"
             ) from None
         self._types += (_LOG_APPEND_TIME if log_append else _CREATE_TIME) * header.records_count
+        rows_after = self._buffers.rows
+        if rows_after > rows_before:  # build() checks that offsets rise in between
+            first = _INT64.unpack_from(self._buffers.offsets, 8 * rows_before)[0]
+            last = _INT64.unpack_from(self._buffers.offsets, 8 * (rows_after - 1))[0]
+            if first < header.base_offset or last > header.last_offset:
+                raise BrokerError(
+                    f"strom: {self.range.topic_partition}: the batch at offset "
+                    f"{header.base_offset} is malformed: its records' offsets {first}..{last} "
+                    f"are outside the batch's {header.base_offset}..{header.last_offset}"
+                )
         if header.base_offset < self.position:  # the batch holding the position: cut it there
             first, rows = rows_before, self._buffers.rows
             before = _rows_below(self._buffers.offsets, first, rows, self.position)

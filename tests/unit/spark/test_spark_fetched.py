@@ -17,7 +17,7 @@ from typing import Any
 import crc32c
 import pyarrow as pa
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from strom.protocol.batch_header import TimestampType
@@ -294,6 +294,15 @@ def _with_crc(batch: bytearray) -> bytes:
 
 
 @settings(max_examples=200, deadline=None)
+@example(  # the first record's offset delta damaged to -1: a row before the batch's base
+    steps=[
+        ("txn", 1, [(None, None, (), 64)]),
+        ("data", [(None, None, (), 0)], Compression.NONE, False),
+    ],
+    damage=[(65, 1)],
+    committed=False,
+    headers=False,
+)
 @given(
     steps=steps_st,
     damage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
