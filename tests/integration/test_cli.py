@@ -216,3 +216,33 @@ def test_kafka_kraft_config_starts_strom_as_is(tmp_path: Path) -> None:
         _, stderr = process.communicate(timeout=10)
     assert process.returncode == 0, stderr
     assert "num.network.threads is accepted but has no effect" in stderr
+
+
+def test_cluster_status_of_one_embedded_node_names_the_address_it_is_reached_at(
+    tmp_path: Path,
+) -> None:
+    """`strom serve` alone (no controller.quorum.voters, no controller listener): the
+    quorum's one voter is listed at the node's client listener, not at localhost:0."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    serve = ["serve", "--data-dir", str(tmp_path / "data"), "--listen", address, "--node-id", "1"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strom", *serve],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert f"strom ready on {address}" in ready, ready
+        status = strom("cluster", "status", "-b", address)
+        assert status.returncode == 0, status.stderr
+        rows = [line.split() for line in status.stdout.splitlines()]
+        voters = [row[:3] for row in rows if row[1:2] == ["leader"]]  # NODE ROLE ADDRESS
+        assert voters == [["1", "leader", address]], status.stdout
+        assert "localhost:0" not in status.stdout
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0, stderr

@@ -18,6 +18,7 @@ from strom.config.errors import ConfigError, ConfigSource
 from strom.config.group_configs import check_group_broker_keys
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
 from strom.config.listener_settings import (
+    LISTENER_PREFIX,
     connection_limits,
     ignored_overrides,
     listener_sasl,
@@ -167,6 +168,9 @@ class BrokerConfig:
     sources: Mapping[str, ConfigSource]
     """For every key in `raw`: STATIC_BROKER_CONFIG (file, --set, shortcut), DEFAULT_CONFIG,
     or, after `with_dynamic`, DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG."""
+    listener_keys: Mapping[str, tuple[str, ConfigSource]]
+    """Every `listener.name.<listener>.<key>` set, statically or (after `with_dynamic`)
+    dynamically: its text as given and its source, as DescribeConfigs lists it."""
     values: Mapping[str, ConfigValue]
     """Typed value of every known key, None where unset."""
     ignored: tuple[str, ...]
@@ -482,6 +486,13 @@ def build_config(
         authorizer=_authorizer(v),
         raw=MappingProxyType(raw),
         sources=MappingProxyType(sources),
+        listener_keys=MappingProxyType(
+            {
+                name: (text, dynamic_sources.get(name, ConfigSource.STATIC_BROKER_CONFIG))
+                for name, text in given.items()
+                if name.startswith(LISTENER_PREFIX)
+            }
+        ),
         values=MappingProxyType(typed),
         ignored=tuple(
             name

@@ -86,7 +86,8 @@ class MetricsEndpoint:
             data = await self._respond(reader)
             if data:
                 writer.write(data)
-                await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
+                async with asyncio.timeout(READ_TIMEOUT_S):  # wait_for can eat a cancel
+                    await writer.drain()
         except (ConnectionError, TimeoutError):
             pass
         finally:
@@ -96,7 +97,8 @@ class MetricsEndpoint:
     async def _respond(self, reader: asyncio.StreamReader) -> bytes:
         """The answer to the connection's request; b"" when there is no one to answer."""
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):  # wait_for can eat a cancel
+                head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             return refusal(HttpRefusal(431, f"request head longer than {MAX_HEAD_BYTES} bytes"))
         except asyncio.IncompleteReadError:

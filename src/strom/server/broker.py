@@ -47,9 +47,7 @@ from strom.server.controller import ControllerService
 from strom.server.controller_link import ControllerCaller
 from strom.server.flusher import Flusher
 from strom.server.handlers import client_handlers, controller_handlers
-from strom.server.handlers.ports import (
-    ForwardPort,
-)
+from strom.server.handlers.ports import ForwardPort
 from strom.server.handlers.private import PrivateSession
 from strom.server.isr import IsrManager
 from strom.server.lifecycle import BrokerLifecycle
@@ -209,6 +207,7 @@ class Broker:
             raft_directory=config.metadata_log_dir / METADATA_LOG_DIR,
             snapshot_every_bytes=SNAPSHOT_EVERY_BYTES,
             security=lambda: self.links.controller(),
+            bound=self.bound,
         )
         if store is not None:
             await self._start_store(store)

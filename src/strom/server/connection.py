@@ -183,9 +183,8 @@ class Connection:
             muted_s = self._muted_until - time.perf_counter()
             if muted_s > 0:  # as Kafka mutes a throttled client's channel
                 await _throttle_wait(muted_s)
-            size_bytes = await asyncio.wait_for(
-                self._reader.readexactly(4), timeout=self._idle_timeout_s
-            )
+            async with asyncio.timeout(self._idle_timeout_s):  # wait_for can eat a cancel
+                size_bytes = await self._reader.readexactly(4)
             (size,) = _SIZE.unpack(size_bytes)
             smallest, largest, limit = self._frame_limits()
             if size < smallest or size > largest:
@@ -200,9 +199,8 @@ class Connection:
                 )
                 return
             # A client that stalls inside a frame is as idle as one that sends nothing.
-            frame = await asyncio.wait_for(
-                self._reader.readexactly(size), timeout=self._idle_timeout_s
-            )
+            async with asyncio.timeout(self._idle_timeout_s):
+                frame = await self._reader.readexactly(size)
             self.last_active_s = read_at = time.perf_counter()
             answer = self._start(frame, read_at)
             if answer is None:
@@ -439,7 +437,8 @@ class Connection:
                 continue
             self._writer.write(frame)
             try:
-                await asyncio.wait_for(self._writer.drain(), timeout=self._idle_timeout_s)
+                async with asyncio.timeout(self._idle_timeout_s):  # wait_for can eat a cancel
+                    await self._writer.drain()
             except TimeoutError:
                 log.info(
                     "[node %d] closing connection from %s: it has not read its answers for "

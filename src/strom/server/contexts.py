@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.config import BrokerConfig
 from strom.security.acls import CLUSTER_NAME
 from strom.security.authorizer import Authorizer
 from strom.security.operations import AclOperation, AclResourceType
@@ -25,6 +26,16 @@ from strom.server.throttling import ControllerMutationQuota
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
+
+
+def quorum_listener_name(config: BrokerConfig) -> str:
+    """The listener DescribeQuorum names the voters' endpoints after: the controller
+    listener's name, but on an embedded single node with no controller listener the
+    client listener its one voter is listed at (metadata/stores' build_store)."""
+    embedded = not config.controller_quorum_voters and not config.controller_listeners
+    if embedded and config.inter_broker_listener_name is not None:
+        return config.inter_broker_listener_name
+    return next(iter(config.controller_listener_names), "CONTROLLER")
 
 
 def authorizer(broker: Broker) -> Authorizer | None:
@@ -105,7 +116,7 @@ def handler_contexts(broker: Broker) -> Contexts:
             node_id=broker.node_id,
             controller=lambda: broker.controller,
             store=lambda: broker.store,
-            listener_name=next(iter(broker.config.controller_listener_names), "CONTROLLER"),
+            listener_name=quorum_listener_name(broker.config),
             forward=broker.forward,
             authorizer=current,
         ),

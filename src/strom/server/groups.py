@@ -538,7 +538,8 @@ class GroupService:
             self._wake.clear()
             timeout_s = None if deadline is None else max(deadline - now_ms(), 0) / 1000
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):  # wait_for can eat a cancel
+                    await self._wake.wait()
             try:
                 await self.apply(self.core.tick(now_ms()))
             except CoordinatorUnavailable:

@@ -167,7 +167,8 @@ class JwksSource:
             return
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._refresh_ms / 1000)
+                async with asyncio.timeout(self._refresh_ms / 1000):  # wait_for can eat a cancel
+                    await self._wake.wait()
             self._wake.clear()
             await self._refresh()
 

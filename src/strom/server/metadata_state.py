@@ -117,7 +117,8 @@ class MetadataState:
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):  # wait_for can eat a cancel
+                    await self._changed.wait()
             except TimeoutError:
                 return False
         return True

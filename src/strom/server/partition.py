@@ -431,7 +431,10 @@ class Partition:
         if self.low_watermark < offset:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self.start_waiters.append((offset, future))
-            await asyncio.wait_for(future, timeout_s)
+            # On timeout the cancel reaches the awaited future too, as wait_for's did, and a
+            # cancelled future is dropped at release (wait_for can eat a cancel).
+            async with asyncio.timeout(timeout_s):
+                await future
         return self.low_watermark
 
     def _release_start_waiters(self) -> None:
@@ -556,7 +559,10 @@ class Partition:
             raise LeadershipMoved(f"{self.topic}-{self.index} is not led here")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.hw_waiters.append((offset, future))
-        await asyncio.wait_for(future, timeout_s)  # a timed-out future is dropped at release
+        # On timeout the cancel reaches the awaited future too, as wait_for's did, and a
+        # cancelled future is dropped at release (wait_for can eat a cancel).
+        async with asyncio.timeout(timeout_s):
+            await future
 
     def _release_hw_waiters(self, high_watermark: int) -> None:
         if not self.hw_waiters:

@@ -86,12 +86,15 @@ def test_find_coordinator_of_a_transactional_id_tells_why_none_is_there(tmp_path
             "",
             -1,
         )
-        assert entry.error_message
+        assert entry.error_message == "The coordinator is not available."
         node.txns.unavailable = E.coordinator_load_in_progress  # the topic cannot be made now
         found = await answered(
             handle_find_coordinator, node.context, find_transaction_coordinator(TX, version=2)
         )
-        assert found.error_code == E.coordinator_load_in_progress
+        assert (found.error_code, found.error_message) == (
+            E.coordinator_load_in_progress,
+            "The coordinator is loading and hence can't process requests.",
+        )
 
     run(scenario())
     node.close()

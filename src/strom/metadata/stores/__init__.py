@@ -12,12 +12,12 @@ names a concrete store. The adapters:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from strom.client.security import ClientSecurity
-from strom.config import BrokerConfig
-from strom.config.listeners import QuorumVoter
+from strom.config import BrokerConfig, Listener
+from strom.config.listeners import WILDCARD_HOSTS, QuorumVoter
 from strom.metadata.stores.base import (
     Advertised,
     AppliedMetadata,
@@ -60,12 +60,14 @@ def build_store(
     raft_directory: Path,
     snapshot_every_bytes: int,
     security: Callable[[], ClientSecurity | None] = lambda: None,
+    bound: Sequence[tuple[Listener, int]] = (),
 ) -> MetadataStore | None:
     """The store the config names for this node: ZooKeeper with `zookeeper.connect`,
     else the Raft quorum on a controller; None on a broker-only node of a Raft cluster,
     which pulls the committed metadata from the controllers instead
     (server/metadata_fetcher.py). `security`: how the Raft driver's connections to the
-    other voters are secured (the controller listener's)."""
+    other voters are secured (the controller listener's). `bound`: the node's listeners
+    and the ports they were bound to."""
     if config.zookeeper is not None:
         settings = ZooKeeperSettings(
             connect=config.zookeeper,
@@ -77,7 +79,7 @@ def build_store(
         return None
     voters = list(config.controller_quorum_voters)
     if not voters:  # the embedded single node: a quorum of one
-        voters = [QuorumVoter(ports.node_id, "localhost", 0)]
+        voters = [_embedded_voter(config, ports, bound)]
     return RaftDriver(
         ports,
         voters=voters,
@@ -92,3 +94,21 @@ def build_store(
         snapshot_every_bytes=snapshot_every_bytes,
         security=security,
     )
+
+
+def _embedded_voter(
+    config: BrokerConfig, ports: StorePorts, bound: Sequence[tuple[Listener, int]]
+) -> QuorumVoter:
+    """The one voter of an embedded single node (no controller.quorum.voters) where
+    DescribeQuorum lists it: at its controller listener when it has one (a wildcard host
+    as localhost, port 0 as the port bound), else at the client listener its clients
+    and brokers use, which then reaches its controller."""
+    controller = next(iter(config.controller_listeners), None)
+    if controller is not None:
+        host = "localhost" if controller.host in WILDCARD_HOSTS else controller.host
+        port = controller.port or dict(bound).get(controller, 0)
+        return QuorumVoter(ports.node_id, host, port)
+    if not config.is_broker:  # no listener to name
+        return QuorumVoter(ports.node_id, "localhost", 0)
+    advertised = ports.advertised()
+    return QuorumVoter(ports.node_id, advertised.host, advertised.port)

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 from strom.config import BrokerConfig, ConfigSource, effective_topic_config
 from strom.config.group_configs import group_config_defaults
 from strom.config.keys import CONFIG_KEYS_BY_NAME
-from strom.config.listener_settings import LISTENER_PREFIX
+from strom.config.listener_settings import LISTENER_PREFIX, override_key
 from strom.metadata.configs import (
     AlterConfigOp,
     ConfigEntryChange,
@@ -89,7 +89,9 @@ def _refusal(
 
 
 def _entry(name: str, value: str | None, source: ConfigSource) -> DescribeConfigsEntry:
-    key = CONFIG_KEYS_BY_NAME.get(name)
+    """One config, its value hidden (null, is_sensitive) if its key is sensitive; a
+    `listener.name.<listener>.<key>` name is as sensitive as its key."""
+    key = override_key(name) or CONFIG_KEYS_BY_NAME.get(name)
     sensitive = key is not None and key.sensitive
     return {
         "name": name,
@@ -125,10 +127,14 @@ def group_config_entries(
 
 
 def _broker_entries(config: BrokerConfig) -> list[DescribeConfigsEntry]:
-    return [
-        _entry(name, value, config.sources.get(name, ConfigSource.DEFAULT_CONFIG))
-        for name, value in sorted(config.raw.items())
+    """This broker's every key with a value, and, as Kafka lists them, the per-listener
+    keys that are set."""
+    entries = [
+        (name, value, config.sources.get(name, ConfigSource.DEFAULT_CONFIG))
+        for name, value in config.raw.items()
     ]
+    entries += [(name, text, source) for name, (text, source) in config.listener_keys.items()]
+    return [_entry(name, value, source) for name, value, source in sorted(entries)]
 
 
 async def handle_describe_configs(context: AdminContext, request: Request) -> Any:

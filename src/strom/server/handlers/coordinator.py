@@ -13,8 +13,13 @@ the principal may not look up creates no topic: a group needs DESCRIBE on it (el
 GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a share group (key type 2, v6) CLUSTER_ACTION on
 the cluster (else CLUSTER_AUTHORIZATION_FAILED; strom serves no share groups, so with it
-the answer is INVALID_REQUEST). The error's message is Kafka's: its default text where
-Kafka sends one (v0-v3, and the share key's refusal), none otherwise.
+the answer is INVALID_REQUEST).
+
+Every error carries Kafka's default text for its code as its message, in the v0-v3 answer
+and in each v4+ entry alike; a coordinator found carries none (null). Kafka's v0-v3
+answers send that text too; its v4+ entries leave it empty except when the whole request
+fails, and its v1-v3 answers name "NONE" where there is no error: strom sends the text
+for every error and null for none, which clients read the same.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.group.placement import OFFSETS_TOPIC, partition_for
+from strom.group.placement import partition_for
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request, build_response
 from strom.protocol.responses.cluster import Coordinator, FindCoordinatorResponse
@@ -32,19 +37,35 @@ from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.access import Access
 from strom.server.handlers.ports import TxnContext
 from strom.server.transactions import TxnUnavailable
-from strom.txn.placement import TRANSACTION_STATE_TOPIC
 
 _GROUP = 0
 _TRANSACTION = 1
 _SHARE = 2
 _BATCHED_VERSION = 4
 _SHARE_VERSION = 6
-_DENIED_MESSAGES = {
+_MESSAGES = {
     ErrorCode.group_authorization_failed: "Group authorization failed.",
     ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
     ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.coordinator_load_in_progress: (
+        "The coordinator is loading and hence can't process requests."
+    ),
+    ErrorCode.not_coordinator: "This is not the correct coordinator.",
+    ErrorCode.invalid_request: (
+        "This most likely occurs because of a request being malformed by the client library "
+        "or the message was sent to an incompatible broker. See the broker logs for more "
+        "details."
+    ),
 }
-"""Kafka's default text of each error, which it sends with a refusal to v0-v3."""
+"""Kafka's default text of each error FindCoordinator answers with (its Errors table)."""
+
+
+def _failed(entry: Coordinator, error: ErrorCode) -> Coordinator:
+    """`entry` answering `error`, with Kafka's text for it."""
+    entry["error_code"] = error
+    entry["error_message"] = _MESSAGES.get(error, error.name)
+    return entry
 
 
 def _refused(access: Access, key: str, key_type: int, version: int) -> ErrorCode | None:
@@ -74,43 +95,26 @@ async def _coordinator(
     }
     refused = _refused(access, key, key_type, request.api_version)
     if refused is not None:
-        entry["error_code"] = refused
-        if request.api_version < _BATCHED_VERSION or key_type == _SHARE:
-            entry["error_message"] = _DENIED_MESSAGES[refused]
-        return entry
-    listener = request.listener
+        return _failed(entry, refused)
     try:
         if key_type == _GROUP:
-            service = context.groups
-            await service.ensure_topic()
-            topic, index = OFFSETS_TOPIC, partition_for(key, service.num_partitions)
-            leader_id = service.leader_of(index)
+            groups = context.groups
+            await groups.ensure_topic()
+            leader_id = groups.leader_of(partition_for(key, groups.num_partitions))
         elif key_type == _TRANSACTION:
             txns = context.txns
             await txns.ensure_topic()
-            topic, index = TRANSACTION_STATE_TOPIC, partition_for(key, txns.num_partitions)
-            leader_id = txns.leader_of(index)
-        else:
-            entry["error_code"] = ErrorCode.invalid_request
-            entry["error_message"] = f"unknown coordinator key type {key_type}"
-            return entry
+            leader_id = txns.leader_of(partition_for(key, txns.num_partitions))
+        else:  # no such key type, or a share group (strom has none)
+            return _failed(entry, ErrorCode.invalid_request)
     except (CoordinatorUnavailable, TxnUnavailable) as exc:
-        entry["error_code"] = exc.error_code
-        entry["error_message"] = str(exc)
-        return entry
+        return _failed(entry, exc.error_code)
     leader = context.metadata.image.brokers.get(leader_id)
-    address = None if leader is None else leader.address(listener or None)
-    if leader is None or leader.fenced:
-        entry["error_code"] = ErrorCode.coordinator_not_available
-        entry["error_message"] = f"{topic}-{index} has no leader now"
-    elif address is None:
-        entry["error_code"] = ErrorCode.coordinator_not_available
-        entry["error_message"] = (
-            f"{topic}-{index} is led by broker {leader_id}, which has no listener {listener}"
-        )
-    else:
-        entry["node_id"] = leader.broker_id
-        entry["host"], entry["port"] = address
+    address = None if leader is None else leader.address(request.listener or None)
+    if leader is None or leader.fenced or address is None:  # no leader, or not on this listener
+        return _failed(entry, ErrorCode.coordinator_not_available)
+    entry["node_id"] = leader.broker_id
+    entry["host"], entry["port"] = address
     return entry
 
 

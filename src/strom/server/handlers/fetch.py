@@ -390,7 +390,8 @@ async def _wait_for_data(wanted: list[_Wanted], timeout_s: float) -> None:
     for partition in partitions.values():
         partition.waiters.add(waiter)
     try:
-        await asyncio.wait_for(waiter, timeout_s)
+        async with asyncio.timeout(timeout_s):  # wait_for can eat a cancel
+            await waiter
     except TimeoutError:
         pass
     finally:
