@@ -34,6 +34,8 @@ def main() -> None:
         "heartbeat.interval.ms": 500,
         **json.loads(extra),
     }
+    if config.get("group.protocol") == "consumer":  # KIP-848: the broker sets these
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
     consumer = Consumer(config)
     stopping = False
 

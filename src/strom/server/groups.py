@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -42,6 +43,9 @@ from kio.schema.errors import ErrorCode
 from strom.config import BrokerConfig
 from strom.group import offsets as group_offsets
 from strom.group import txn_offsets
+from strom.group.consumer.coordinator import ConsumerCoordinator
+from strom.group.consumer.heartbeat import ConsumerRecord
+from strom.group.consumer.records import encode_record
 from strom.group.coordinator import (
     Discarded,
     GroupCoordinator,
@@ -55,7 +59,7 @@ from strom.group.coordinator import (
 )
 from strom.group.offsets import CommitRequest
 from strom.group.placement import OFFSETS_TOPIC, partition_for
-from strom.group.records import OffsetCommitValue, encode_key, encode_value
+from strom.group.records import OffsetCommitValue
 from strom.group.state import (
     GroupConfig,
     GroupDescription,
@@ -172,6 +176,9 @@ class GroupService:
             random.Random(),
             label=f"[node {node_id}] ",
         )
+        self.consumer = ConsumerCoordinator(  # KIP-848 groups: server/consumer_groups.py
+            config_now.consumer_group, random.Random(), label=f"[node {node_id}]"
+        )
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._pending: dict[int, tuple[Output, asyncio.Future[None]]] = {}
@@ -209,7 +216,9 @@ class GroupService:
             partition = self._partitions.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue
-            count = load_partition(self.core, partition, current, self._in_partition(index))
+            belongs = self._in_partition(index)
+            count = load_partition(self.core, partition, current, belongs, self.consumer)
+            self.consumer.loaded(belongs)
             self._loaded.add(index)
             log.info(
                 "[node %d] coordinating the groups of %s-%d (%d record(s) loaded)",
@@ -224,6 +233,9 @@ class GroupService:
         count = self.num_partitions
         mine = [g for g in self.core.store.group_ids() if partition_for(g, count) == index]
         self._discard(self.core.forget(mine), ErrorCode.not_coordinator)
+        self.consumer.forget(
+            g for g in self.consumer.group_ids() if partition_for(g, count) == index
+        )
         log.info(
             "[node %d] no longer coordinating the groups of %s-%d",
             self._node_id,
@@ -294,6 +306,8 @@ class GroupService:
     async def join(self, join: JoinRequest) -> JoinResult:
         """JoinGroup, answered when the core replies (a rebalance may park it first).
         Raises CoordinatorUnavailable."""
+        if self.consumer.group(join.group_id) is not None:  # no classic<->consumer migration
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=join.member_id)
         reply = await self.request(
             join.group_id, lambda token: self.core.join(join, token, now_ms())
         )
@@ -324,12 +338,13 @@ class GroupService:
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """The committed state of `group_id`; None when there is no such group here."""
-        group = self.core.groups.get(group_id)
+        group = None if self.consumer.group(group_id) else self.core.groups.get(group_id)
         return None if group is None else description_of(group)
 
     def describe_all(self) -> list[GroupDescription]:
-        """Every committed group this broker coordinates (ListGroups)."""
-        return [description_of(group) for group in self.core.groups.values()]
+        """Every committed classic group this broker coordinates (ListGroups)."""
+        groups = self.core.groups.values()
+        return [description_of(g) for g in groups if self.consumer.group(g.group_id) is None]
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[ErrorCode], Output]:
         """The core's decision on a DeleteGroups: one error per group, the output to `apply`."""
@@ -337,7 +352,17 @@ class GroupService:
 
     def commit_offsets(self, commit: CommitRequest) -> tuple[list[ErrorCode], Output]:
         """The core's decision on an OffsetCommit: one error per offset, the output to
-        `apply`."""
+        `apply`. A KIP-848 group's member commits with its member epoch (STALE_MEMBER_EPOCH
+        when it is not the current one); the offsets are then kept as the classic ones."""
+        verdict = self.consumer.check_offset_commit(
+            commit.group_id, commit.member_id, commit.generation_id
+        )
+        if verdict is not None and verdict is not ErrorCode.none:
+            return [verdict] * len(commit.offsets), Output()
+        if verdict is not None:
+            commit = dataclasses.replace(
+                commit, generation_id=-1, member_id="", group_instance_id=None
+            )
         return group_offsets.commit(self.core, commit, now_ms())
 
     def committed_offsets(
@@ -481,7 +506,11 @@ class GroupService:
         return ErrorCode.none
 
     async def append_and_wait(
-        self, records: list[GroupRecord], *, producer_id: int = -1, producer_epoch: int = -1
+        self,
+        records: Sequence[GroupRecord | ConsumerRecord],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
     ) -> None:
         """Append records to their groups' partitions and wait until they are durable;
         with a `producer_id`, as a transactional batch of that producer (a TxnOffsetCommit:
@@ -490,7 +519,7 @@ class GroupService:
 
         The one place the coordinator writes through `Partition`; raises StorageError.
         """
-        by_partition: dict[int, list[GroupRecord]] = defaultdict(list)
+        by_partition: dict[int, list[tuple[object, object]]] = defaultdict(list)
         for key, value in records:
             by_partition[partition_for(key.group_id, self.num_partitions)].append((key, value))
         waits: list[tuple[Partition, int]] = []
@@ -503,10 +532,7 @@ class GroupService:
                 if producer_id >= 0:
                     _check_epoch(partition, producer_id, producer_epoch)
                 batch = encode_batch(
-                    [
-                        (encode_key(key), None if value is None else encode_value(value), ())
-                        for key, value in items
-                    ],
+                    [(*encode_record(key, value), ()) for key, value in items],
                     base_timestamp_ms=current,
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,

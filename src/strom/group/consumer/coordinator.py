@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from random import Random
 
@@ -121,18 +121,21 @@ class ConsumerCoordinator:
         except OwnershipError:
             log.exception("%s: replaying %s", self._label, key)
         group = self.committed.get(key.group_id)
-        if group is None:
-            self._tip.pop(key.group_id, None)
-        else:
-            self._tip[key.group_id] = group
+        if group is not None:
+            deadline_ms = now_ms + self.config.session_timeout_ms
             for member_id in group.members:
-                self._sessions.setdefault(
-                    (key.group_id, member_id), now_ms + self.config.session_timeout_ms
-                )
+                self._sessions.setdefault((key.group_id, member_id), deadline_ms)
 
-    def loaded(self) -> None:
-        """Loading is over: the tip is a copy of the committed groups."""
-        self._tip = {group_id: group.copy() for group_id, group in self.committed.items()}
+    def loaded(self, belongs: Callable[[str], bool]) -> None:
+        """The partition holding the groups `belongs` selects is loaded: their tip is a
+        copy of their committed state (sessions of members gone meanwhile are dropped)."""
+        for group_id, group in self.committed.items():
+            if belongs(group_id):
+                self._tip[group_id] = group.copy()
+        for key in [k for k in self._sessions if belongs(k[0])]:
+            loaded = self.committed.get(key[0])
+            if loaded is None or key[1] not in loaded.members:
+                self._forget_timers(*key)
 
     # --- deciding -----------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from strom.group import records as classic
 from strom.protocol.layout import LayoutReader, LayoutWriter, RecordLayoutError
 
 __all__ = [
@@ -71,6 +72,11 @@ class ConsumerRecordError(ValueError):
 
 def is_consumer_key_version(version: int) -> bool:
     return EPOCH_KEY_VERSION <= version <= CURRENT_ASSIGNMENT_KEY_VERSION
+
+
+def is_consumer_key(data: bytes) -> bool:
+    """Whether a `__consumer_offsets` key is one of a consumer group's (version 3-8)."""
+    return len(data) >= 2 and is_consumer_key_version(int.from_bytes(data[:2], "big", signed=True))
 
 
 # --------------------------------------------------------------------------- keys
@@ -197,7 +203,37 @@ _VALUE_OF_KEY: dict[type, type] = {
     CurrentAssignmentKey: CurrentAssignmentValue,
 }
 
+_CONSUMER_KEYS = (
+    ConsumerGroupEpochKey,
+    PartitionMetadataKey,
+    MemberSubscriptionKey,
+    TargetAssignmentEpochKey,
+    TargetAssignmentKey,
+    CurrentAssignmentKey,
+)
+_CONSUMER_VALUES = (
+    ConsumerGroupEpochValue,
+    PartitionMetadataValue,
+    MemberSubscriptionValue,
+    TargetAssignmentEpochValue,
+    TargetAssignmentValue,
+    CurrentAssignmentValue,
+)
+
 # --------------------------------------------------------------------------- writing
+
+
+def encode_record(key: object, value: object) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of any `__consumer_offsets` record, classic or consumer."""
+    if isinstance(key, _CONSUMER_KEYS):
+        assert value is None or isinstance(value, _CONSUMER_VALUES)
+        value_bytes = None if value is None else encode_consumer_value(value)
+        return encode_consumer_key(key), value_bytes
+    assert isinstance(key, classic.OffsetCommitKey | classic.GroupMetadataKey)
+    assert value is None or isinstance(
+        value, classic.OffsetCommitValue | classic.GroupMetadataValue
+    )
+    return classic.encode_key(key), None if value is None else classic.encode_value(value)
 
 
 def encode_consumer_key(key: ConsumerKey) -> bytes:

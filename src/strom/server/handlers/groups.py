@@ -211,6 +211,24 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
                 "group_type": "classic",
             }
         )
+    consumer = context.consumer
+    for group_id in consumer.group_ids() if consumer is not None else []:
+        described = consumer.describe(group_id) if consumer is not None else None
+        if described is None or (states and described.state.value.lower() not in states):
+            continue
+        if (types and "consumer" not in types) or not (
+            every or access.allows(AclOperation.DESCRIBE, _GROUP, group_id)
+        ):
+            continue
+        state = described.state.value
+        groups.append(
+            {
+                "group_id": group_id,
+                "protocol_type": "consumer",
+                "group_state": state,
+                "group_type": "consumer",
+            }
+        )
     response: ListGroupsResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,

@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig
 from strom.fetch.sessions import FetchSessionCache
+from strom.group.consumer.heartbeat import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
+from strom.group.consumer.state import ConsumerGroup
 from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
@@ -250,6 +252,23 @@ class GroupCoordination(Protocol):
     def txn_offset_commit(self, commit: TxnCommitRequest) -> tuple[list[ErrorCode], Output]: ...
 
 
+class ConsumerCoordination(Protocol):
+    """KIP-848 consumer groups (server/consumer_groups.py: ConsumerGroupService)."""
+
+    async def heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat, answered once its records are durable; raises
+        CoordinatorUnavailable (server/groups.py)."""
+        ...
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        """The committed state of a KIP-848 group here; None when it is not one."""
+        ...
+
+    def group_ids(self) -> list[str]:
+        """The KIP-848 groups this broker coordinates."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class GroupContext:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
@@ -263,6 +282,8 @@ class GroupContext:
     """TxnOffsetCommit: is the group's partition in the producer's transaction?"""
     authorizer: Callable[[], Authorizer | None] = lambda: None
     """The ACL decisions now; None: no authorizer configured."""
+    consumer: ConsumerCoordination | None = None
+    """KIP-848 consumer groups; None where they are not served (some unit tests)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,142 @@
+"""The shell of KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe
+on the event loop, their writes, and their timers.
+
+The core (`strom.group.consumer.coordinator.ConsumerCoordinator`) lives in the
+`GroupService` (server/groups.py), which loads it with the classic core from the same
+`__consumer_offsets` partitions and drops its groups with them; a group id names one
+group, of either type. This service carries out the core's decisions: their records
+are written with `GroupService.append_and_wait` (the one way to `__consumer_offsets`),
+then the core is told `durable`, and only then does the member get its answer. If the
+write fails the core is told `failed` (the group is as before it and the later writes of
+the group, decided on it, are dropped too) and the member gets the coordinator error
+Kafka gives. An answer that wrote nothing waits for the group's writes still pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from kio.schema.errors import ErrorCode
+
+from strom.group.consumer.coordinator import ConsumerCoordinator, ConsumerDecision
+from strom.group.consumer.heartbeat import (
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    TopicInfo,
+)
+from strom.group.consumer.state import ConsumerGroup
+from strom.group.state import GroupState
+from strom.metadata.image import MetadataImage
+from strom.server.clock import now_ms
+from strom.server.groups import (
+    _COORDINATOR_ERRORS,
+    CoordinatorUnavailable,
+    GroupService,
+    StorageError,
+)
+
+__all__ = ["ConsumerGroupService"]
+
+log = logging.getLogger(__name__)
+
+_TIMER_RETRY_S = 0.5
+
+
+class ConsumerGroupService:
+    """KIP-848 groups on this broker. Ports: the group service (where they are loaded,
+    how this broker coordinates, how records are written) and the metadata image."""
+
+    def __init__(self, groups: GroupService, image: Callable[[], MetadataImage]) -> None:
+        self._groups = groups
+        self._image = image
+        self._writes: dict[int, asyncio.Future[None]] = {}
+        self._doomed: set[int] = set()
+        self._wake = asyncio.Event()
+
+    @property
+    def core(self) -> ConsumerCoordinator:
+        return self._groups.consumer
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return {
+            name: TopicInfo(topic.topic_id, len(topic.partitions), topic.is_internal)
+            for name, topic in self._image().topics_by_name.items()
+        }
+
+    async def heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        """Raises CoordinatorUnavailable."""
+        await self._groups.coordinate(req.group_id)
+        classic = self._groups.core.store.peek(req.group_id)
+        if (
+            classic is not None
+            and classic.state not in (GroupState.EMPTY, GroupState.DEAD)
+            and self.core.group(req.group_id) is None
+        ):  # a live classic group of that id: no migration between the protocols
+            return ConsumerHeartbeatResult(
+                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+            )
+        decision = self.core.heartbeat(req, self.topics(), now_ms())
+        self._wake.set()
+        await self._carry_out(decision)
+        assert decision.result is not None
+        return decision.result
+
+    async def _carry_out(self, decision: ConsumerDecision) -> None:
+        if not decision.records:
+            waiting = self._writes.get(decision.after_write_id)
+            if waiting is not None:
+                await asyncio.shield(waiting)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._writes[decision.write_id] = done
+        try:
+            await self._groups.append_and_wait(decision.records)
+        except StorageError as exc:
+            error = _COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
+            log.error("cannot write consumer group %s: %s", decision.group_id, exc)
+            self._fail(decision.write_id, error)
+        except BaseException:
+            self._fail(decision.write_id, ErrorCode.not_coordinator)
+            raise
+        else:
+            if decision.write_id in self._doomed:
+                self._fail(decision.write_id, ErrorCode.not_coordinator)
+            else:
+                self.core.durable(decision.write_id)
+                done.set_result(None)
+        finally:
+            self._writes.pop(decision.write_id, None)
+            self._doomed.discard(decision.write_id)
+        await done
+
+    def _fail(self, write_id: int, error: ErrorCode) -> None:
+        for dropped in self.core.failed(write_id) or [write_id]:
+            self._doomed.add(dropped)
+            future = self._writes.get(dropped)
+            if future is not None and not future.done():
+                future.set_exception(CoordinatorUnavailable(error, "group state not written"))
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        """The committed state of a KIP-848 group here; None when it is not one."""
+        return self.core.committed_group(group_id)
+
+    def group_ids(self) -> list[str]:
+        return [g for g in self.core.group_ids() if self.core.committed_group(g) is not None]
+
+    async def run_timers(self) -> None:
+        """Fence the members whose session or revocation deadline passed."""
+        while True:
+            deadline = self.core.next_deadline_ms()
+            self._wake.clear()
+            timeout_s = None if deadline is None else max(deadline - now_ms(), 0) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout_s)
+            for decision in self.core.tick(now_ms(), self.topics()):
+                try:
+                    await self._carry_out(decision)
+                except CoordinatorUnavailable:
+                    await asyncio.sleep(_TIMER_RETRY_S)

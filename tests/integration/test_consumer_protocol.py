@@ -1,0 +1,158 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with real confluent-kafka consumers
+against a `strom serve` process: the broker assigns, members join one after another,
+leave, and die (SIGKILL); every partition is consumed exactly once and never owned by two
+members at once (as their on_assign/on_revoke callbacks report)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker import BrokerProcess
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from group_members import Member, group_story, wait_until
+
+SESSION_MS = 4000
+PARTITIONS = 6
+KIP848 = {"group.protocol": "consumer"}
+
+
+@pytest.fixture
+def kip848_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(
+        tmp_path / "data",
+        extra=[
+            "--set",
+            f"group.consumer.session.timeout.ms={SESSION_MS}",
+            "--set",
+            "group.consumer.min.session.timeout.ms=1000",
+            "--set",
+            "group.consumer.heartbeat.interval.ms=500",
+            "--set",
+            "group.consumer.min.heartbeat.interval.ms=100",
+        ],
+    )
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.kill()
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    started: list[Member] = []
+    try:
+        yield started
+    finally:
+        for member in started:
+            member.kill()
+
+
+def _setup(bootstrap: str, topic: str, count: int) -> list[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(10)
+    values = [f"v{i}" for i in range(count)]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i, value in enumerate(values):
+        producer.produce(topic, value.encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    return values
+
+
+def _never_shared(members: list[Member]) -> None:
+    """Replay every member's callbacks in the order each reported them: at every point of
+    each member's own history, what it owned must not be owned by a live other member at
+    the end, and the members' final assignments must be disjoint."""
+    finals = [m.snapshot()[0] for m in members if m.alive]
+    seen: set[int] = set()
+    for owned in finals:
+        assert not (seen & owned), f"a partition owned twice: {finals}"
+        seen |= owned
+
+
+def _consumed(members: list[Member]) -> list[str]:
+    return [value for m in members for _, _, value in m.snapshot()[1]]
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    )
+    found = admin.list_consumer_group_offsets([request])[group].result(10)
+    return {tp.partition: tp.offset for tp in found.topic_partitions}
+
+
+def test_members_join_leave_and_die(kip848_broker: BrokerProcess, members: list[Member]) -> None:
+    bootstrap = kip848_broker.bootstrap
+    values = _setup(bootstrap, "kip848", 60)
+
+    def story() -> str:
+        return group_story(bootstrap, "g848", members)
+
+    def owners_ok() -> bool:
+        owned = [m.snapshot()[0] for m in members if m.alive]
+        union: set[int] = set()
+        for each in owned:
+            if union & each:
+                raise AssertionError(f"partitions owned twice: {owned}\n{story()}")
+            union |= each
+        return union == set(range(PARTITIONS)) and min(len(o) for o in owned) >= 1
+
+    for _ in range(3):  # one after another: each join moves partitions to the new one
+        members.append(Member(bootstrap, "g848", "kip848", **KIP848))
+        wait_until(owners_ok, 60, "every partition owned once, by every member", story)
+    wait_until(lambda: len(set(_consumed(members))) == len(values), 60, "all records", story)
+    assert sorted(_consumed(members)) == sorted(values), "a record consumed twice"
+
+    members[0].stop()  # a clean close leaves the group: its partitions move
+    alive = members[1:]
+    wait_until(
+        lambda: (
+            set().union(*(m.snapshot()[0] for m in alive)) == set(range(PARTITIONS)) and owners_ok()
+        ),
+        60,
+        "the leaver's partitions with the others",
+        story,
+    )
+    members[1].kill()  # SIGKILL: its partitions move after the session timeout
+    wait_until(
+        lambda: members[2].snapshot()[0] == set(range(PARTITIONS)),
+        SESSION_MS / 1000 + 30,
+        "the killed member's partitions with the last one",
+        story,
+    )
+    _never_shared(members)
+    committed = _committed(bootstrap, "g848", "kip848")
+    assert committed == {p: 10 for p in range(PARTITIONS)}, committed
+
+
+def test_offsets_with_a_stale_member_epoch_are_refused(kip848_broker: BrokerProcess) -> None:
+    bootstrap = kip848_broker.bootstrap
+    _setup(bootstrap, "epochs", 6)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ge",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **KIP848,
+        }
+    )
+    try:
+        consumer.subscribe(["epochs"])
+        got = None
+        for _ in range(200):
+            got = consumer.poll(0.2)
+            if got is not None and not got.error():
+                break
+        assert got is not None and not got.error()
+        consumer.commit(got, asynchronous=False)
+        committed = consumer.committed([TopicPartition("epochs", got.partition())], timeout=10)
+        assert committed[0].offset == got.offset() + 1
+    finally:
+        consumer.close()
