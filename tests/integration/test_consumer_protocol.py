@@ -5,6 +5,8 @@ members at once (as their on_assign/on_revoke callbacks report)."""
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,15 +65,33 @@ def _setup(bootstrap: str, topic: str, count: int) -> list[str]:
     return values
 
 
-def _never_shared(members: list[Member]) -> None:
-    """Replay every member's callbacks in the order each reported them: at every point of
-    each member's own history, what it owned must not be owned by a live other member at
-    the end, and the members' final assignments must be disjoint."""
-    finals = [m.snapshot()[0] for m in members if m.alive]
-    seen: set[int] = set()
-    for owned in finals:
-        assert not (seen & owned), f"a partition owned twice: {finals}"
-        seen |= owned
+def _ownership(member: Member, end: float) -> dict[int, list[tuple[float, float]]]:
+    """When the member owned each partition, by its on_assign/on_revoke callbacks (the
+    consumer protocol reports only what is added and what is taken away)."""
+    since: dict[int, float] = {}
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for event in member.snapshot()[2]:
+        if "assigned" in event:
+            for p in event["assigned"]:
+                since.setdefault(p, event["at"])
+        elif "revoked" in event:
+            for p in event["revoked"]:
+                spans.setdefault(p, []).append((since.pop(p), event["at"]))
+    for p, start in since.items():
+        spans.setdefault(p, []).append((start, end))
+    return spans
+
+
+def _never_shared(members: list[Member], ends: list[float]) -> None:
+    """No partition was ever owned by two members at once (callback times are on one
+    clock: the machine's monotonic one)."""
+    spans = [_ownership(m, end) for m, end in zip(members, ends, strict=True)]
+    for p in range(PARTITIONS):
+        owned = sorted((s, e, i) for i, each in enumerate(spans) for s, e in each.get(p, []))
+        for (s1, e1, i1), (s2, e2, i2) in itertools.pairwise(owned):
+            assert s2 >= e1, (
+                f"partition {p}: member {i1} {s1:.3f}-{e1:.3f}, member {i2} {s2:.3f}-{e2:.3f}"
+            )
 
 
 def _consumed(members: list[Member]) -> list[str]:
@@ -119,6 +139,7 @@ def test_members_join_leave_and_die(kip848_broker: BrokerProcess, members: list[
         "the leaver's partitions with the others",
         story,
     )
+    killed_at = time.monotonic()
     members[1].kill()  # SIGKILL: its partitions move after the session timeout
     wait_until(
         lambda: members[2].snapshot()[0] == set(range(PARTITIONS)),
@@ -126,7 +147,9 @@ def test_members_join_leave_and_die(kip848_broker: BrokerProcess, members: list[
         "the killed member's partitions with the last one",
         story,
     )
-    _never_shared(members)
+    now = time.monotonic()
+    _never_shared(members, [now, killed_at, now])
+    assert any("revoked" in e for e in members[0].snapshot()[2])  # it gave partitions up
     committed = _committed(bootstrap, "g848", "kip848")
     assert committed == {p: 10 for p in range(PARTITIONS)}, committed
 

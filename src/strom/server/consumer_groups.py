@@ -31,12 +31,8 @@ from strom.group.consumer.state import ConsumerGroup
 from strom.group.state import GroupState
 from strom.metadata.image import MetadataImage
 from strom.server.clock import now_ms
-from strom.server.groups import (
-    _COORDINATOR_ERRORS,
-    CoordinatorUnavailable,
-    GroupService,
-    StorageError,
-)
+from strom.server.group_storage import COORDINATOR_ERRORS, StorageError
+from strom.server.groups import CoordinatorUnavailable, GroupService
 
 __all__ = ["ConsumerGroupService"]
 
@@ -96,7 +92,7 @@ class ConsumerGroupService:
         try:
             await self._groups.append_and_wait(decision.records)
         except StorageError as exc:
-            error = _COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
+            error = COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
             log.error("cannot write consumer group %s: %s", decision.group_id, exc)
             self._fail(decision.write_id, error)
         except BaseException:
@@ -119,6 +115,16 @@ class ConsumerGroupService:
             future = self._writes.get(dropped)
             if future is not None and not future.done():
                 future.set_exception(CoordinatorUnavailable(error, "group state not written"))
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a KIP-848 group here: NONE once its tombstones are durable,
+        NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND (not one), or the coordinator error."""
+        error, decision = self.core.delete_group(group_id)
+        try:
+            await self._carry_out(decision)
+        except CoordinatorUnavailable as exc:
+            return exc.error_code
+        return error
 
     def describe(self, group_id: str) -> ConsumerGroup | None:
         """The committed state of a KIP-848 group here; None when it is not one."""

@@ -75,6 +75,8 @@ from strom.protocol.records import RecordsError, encode_batch, parse_batch_heade
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 from strom.server.group_loading import load_partition
+from strom.server.group_storage import COORDINATOR_ERRORS as _COORDINATOR_ERRORS
+from strom.server.group_storage import StorageError, check_producer_epoch
 from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
@@ -86,29 +88,9 @@ COMMIT_TIMEOUT_S = 5.0
 _TIMER_RETRY_S = 0.5
 """After a failed timer write (the group is as before it): wait before trying again."""
 
-# What the client sees when the group's records cannot be written: Kafka's mapping of
-# storage errors (GroupMetadataManager.storeGroup / GroupCoordinatorService
-# .normalizeException); errors not listed pass through.
-_COORDINATOR_ERRORS = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-}
-
 
 class CoordinatorUnavailable(Exception):
     """This broker cannot coordinate the group now; `error_code` tells the client why."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
-class StorageError(Exception):
-    """A write to `__consumer_offsets` failed; `error_code` is the storage error."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -530,7 +512,7 @@ class GroupService:
                 if partition is None:
                     raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
                 if producer_id >= 0:
-                    _check_epoch(partition, producer_id, producer_epoch)
+                    check_producer_epoch(partition, producer_id, producer_epoch)
                 batch = encode_batch(
                     [(*encode_record(key, value), ()) for key, value in items],
                     base_timestamp_ms=current,
@@ -577,7 +559,8 @@ class GroupService:
         while True:
             await asyncio.sleep(interval_s)
             with contextlib.suppress(CoordinatorUnavailable):
-                await self.apply(group_offsets.expire(self.core, now_ms()))
+                live = self.consumer.live_subscriptions()
+                await self.apply(group_offsets.expire(self.core, now_ms(), live))
 
     def close(self) -> None:
         """Answer every waiting JoinGroup/SyncGroup: clients find the coordinator again."""
@@ -586,15 +569,3 @@ class GroupService:
             task.cancel()  # its write is discarded: the core is as before it
         for token in list(self._waiting):
             self._fail(token)
-
-
-def _check_epoch(partition: Partition, producer_id: int, producer_epoch: int) -> None:
-    """A coordinator's transactional batch has no sequence, so the log's producer check
-    passes it; its epoch must still not be older than the producer's on the partition
-    (Kafka's ProducerAppendInfo checks it for the coordinator's appends too)."""
-    entry = partition.log.producers.get(producer_id)
-    if entry is not None and producer_epoch < entry.epoch:
-        raise StorageError(
-            ErrorCode.invalid_producer_epoch,
-            f"producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}",
-        )

@@ -196,3 +196,32 @@ def test_failed_write_is_undone() -> None:
     group = h.core.group("g")
     assert group is not None and set(group.members) == {"a"}
     assert h.core.group("g") == h.core.committed_group("g")
+
+
+def test_delete_only_an_empty_group() -> None:
+    h = ConsumerHarness({"t": 1})
+    assert h.core.delete_group("g")[0] == ErrorCode.group_id_not_found
+    h.heartbeat("a", 0)
+    assert h.core.delete_group("g")[0] == ErrorCode.non_empty_group
+    assert h.core.live_subscriptions() == {"g": frozenset({"t"})}
+    h.heartbeat("a", -1)
+    assert h.core.live_subscriptions() == {}
+    error, decision = h.core.delete_group("g")
+    assert error == ErrorCode.none and decision.records
+    h.complete(decision.write_id, decision)
+    assert h.core.group("g") is None and h.core.committed_group("g") is None
+    assert h.replayed().committed == {}
+
+
+def test_a_failed_removal_is_tried_again() -> None:
+    h = ConsumerHarness({"t": 1}, session_timeout_ms=1000)
+    h.heartbeat("a", 0)
+    h.hold = True
+    assert len(h.tick(1001)) == 1
+    h.core.failed(h.held.pop())
+    group = h.core.group("g")
+    assert group is not None and "a" in group.members
+    h.hold = False
+    assert len(h.tick(1)) == 1  # the session timer fires again
+    group = h.core.group("g")
+    assert group is not None and not group.members

@@ -42,7 +42,14 @@ from strom.group.consumer.heartbeat import (
     run_heartbeat,
     validate,
 )
-from strom.group.consumer.records import ConsumerKey, ConsumerValue
+from strom.group.consumer.records import (
+    ConsumerGroupEpochKey,
+    ConsumerKey,
+    ConsumerValue,
+    PartitionMetadataKey,
+    TargetAssignmentEpochKey,
+    TargetAssignmentKey,
+)
 from strom.group.consumer.state import (
     ConsumerGroup,
     ConsumerMember,
@@ -200,7 +207,10 @@ class ConsumerCoordinator:
             return ConsumerDecision(group_id, result=result, after_write_id=self._last(group_id))
         self._next_write_id += 1
         self._pending.append(_Pending(self._next_write_id, group_id, list(work.records)))
-        self._tip[group_id] = work.group
+        if work.deleted:
+            self._tip.pop(group_id, None)
+        else:
+            self._tip[group_id] = work.group
         return ConsumerDecision(group_id, list(work.records), result, self._next_write_id)
 
     def tick(self, now_ms: int, topics: Mapping[str, TopicInfo]) -> list[ConsumerDecision]:
@@ -287,6 +297,8 @@ class ConsumerCoordinator:
                     replay_consumer(groups, key, value)
         if group_id in groups:
             self._tip[group_id] = groups[group_id]
+            for member_id in groups[group_id].members:  # a failed removal: try it again
+                self._sessions.setdefault((group_id, member_id), 0)
         else:
             self._tip.pop(group_id, None)
 
@@ -304,7 +316,33 @@ class ConsumerCoordinator:
             self._revocations.pop(key, None)
         return dropped
 
-    # --- offsets ------------------------------------------------------------------
+    # --- deleting and offsets -------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> tuple[ErrorCode, ConsumerDecision]:
+        """DeleteGroups of a consumer group: only an empty one (NON_EMPTY_GROUP), by the
+        tombstones of its records; GROUP_ID_NOT_FOUND when it is not a consumer group."""
+        group = self._tip.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, ConsumerDecision(group_id)
+        if group.members:
+            return ErrorCode.non_empty_group, ConsumerDecision(group_id)
+        work = Work(group.copy())
+        for member_id in list(work.group.target):
+            work.emit(TargetAssignmentKey(group_id, member_id), None)
+        work.emit(TargetAssignmentEpochKey(group_id), None)
+        work.emit(PartitionMetadataKey(group_id), None)
+        work.emit(ConsumerGroupEpochKey(group_id), None)
+        log.info("%s: consumer group %s deleted", self._label, group_id)
+        return ErrorCode.none, self._finish(work, None)
+
+    def live_subscriptions(self) -> dict[str, frozenset[str]]:
+        """The topics each consumer group with members subscribes to: their offsets do
+        not expire (offsets.py: expire)."""
+        return {
+            group_id: frozenset(group.subscribed_topics) | group.subscribed_topic_names()
+            for group_id, group in self._tip.items()
+            if group.members
+        }
 
     def check_offset_commit(
         self, group_id: str, member_id: str, member_epoch: int

@@ -129,10 +129,14 @@ class Work:
 
     group: ConsumerGroup
     records: list[ConsumerRecord] = field(default_factory=list)
+    deleted: bool = False
+    """The group's epoch record was deleted: the group is gone."""
 
     def emit(self, key: ConsumerKey, value: ConsumerValue | None) -> None:
         self.records.append((key, value))
-        replay_consumer({self.group.group_id: self.group}, key, value)
+        groups = {self.group.group_id: self.group}
+        replay_consumer(groups, key, value)
+        self.deleted = self.group.group_id not in groups
 
 
 def validate(req: ConsumerHeartbeatRequest, config: ConsumerGroupConfig) -> None:

@@ -314,7 +314,22 @@ async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
             local.append(group_id)
         except CoordinatorUnavailable as exc:
             results[group_id] = exc.error_code
+    consumer_deleted: set[str] = set()
+    if context.consumer is not None:  # a KIP-848 group: its records first, then offsets
+        for group_id in list(local):
+            if context.consumer.describe(group_id) is None:
+                continue
+            error = await context.consumer.delete(group_id)
+            if error is ErrorCode.none:
+                consumer_deleted.add(group_id)
+            else:
+                results[group_id] = error
+                local.remove(group_id)
     errors, out = context.groups.delete_groups(local)
+    errors = [
+        ErrorCode.none if g in consumer_deleted and e is ErrorCode.group_id_not_found else e
+        for g, e in zip(local, errors, strict=True)
+    ]
     results.update(zip(local, errors, strict=True))
     try:
         await context.groups.apply(out)

@@ -264,6 +264,11 @@ class ConsumerCoordination(Protocol):
         """The committed state of a KIP-848 group here; None when it is not one."""
         ...
 
+    async def delete(self, group_id: str) -> ErrorCode:
+        """Delete an empty KIP-848 group (its records; its offsets are the classic
+        core's): NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND or the coordinator error."""
+        ...
+
     def group_ids(self) -> list[str]:
         """The KIP-848 groups this broker coordinates."""
         ...
