@@ -36,7 +36,7 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -83,6 +83,8 @@ if TYPE_CHECKING:
     from strom.server.partition import Partition
 
 log = logging.getLogger(__name__)
+
+C = TypeVar("C", CommitRequest, TxnCommitRequest)
 
 COMMIT_TIMEOUT_S = 5.0
 _TIMER_RETRY_S = 0.5
@@ -336,16 +338,26 @@ class GroupService:
         """The core's decision on an OffsetCommit: one error per offset, the output to
         `apply`. A KIP-848 group's member commits with its member epoch (STALE_MEMBER_EPOCH
         when it is not the current one); the offsets are then kept as the classic ones."""
+        refused, commit = self._consumer_commit(commit, ErrorCode.stale_member_epoch)
+        return refused or group_offsets.commit(self.core, commit, now_ms())
+
+    def _consumer_commit(
+        self, commit: C, stale: ErrorCode
+    ) -> tuple[tuple[list[ErrorCode], Output] | None, C]:
+        """A commit to a KIP-848 group: refused (each offset `stale` for a stale member
+        epoch), or the commit as the classic core takes it (a "simple" one)."""
         verdict = self.consumer.check_offset_commit(
             commit.group_id, commit.member_id, commit.generation_id
         )
-        if verdict is not None and verdict is not ErrorCode.none:
-            return [verdict] * len(commit.offsets), Output()
-        if verdict is not None:
-            commit = dataclasses.replace(
-                commit, generation_id=-1, member_id="", group_instance_id=None
-            )
-        return group_offsets.commit(self.core, commit, now_ms())
+        if verdict is None:
+            return None, commit
+        if verdict is not ErrorCode.none:
+            verdict = stale if verdict is ErrorCode.stale_member_epoch else verdict
+            out = self.core.decide(now_ms(), lambda _: None)  # answered after earlier writes
+            return ([verdict] * len(commit.offsets), out), commit
+        return None, dataclasses.replace(
+            commit, generation_id=-1, member_id="", group_instance_id=None
+        )
 
     def committed_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
@@ -370,8 +382,10 @@ class GroupService:
     def txn_offset_commit(self, commit: TxnCommitRequest) -> tuple[list[ErrorCode], Output]:
         """The core's decision on a TxnOffsetCommit: one error per offset, and the output
         whose records `apply` writes as one transactional batch of the request's
-        producer id and epoch. The offsets stay pending until the producer's marker."""
-        return txn_offsets.txn_commit(self.core, commit, now_ms())
+        producer id and epoch. The offsets stay pending until the producer's marker. In a
+        KIP-848 group a stale member epoch is ILLEGAL_GENERATION, as Kafka answers it."""
+        refused, commit = self._consumer_commit(commit, ErrorCode.illegal_generation)
+        return refused or txn_offsets.txn_commit(self.core, commit, now_ms())
 
     def complete_txn(self, index: int, producer_id: int, *, commit: bool) -> None:
         """The COMMIT (or ABORT) marker of `producer_id` is durable on partition `index`
