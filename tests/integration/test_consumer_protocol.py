@@ -179,3 +179,34 @@ def test_offsets_with_a_stale_member_epoch_are_refused(kip848_broker: BrokerProc
         assert committed[0].offset == got.offset() + 1
     finally:
         consumer.close()
+
+
+def test_a_static_member_back_within_its_session_takes_its_partitions_again(
+    kip848_broker: BrokerProcess, members: list[Member]
+) -> None:
+    """A static member that closes leaves for a while (epoch -2): its partitions wait for
+    it, nobody else gets them, and a new process with its instance id takes them back."""
+    bootstrap = kip848_broker.bootstrap
+    _setup(bootstrap, "static848", 0)
+
+    def story() -> str:
+        return group_story(bootstrap, "s848", members)
+
+    a = Member(bootstrap, "s848", "static848", **{"group.instance.id": "pod-a", **KIP848})
+    members.append(a)
+    wait_until(lambda: a.snapshot()[0] == set(range(PARTITIONS)), 60, "a owns all", story)
+    b = Member(bootstrap, "s848", "static848", **{"group.instance.id": "pod-b", **KIP848})
+    members.append(b)
+    wait_until(
+        lambda: len(b.snapshot()[0]) == PARTITIONS // 2 and len(a.snapshot()[0]) == 3,
+        60,
+        "a and b share",
+        story,
+    )
+    mine = a.snapshot()[0]
+    a.stop()
+    back = Member(bootstrap, "s848", "static848", **{"group.instance.id": "pod-a", **KIP848})
+    members.append(back)
+    wait_until(lambda: back.snapshot()[0] == mine, 60, "pod-a's partitions back", story)
+    assert len(b.snapshot()[0]) == 3
+    assert not any("revoked" in e for e in b.snapshot()[2])  # b was never asked to move

@@ -26,6 +26,7 @@ from strom.group.consumer.heartbeat import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult,
     TopicInfo,
+    assignor_of,
 )
 from strom.group.consumer.state import ConsumerGroup
 from strom.group.state import GroupState
@@ -129,6 +130,12 @@ class ConsumerGroupService:
     def describe(self, group_id: str) -> ConsumerGroup | None:
         """The committed state of a KIP-848 group here; None when it is not one."""
         return self.core.committed_group(group_id)
+
+    def assignor(self, group_id: str) -> str:
+        """The server assignor the group uses (or would use)."""
+        group = self.core.committed_group(group_id)
+        config = self.core.config
+        return config.assignors[0] if group is None else assignor_of(group, config)
 
     def group_ids(self) -> list[str]:
         return [g for g in self.core.group_ids() if self.core.committed_group(g) is not None]

@@ -62,6 +62,7 @@ __all__ = [
     "HeartbeatRefused",
     "TopicInfo",
     "Work",
+    "assignor_of",
     "fence_member",
     "run_heartbeat",
 ]
@@ -312,13 +313,18 @@ def bump_epoch_if_needed(work: Work, topics: Mapping[str, TopicInfo], bump: bool
         )
 
 
+def assignor_of(group: ConsumerGroup, config: ConsumerGroupConfig) -> str:
+    """The server assignor most members ask for, else the default (the first)."""
+    wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+    return wanted.most_common(1)[0][0] if wanted else config.assignors[0]
+
+
 def update_target(work: Work, config: ConsumerGroupConfig) -> None:
     """A new target assignment at the group epoch, when the group epoch is ahead."""
     group = work.group
     if group.group_epoch <= group.assignment_epoch:
         return
-    wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
-    name = wanted.most_common(1)[0][0] if wanted else config.assignors[0]
+    name = assignor_of(group, config)
     specs = {
         member_id: AssignmentSpec(
             member_topic_ids(member, group.subscribed_topics), group.target.get(member_id, {})

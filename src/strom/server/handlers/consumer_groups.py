@@ -179,14 +179,13 @@ async def handle_consumer_group_describe(context: GroupContext, request: Request
         except CoordinatorUnavailable as exc:
             groups.append(_error_entry(group_id, exc.error_code, str(exc)))
             continue
-        group = context.consumer.describe(group_id) if context.consumer is not None else None
-        if group is None:
+        consumer = context.consumer
+        group = consumer.describe(group_id) if consumer is not None else None
+        if consumer is None or group is None:
             message = f"Group {group_id} not found."
             groups.append(_error_entry(group_id, ErrorCode.group_id_not_found, message))
             continue
-        wanted = [m.server_assignor for m in group.members.values() if m.server_assignor]
-        assignor = max(set(wanted), key=wanted.count) if wanted else "uniform"
-        entry = _described(group, names, visible, assignor)
+        entry = _described(group, names, visible, consumer.assignor(group_id))
         if body.include_authorized_operations:
             entry["authorized_operations"] = operations_field(access.operations(_GROUP, group_id))
         groups.append(entry)

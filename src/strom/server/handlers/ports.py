@@ -269,6 +269,10 @@ class ConsumerCoordination(Protocol):
         core's): NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND or the coordinator error."""
         ...
 
+    def assignor(self, group_id: str) -> str:
+        """The server assignor the group uses (its members' choice, else the default)."""
+        ...
+
     def group_ids(self) -> list[str]:
         """The KIP-848 groups this broker coordinates."""
         ...
