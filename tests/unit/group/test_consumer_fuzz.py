@@ -181,6 +181,55 @@ def test_no_partition_is_owned_twice(steps, assignor, seed) -> None:  # type: ig
     assert h.replayed().committed == h.core.committed
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["join", "heartbeat", "leave", "expire"]),
+            st.integers(0, 3),
+            st.booleans(),
+        ),
+        max_size=50,
+    ),
+    st.integers(0, 2**32),
+)
+def test_a_failed_write_leaves_the_state_its_records_give(steps, seed) -> None:  # type: ignore[no-untyped-def]
+    """Some writes fail (their decision and the later ones of the group are dropped); the
+    others are durable. After each step the committed groups are exactly what replaying
+    the durable records gives, and with nothing pending the newest state is the
+    committed one."""
+    h = ConsumerHarness({"a": 4}, seed=seed, session_timeout_ms=5_000)
+    clients: dict[int, tuple[str, int, dict[uuid.UUID, frozenset[int]]]] = {}
+    for action, who, fails in steps:
+        h.now_ms += 1000
+        h.hold = fails
+        if action == "join" and who not in clients:
+            r = h.heartbeat(f"m{who}-{h.now_ms}", 0)
+            if r.error == 0 and r.member_id and not fails:
+                clients[who] = (r.member_id, r.member_epoch, dict(r.assignment or {}))
+        elif action == "heartbeat" and who in clients:
+            member_id, epoch, owned = clients[who]
+            r = h.heartbeat(member_id, epoch, owned=owned)
+            if r.error != 0:
+                del clients[who]
+            elif not fails:
+                assignment = owned if r.assignment is None else dict(r.assignment)
+                clients[who] = (member_id, r.member_epoch, assignment)
+        elif action == "leave" and who in clients:
+            h.heartbeat(clients[who][0], -1)
+            if not fails:
+                del clients[who]
+        elif action == "expire":
+            h.tick(5_001)
+        for write_id in h.held:
+            h.core.failed(write_id)
+        h.held.clear()
+        h.hold = False
+        assert h.core.pending == 0
+        assert h.replayed().committed == h.core.committed
+        assert h.core.group("g") == h.core.committed_group("g")
+
+
 uuids = st.uuids()
 assignment_st = st.dictionaries(
     uuids, st.frozensets(st.integers(0, 2**31 - 1), max_size=5), max_size=3
