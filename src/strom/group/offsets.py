@@ -46,6 +46,8 @@ class CommitRequest:
     retention_ms: int = -1
     """OffsetCommit v2-v4 only: -1 = the broker's offsets.retention.minutes."""
     offsets: tuple[OffsetToCommit, ...] = ()
+    api_version: int = 9
+    """The OffsetCommit version: a KIP-848 member must use v9+ (UNSUPPORTED_VERSION)."""
 
 
 def commit(

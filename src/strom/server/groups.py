@@ -346,8 +346,9 @@ class GroupService:
     ) -> tuple[tuple[list[ErrorCode], Output] | None, C]:
         """A commit to a KIP-848 group: refused (each offset `stale` for a stale member
         epoch), or the commit as the classic core takes it (a "simple" one)."""
+        version = commit.api_version if isinstance(commit, CommitRequest) else 9
         verdict = self.consumer.check_offset_commit(
-            commit.group_id, commit.member_id, commit.generation_id
+            commit.group_id, commit.member_id, commit.generation_id, version
         )
         if verdict is None:
             return None, commit

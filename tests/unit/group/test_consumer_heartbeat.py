@@ -168,6 +168,7 @@ def test_offset_commit_rules() -> None:
     assert h.core.check_offset_commit("g", "a", 1) == ErrorCode.none
     assert h.core.check_offset_commit("g", "a", 0) == ErrorCode.stale_member_epoch
     assert h.core.check_offset_commit("g", "z", 1) == ErrorCode.unknown_member_id
+    assert h.core.check_offset_commit("g", "a", 1, api_version=8) == ErrorCode.unsupported_version
     assert h.core.check_offset_commit("g", "", -1) == ErrorCode.unknown_member_id
     h.heartbeat("a", -1)
     assert h.core.check_offset_commit("g", "", -1) == ErrorCode.none

@@ -180,6 +180,9 @@ def test_offsets_classic_apis_and_deletion_of_a_consumer_group(tmp_path: Path) -
                 asked = offset_commit(GROUP, {(TOPIC, 0): 7}, member_id=member, generation_id=epoch)
                 return dataclasses.replace(asked, api_version=9)
 
+            old = offset_commit(GROUP, {(TOPIC, 0): 7}, member_id="m-1", generation_id=1)
+            refused = await answered(handle_offset_commit, context, old)  # v8
+            assert refused.topics[0].partitions[0].error_code == ErrorCode.unsupported_version
             stale = await answered(handle_offset_commit, context, commit("m-1", 5))
             assert stale.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
             done = await answered(handle_offset_commit, context, commit("m-1", 1))

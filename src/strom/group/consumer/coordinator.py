@@ -345,10 +345,12 @@ class ConsumerCoordinator:
         }
 
     def check_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int = 9
     ) -> ErrorCode | None:
         """KIP-848's rule for OffsetCommit to a consumer group; None: not a consumer group.
-        A commit without a member (epoch < 0) is allowed only into an empty group."""
+        A commit without a member (epoch < 0) is allowed only into an empty group; a
+        member commits with OffsetCommit v9+ (TxnOffsetCommit: any version) and its
+        current epoch."""
         group = self._tip.get(group_id)
         if group is None:
             return None
@@ -357,6 +359,8 @@ class ConsumerCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if api_version < 9:
+            return ErrorCode.unsupported_version
         if member_epoch != member.member_epoch:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none

@@ -139,6 +139,7 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
         group_instance_id=getattr(body, "group_instance_id", None),
         retention_ms=ms(retention) if retention is not None else -1,
         offsets=tuple(wanted),
+        api_version=request.api_version,
     )
     if wanted:  # none (all refused or unknown): no group is made or renewed, as Kafka
         results = await _commit(context, commit)
