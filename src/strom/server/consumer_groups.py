@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -23,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from strom.group.consumer.coordinator import ConsumerCoordinator, ConsumerDecision
 from strom.group.consumer.heartbeat import (
+    ConsumerGroupConfig,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult,
     TopicInfo,
@@ -75,11 +77,29 @@ class ConsumerGroupService:
             return ConsumerHeartbeatResult(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
             )
-        decision = self.core.heartbeat(req, self.topics(), now_ms())
+        decision = self.core.heartbeat(req, self.topics(), now_ms(), self._config_of(req.group_id))
         self._wake.set()
         await self._carry_out(decision)
         assert decision.result is not None
         return decision.result
+
+    def _config_of(self, group_id: str) -> ConsumerGroupConfig:
+        """The coordinator's settings with the group's own session timeout and heartbeat
+        interval (config resource GROUP: consumer.session.timeout.ms and
+        consumer.heartbeat.interval.ms, checked against the broker's bounds when set)."""
+        config = self.core.config
+        own = self._image().group_configs(group_id)
+        session = own.get("consumer.session.timeout.ms")
+        interval = own.get("consumer.heartbeat.interval.ms")
+        if session is None and interval is None:
+            return config
+        return dataclasses.replace(
+            config,
+            session_timeout_ms=int(session) if session is not None else config.session_timeout_ms,
+            heartbeat_interval_ms=(
+                int(interval) if interval is not None else config.heartbeat_interval_ms
+            ),
+        )
 
     async def _carry_out(self, decision: ConsumerDecision) -> None:
         if not decision.records:

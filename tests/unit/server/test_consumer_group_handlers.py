@@ -25,11 +25,13 @@ from group_service_harness import (
 from kio.schema.errors import ErrorCode
 from server_harness import TOPIC, TOPIC_ID, request, run
 
+from strom.metadata.records import ConfigRecord, ConfigResourceType
 from strom.protocol.apis import ApiKey
 from strom.protocol.codec import Request
 from strom.security.acls import AclBinding, AclPermissionType, PatternType
 from strom.security.authorizer import AclIndex, Authorizer
 from strom.security.operations import AclOperation, AclResourceType
+from strom.server.clock import now_ms
 from strom.server.consumer_groups import ConsumerGroupService
 from strom.server.handlers.consumer_groups import (
     handle_consumer_group_describe,
@@ -302,5 +304,29 @@ def test_a_transactional_commit_by_a_member_of_a_consumer_group(tmp_path: Path) 
             assert unknown.topics[0].partitions[0].error_code == ErrorCode.unknown_member_id
             done = await answered(handle_txn_offset_commit, context, txn_commit("m-1", 1))
             assert done.topics[0].partitions[0].error_code == ErrorCode.none
+
+    run(scenario())
+
+
+def test_a_groups_own_configs_set_its_heartbeat_interval_and_session(tmp_path: Path) -> None:
+    image = offsets_image().replay(
+        [
+            ConfigRecord(ConfigResourceType.GROUP, GROUP, "consumer.heartbeat.interval.ms", "7000"),
+            ConfigRecord(ConfigResourceType.GROUP, GROUP, "consumer.session.timeout.ms", "50000"),
+        ]
+    )
+    node = group_node(tmp_path, image)
+
+    async def scenario() -> None:
+        async with consumer_serving(node) as context:
+            mine = await answered(handle_consumer_group_heartbeat, context, beat("m-1", 0))
+            assert mine.heartbeat_interval.total_seconds() == 7
+            other = await answered(
+                handle_consumer_group_heartbeat, context, beat("m-2", 0, group="other")
+            )
+            assert other.heartbeat_interval.total_seconds() == 5
+            sessions = node.groups.consumer._sessions  # the member's deadline: 50 s on
+            assert 49_000 < sessions[(GROUP, "m-1")] - now_ms() <= 50_000
+            assert 44_000 < sessions[("other", "m-2")] - now_ms() <= 45_000
 
     run(scenario())

@@ -147,11 +147,18 @@ class ConsumerCoordinator:
     # --- deciding -----------------------------------------------------------------
 
     def heartbeat(
-        self, req: ConsumerHeartbeatRequest, topics: Mapping[str, TopicInfo], now_ms: int
+        self,
+        req: ConsumerHeartbeatRequest,
+        topics: Mapping[str, TopicInfo],
+        now_ms: int,
+        config: ConsumerGroupConfig | None = None,
     ) -> ConsumerDecision:
+        """`config`: the group's own settings (its session timeout and heartbeat interval
+        from its group configs) when they differ from the coordinator's."""
+        config = config or self.config
         member_id = req.member_id
         try:
-            validate(req, self.config)
+            validate(req, config)
             current = self._tip.get(req.group_id)
             if current is None and req.member_epoch != 0:
                 raise HeartbeatRefused(
@@ -161,7 +168,7 @@ class ConsumerCoordinator:
             if not member_id:
                 member_id = new_member_id(self._rng)
             work = Work(current.copy() if current is not None else ConsumerGroup(req.group_id))
-            result, member = run_heartbeat(work, req, member_id, topics, self.config)
+            result, member = run_heartbeat(work, req, member_id, topics, config)
         except HeartbeatRefused as refused:
             result = ConsumerHeartbeatResult(
                 error=refused.error, message=refused.message, member_id=req.member_id or None
@@ -173,9 +180,9 @@ class ConsumerCoordinator:
         if member is None:
             self._forget_timers(*key)
             if req.member_epoch != -1:  # a static member away for a while: session still runs
-                self._sessions[key] = now_ms + self.config.session_timeout_ms
+                self._sessions[key] = now_ms + config.session_timeout_ms
         else:
-            self._sessions[key] = now_ms + self.config.session_timeout_ms
+            self._sessions[key] = now_ms + config.session_timeout_ms
             self._track_revocation(key, member, now_ms)
         if work.records and result.member_id != req.member_id and req.instance_id is not None:
             self._drop_replaced(req.group_id, work.group)
