@@ -126,7 +126,7 @@ class ConsumerCoordinator:
         try:
             replay_consumer(self.committed, key, value)
         except OwnershipError:
-            log.exception("%s: replaying %s", self._label, key)
+            log.exception("%s replaying %s", self._label, key)
         group = self.committed.get(key.group_id)
         if group is not None:
             deadline_ms = now_ms + self.config.session_timeout_ms
@@ -214,11 +214,33 @@ class ConsumerCoordinator:
             return ConsumerDecision(group_id, result=result, after_write_id=self._last(group_id))
         self._next_write_id += 1
         self._pending.append(_Pending(self._next_write_id, group_id, list(work.records)))
+        self._log_changes(work)
         if work.deleted:
             self._tip.pop(group_id, None)
         else:
             self._tip[group_id] = work.group
         return ConsumerDecision(group_id, list(work.records), result, self._next_write_id)
+
+    def _log_changes(self, work: Work) -> None:
+        """One INFO line per member that joined or left and per new target assignment."""
+        before = self._tip.get(work.group.group_id)
+        old = set(before.members) if before is not None else set()
+        new = set(work.group.members)
+        group = work.group
+        for member_id in sorted(new - old):
+            log.info(
+                "%s consumer group %s: member %s joined", self._label, group.group_id, member_id
+            )
+        for member_id in sorted(old - new):
+            log.info("%s consumer group %s: member %s left", self._label, group.group_id, member_id)
+        if any(isinstance(key, TargetAssignmentEpochKey) and value for key, value in work.records):
+            log.info(
+                "%s consumer group %s: target assignment of epoch %d for %d member(s)",
+                self._label,
+                group.group_id,
+                group.assignment_epoch,
+                len(group.members),
+            )
 
     def tick(self, now_ms: int, topics: Mapping[str, TopicInfo]) -> list[ConsumerDecision]:
         """Fence the members whose session or revocation deadline passed."""
@@ -251,7 +273,7 @@ class ConsumerCoordinator:
         group = self._tip.get(key[0])
         if group is None or key[1] not in group.members:
             return []
-        log.info("%s: consumer group %s removes member %s: %s", self._label, key[0], key[1], why)
+        log.info("%s consumer group %s: removing member %s: %s", self._label, key[0], key[1], why)
         work = Work(group.copy())
         fence_member(work, key[1], topics)
         return [self._finish(work, None)]
@@ -339,7 +361,7 @@ class ConsumerCoordinator:
         work.emit(TargetAssignmentEpochKey(group_id), None)
         work.emit(PartitionMetadataKey(group_id), None)
         work.emit(ConsumerGroupEpochKey(group_id), None)
-        log.info("%s: consumer group %s deleted", self._label, group_id)
+        log.info("%s consumer group %s deleted", self._label, group_id)
         return ErrorCode.none, self._finish(work, None)
 
     def live_subscriptions(self) -> dict[str, frozenset[str]]:
