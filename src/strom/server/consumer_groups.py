@@ -147,6 +147,12 @@ class ConsumerGroupService:
             return exc.error_code
         return error
 
+    def check_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        """OffsetFetch v9's member check in a KIP-848 group (NONE for any other group)."""
+        return self.core.check_offset_fetch(group_id, member_id, member_epoch) or ErrorCode.none
+
     def describe(self, group_id: str) -> ConsumerGroup | None:
         """The committed state of a KIP-848 group here; None when it is not one."""
         return self.core.committed_group(group_id)

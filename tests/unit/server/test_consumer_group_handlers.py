@@ -194,6 +194,21 @@ def test_offsets_classic_apis_and_deletion_of_a_consumer_group(tmp_path: Path) -
             )
             assert fetched.topics[0].partitions[0].committed_offset == 7
 
+            def fetch_as(member_id: str | None, epoch: int) -> Request:
+                group = {"group_id": GROUP, "member_id": member_id, "member_epoch": epoch}
+                group["topics"] = [{"name": TOPIC, "partition_indexes": [0]}]
+                body = {"groups": [group], "require_stable": False}
+                return request(ApiKey.OFFSET_FETCH, 9, body)
+
+            for member_id, epoch, error in (
+                ("m-1", 1, ErrorCode.none),
+                (None, -1, ErrorCode.none),
+                ("m-1", 0, ErrorCode.stale_member_epoch),
+                ("zz", 1, ErrorCode.unknown_member_id),
+            ):
+                answer = await answered(handle_offset_fetch, context, fetch_as(member_id, epoch))
+                assert answer.groups[0].error_code == error, (member_id, epoch)
+
             listed = await answered(
                 handle_list_groups,
                 context,

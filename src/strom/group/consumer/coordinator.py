@@ -373,6 +373,24 @@ class ConsumerCoordinator:
             if group.members
         }
 
+    def check_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        """OffsetFetch v9 by a member of a consumer group (committed state): its member id
+        and current epoch, else UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH; without a member
+        (null id, epoch -1: an admin) anything may be fetched. None: not a consumer group."""
+        group = self.committed.get(group_id)
+        if group is None:
+            return None
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.none
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
     def check_offset_commit(
         self, group_id: str, member_id: str, member_epoch: int, api_version: int = 9
     ) -> ErrorCode | None:

@@ -263,6 +263,11 @@ async def handle_offset_fetch(context: GroupContext, request: Request) -> Any:
             error, topics = await _fetch_group(
                 context, access, group.group_id, group.topics, body.require_stable
             )
+            member_id = getattr(group, "member_id", None)  # v9: a KIP-848 member's
+            epoch = int(getattr(group, "member_epoch", -1))
+            if error is ErrorCode.none and context.consumer is not None:
+                error = context.consumer.check_offset_fetch(group.group_id, member_id, epoch)
+                topics = topics if error is ErrorCode.none else []
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         data["groups"] = groups
     else:

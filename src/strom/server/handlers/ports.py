@@ -269,6 +269,13 @@ class ConsumerCoordination(Protocol):
         core's): NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND or the coordinator error."""
         ...
 
+    def check_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        """OffsetFetch v9 by a member of a KIP-848 group: NONE, UNKNOWN_MEMBER_ID or
+        STALE_MEMBER_EPOCH (NONE for a group of no member, or not a KIP-848 one)."""
+        ...
+
     def assignor(self, group_id: str) -> str:
         """The server assignor the group uses (its members' choice, else the default)."""
         ...
