@@ -210,3 +210,39 @@ def test_a_static_member_back_within_its_session_takes_its_partitions_again(
     wait_until(lambda: back.snapshot()[0] == mine, 60, "pod-a's partitions back", story)
     assert len(b.snapshot()[0]) == 3
     assert not any("revoked" in e for e in b.snapshot()[2])  # b was never asked to move
+
+
+def test_the_group_survives_a_restart_of_the_broker(
+    kip848_broker: BrokerProcess, members: list[Member]
+) -> None:
+    """The group's records are replayed at start: the members go on with their epochs and
+    partitions, and every record is consumed once across the restart."""
+    bootstrap = kip848_broker.bootstrap
+    values = _setup(bootstrap, "restart848", 30)
+
+    def story() -> str:
+        return group_story(bootstrap, "r848", members)
+
+    for _ in range(2):
+        members.append(Member(bootstrap, "r848", "restart848", **KIP848))
+    wait_until(lambda: len(set(_consumed(members))) == len(values), 60, "the records", story)
+    before = [m.snapshot()[0] for m in members]
+    assert sorted(len(owned) for owned in before) == [3, 3]
+
+    def moves() -> int:
+        return sum(1 for m in members for e in m.snapshot()[2] if "revoked" in e)
+
+    moved = moves()
+    kip848_broker.stop()
+    kip848_broker.start()
+    more = [f"w{i}" for i in range(30)]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i, value in enumerate(more):
+        producer.produce("restart848", value.encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    everything = values + more
+    wait_until(lambda: len(set(_consumed(members))) == len(everything), 60, "all records", story)
+    assert sorted(_consumed(members)) == sorted(everything), "a record consumed twice"
+    assert [m.snapshot()[0] for m in members] == before
+    assert moves() == moved  # no member was fenced or had to give a partition up
+    assert _committed(bootstrap, "r848", "restart848") == {p: 10 for p in range(PARTITIONS)}
