@@ -48,9 +48,17 @@ class ConsumerGroupService:
     """KIP-848 groups on this broker. Ports: the group service (where they are loaded,
     how this broker coordinates, how records are written) and the metadata image."""
 
-    def __init__(self, groups: GroupService, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self,
+        groups: GroupService,
+        image: Callable[[], MetadataImage],
+        cleanup_interval_ms: Callable[[], int] = lambda: 600_000,
+    ) -> None:
+        """`cleanup_interval_ms`: offsets.retention.check.interval.ms, how often empty
+        groups left without offsets are deleted (`cleanup`)."""
         self._groups = groups
         self._image = image
+        self._cleanup_interval_ms = cleanup_interval_ms
         self._writes: dict[int, asyncio.Future[None]] = {}
         self._doomed: set[int] = set()
         self._wake = asyncio.Event()
@@ -166,16 +174,36 @@ class ConsumerGroupService:
     def group_ids(self) -> list[str]:
         return [g for g in self.core.group_ids() if self.core.committed_group(g) is not None]
 
+    async def cleanup(self) -> list[str]:
+        """Delete the empty KIP-848 groups left without offsets (committed or pending), as
+        Kafka's coordinator does at each offset expiry check; returns their ids."""
+        deleted: list[str] = []
+        for group_id in self.core.group_ids():
+            group = self.core.group(group_id)
+            holder = self._groups.core.store.peek(group_id)
+            if group is None or group.members:
+                continue
+            if holder is not None and (holder.offsets or holder.pending_offsets):
+                continue
+            if await self.delete(group_id) is ErrorCode.none:
+                deleted.append(group_id)
+        return deleted
+
     async def run_timers(self) -> None:
-        """Fence the members whose session or revocation deadline passed."""
+        """Fence the members whose session or revocation deadline passed; every
+        `cleanup_interval_ms`, delete the empty groups left without offsets."""
+        cleanup_at = now_ms() + self._cleanup_interval_ms()
         while True:
-            deadline = self.core.next_deadline_ms()
+            due = self.core.next_deadline_ms()
+            deadline = cleanup_at if due is None else min(cleanup_at, due)
             self._wake.clear()
-            timeout_s = None if deadline is None else max(deadline - now_ms(), 0) / 1000
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout_s)
+                await asyncio.wait_for(self._wake.wait(), max(deadline - now_ms(), 0) / 1000)
             for decision in self.core.tick(now_ms(), self.topics()):
                 try:
                     await self._carry_out(decision)
                 except CoordinatorUnavailable:
                     await asyncio.sleep(_TIMER_RETRY_S)
+            if now_ms() >= cleanup_at:
+                await self.cleanup()
+                cleanup_at = now_ms() + self._cleanup_interval_ms()

@@ -57,7 +57,12 @@ def group_services(broker: Broker) -> tuple[GroupService, ConsumerGroupService]:
         partitions=broker.partitions,
         create_topics=create,
     )
-    return groups, ConsumerGroupService(groups, lambda: broker.metadata.image)
+    consumer = ConsumerGroupService(
+        groups,
+        lambda: broker.metadata.image,
+        lambda: broker.config.offsets_retention_check_interval_ms,
+    )
+    return groups, consumer
 
 
 def marker_appender(broker: Broker) -> MarkerAppender:

@@ -345,3 +345,29 @@ def test_a_groups_own_configs_set_its_heartbeat_interval_and_session(tmp_path: P
             assert 44_000 < sessions[("other", "m-2")] - now_ms() <= 45_000
 
     run(scenario())
+
+
+def test_empty_groups_without_offsets_are_cleaned_up(tmp_path: Path) -> None:
+    node = group_node(tmp_path, offsets_image())
+
+    async def scenario() -> None:
+        async with consumer_serving(node) as context:
+            for group in ("kept", "gone", "busy"):
+                await answered(handle_consumer_group_heartbeat, context, beat("m", 0, group=group))
+            await answered(
+                handle_offset_commit,
+                context,
+                dataclasses.replace(
+                    offset_commit("kept", {(TOPIC, 0): 1}, member_id="m", generation_id=1),
+                    api_version=9,
+                ),
+            )
+            for group in ("kept", "gone"):
+                await answered(handle_consumer_group_heartbeat, context, beat("m", -1, group=group))
+            assert context.consumer is not None
+            service = context.consumer
+            assert isinstance(service, ConsumerGroupService)
+            assert await service.cleanup() == ["gone"]
+            assert service.group_ids() == ["busy", "kept"]
+
+    run(scenario())
