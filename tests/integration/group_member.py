@@ -4,6 +4,7 @@
 
 Prints one JSON line per event on stdout: {"assigned": [...]}, {"revoked": [...]},
 {"record": [partition, offset, value]} (printed after the record's offset is committed),
+the callbacks' events with the system-wide monotonic time they ran at ("at"),
 {"ready": true} once subscribed. SIGTERM closes the consumer cleanly (LeaveGroup unless
 it is a static member) and exits.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -34,6 +36,8 @@ def main() -> None:
         "heartbeat.interval.ms": 500,
         **json.loads(extra),
     }
+    if config.get("group.protocol") == "consumer":  # KIP-848: the broker sets these
+        del config["session.timeout.ms"], config["heartbeat.interval.ms"]
     consumer = Consumer(config)
     stopping = False
 
@@ -44,10 +48,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
     def assigned(c: Consumer, partitions: list[TopicPartition]) -> None:
-        emit({"assigned": sorted(p.partition for p in partitions)})
+        emit({"assigned": sorted(p.partition for p in partitions), "at": time.monotonic()})
 
     def revoked(c: Consumer, partitions: list[TopicPartition]) -> None:
-        emit({"revoked": sorted(p.partition for p in partitions)})
+        emit({"revoked": sorted(p.partition for p in partitions), "at": time.monotonic()})
 
     consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
     emit({"ready": True})

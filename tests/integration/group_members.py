@@ -30,7 +30,10 @@ class Member:
         self.assignment: set[int] = set()
         self.records: list[tuple[int, int, str]] = []
         self.history: list[dict[str, Any]] = []
-        self.incremental = config.get("partition.assignment.strategy") == "cooperative-sticky"
+        self.incremental = (  # callbacks tell only what is added and what is taken away
+            config.get("partition.assignment.strategy") == "cooperative-sticky"
+            or config.get("group.protocol") == "consumer"
+        )
         self._lock = threading.Lock()
         threading.Thread(target=self._read, daemon=True).start()
 

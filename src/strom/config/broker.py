@@ -14,6 +14,7 @@ from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 
+from strom.config.consumer_group import consumer_group_config
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.group_configs import check_group_broker_keys
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
@@ -41,6 +42,7 @@ from strom.config.schema import ConfigValue, format_value, invalid_value, unknow
 from strom.config.security_keys import SaslSettings, TlsSettings
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
+from strom.group.consumer.heartbeat import ConsumerGroupConfig
 from strom.security.authorizer import (
     AUTHORIZER_CLASS_NAMES,
     is_authorizer_class,
@@ -149,6 +151,8 @@ class BrokerConfig:
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     group_max_size: int
+    consumer_group: ConsumerGroupConfig
+    """The group.consumer.* settings of KIP-848 consumer groups."""
     offsets_topic_segment_bytes: int
     offset_metadata_max_bytes: int
     transaction_state_log_num_partitions: int
@@ -464,6 +468,7 @@ def build_config(
         group_min_session_timeout_ms=group_min_ms,
         group_max_session_timeout_ms=group_max_ms,
         group_max_size=v.integer("group.max.size"),
+        consumer_group=consumer_group_config(v),
         offsets_topic_segment_bytes=v.integer("offsets.topic.segment.bytes"),
         offset_metadata_max_bytes=v.integer("offset.metadata.max.bytes"),
         transaction_state_log_num_partitions=v.integer("transaction.state.log.num.partitions"),

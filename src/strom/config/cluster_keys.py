@@ -147,6 +147,19 @@ GROUP_KEYS: tuple[ConfigKey, ...] = (
         AtLeast(1),
     ),
     ConfigKey(
+        "group.consumer.assignors",
+        ConfigType.LIST,
+        "uniform,range",
+        "Server assignors of consumer groups (KIP-848), the first the default: uniform, range.",
+    ),
+    ConfigKey(
+        "group.consumer.max.size",
+        INT,
+        str(2**31 - 1),
+        "Most members a consumer group (KIP-848) may have.",
+        AtLeast(1),
+    ),
+    ConfigKey(
         "offsets.retention.minutes",
         INT,
         "10080",

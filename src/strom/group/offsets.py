@@ -10,7 +10,7 @@ reads the committed state only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -46,6 +46,8 @@ class CommitRequest:
     retention_ms: int = -1
     """OffsetCommit v2-v4 only: -1 = the broker's offsets.retention.minutes."""
     offsets: tuple[OffsetToCommit, ...] = ()
+    api_version: int = 9
+    """The OffsetCommit version: a KIP-848 member must use v9+ (UNSUPPORTED_VERSION)."""
 
 
 def commit(
@@ -182,24 +184,36 @@ def _delete_offsets(
     return ErrorCode.none, errors
 
 
-def expire(coordinator: GroupCoordinator, now_ms: int) -> Output:
+def expire(
+    coordinator: GroupCoordinator,
+    now_ms: int,
+    live: Mapping[str, frozenset[str]] | None = None,
+) -> Output:
     """Offsets past `offsets.retention.minutes`, and the empty groups left with none.
 
     An empty group's offsets expire together, counted from when it became empty; a
     group without a protocol (assign() users) counts from each commit; a live consumer
     group only loses offsets of topics it no longer subscribes to. An offset with
     pending transactional offsets stays until their markers, and so does its group.
+    `live`: the KIP-848 groups with members and the topics they subscribe to (their
+    offsets are kept here; their members are not).
     """
-    return coordinator.decide(now_ms, lambda out: _expire(coordinator, now_ms, out))
+    live = live or {}
+    return coordinator.decide(now_ms, lambda out: _expire(coordinator, now_ms, out, live))
 
 
-def _expire(coordinator: GroupCoordinator, now_ms: int, out: Output) -> None:
+def _expire(
+    coordinator: GroupCoordinator, now_ms: int, out: Output, live: Mapping[str, frozenset[str]]
+) -> None:
     retention_ms = coordinator.config.offsets_retention_ms
     store = coordinator.store
     for group in list(store.view()):
-        if group.state is GroupState.EMPTY and group.protocol_type is not None:
-            base_ms: int | None = group.state_timestamp_ms
-            keep: frozenset[str] | None = frozenset()
+        base_ms: int | None
+        keep: frozenset[str] | None
+        if group.group_id in live:
+            base_ms, keep = None, live[group.group_id]
+        elif group.state is GroupState.EMPTY and group.protocol_type is not None:
+            base_ms, keep = group.state_timestamp_ms, frozenset()
         elif group.state is GroupState.EMPTY:
             base_ms, keep = None, frozenset()
         else:
@@ -219,6 +233,7 @@ def _expire(coordinator: GroupCoordinator, now_ms: int, out: Output) -> None:
         left = len(group.offsets) - len(expired)
         if (
             group.state is GroupState.EMPTY
+            and group.group_id not in live
             and not left
             and not group.pending_members
             and not group.pending_offsets

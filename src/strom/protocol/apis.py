@@ -67,6 +67,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -137,6 +139,9 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.UNREGISTER_BROKER: VersionRange(0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: VersionRange(0, 0),
     ApiKey.LIST_TRANSACTIONS: VersionRange(0, 1),
+    # KIP-848 consumer groups (group.protocol=consumer); v1 adds the topic regex.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
     # KIP-966: Kafka 4.0's kafka-topics.sh --describe asks this, page by page, when served.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
 }

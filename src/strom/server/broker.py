@@ -137,7 +137,7 @@ class Broker:
                 isr_changed=self.observability.counters.isr_changed,
             ),
         )
-        self.groups = wiring.group_service(self)
+        self.groups, self.consumer_groups = wiring.group_services(self)
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )
@@ -313,12 +313,12 @@ class Broker:
         self._background.spawn(
             run_cleaner(self.node_id, self.config, self.partitions), "log-cleaner"
         )  # returns at once unless log.cleaner.enable
-        self._background.spawn(
-            housekeeping.interval_flush_loop(config, self.partitions), "interval-flush"
-        )
-        self._background.spawn(
-            housekeeping.checkpoint_loop(self.node_id, config, self.partitions), "hw-checkpoint"
-        )
+        for loop, name in (
+            (housekeeping.interval_flush_loop(config, self.partitions), "interval-flush"),
+            (housekeeping.checkpoint_loop(self.node_id, config, self.partitions), "hw-checkpoint"),
+            (self.consumer_groups.run_timers(), "consumer-group-timers"),
+        ):
+            self._background.spawn(loop, name)
         self.isr.start()
         self.groups.follow(image)
         self._background.spawn(self.groups.run_timers(), "group-timers")

@@ -95,7 +95,9 @@ def handler_contexts(broker: Broker) -> Contexts:
             sessions=broker.fetch_sessions,
             traffic=broker.observability.counters.traffic,
         ),
-        groups=GroupContext(broker.metadata, broker.groups, broker.txn_verifier, current),
+        groups=GroupContext(
+            broker.metadata, broker.groups, broker.txn_verifier, current, broker.consumer_groups
+        ),
         txns=TxnContext(
             broker.node_id,
             broker.metadata,

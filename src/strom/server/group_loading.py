@@ -17,6 +17,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from strom.group import txn_offsets
+from strom.group.consumer.coordinator import ConsumerCoordinator
+from strom.group.consumer.records import (
+    ConsumerRecordError,
+    decode_consumer_key,
+    decode_consumer_value,
+    is_consumer_key,
+)
 from strom.group.coordinator import GroupCoordinator
 from strom.group.placement import OFFSETS_TOPIC
 from strom.group.records import RecordFormatError, decode_key, decode_value
@@ -38,10 +45,12 @@ def load_partition(
     partition: Partition,
     current_ms: int,
     belongs: Callable[[str], bool],
+    consumer: ConsumerCoordinator | None = None,
 ) -> int:
     """Replay the partition's log into `core`'s committed groups; returns how many group
     records were replayed. `belongs` selects the groups this partition holds (those a
-    marker read here may end)."""
+    marker read here may end). The records of KIP-848 groups (key versions 3-8) go to
+    `consumer`."""
     count = 0
     for header, records in replay_batches(partition):
         if header.is_control:
@@ -49,7 +58,10 @@ def load_partition(
         else:
             producer_id = header.producer_id if header.is_transactional else -1
             for record in records:
-                count += _replay(core, record, current_ms, producer_id)
+                if consumer is not None and record.key is not None and is_consumer_key(record.key):
+                    count += _replay_consumer(consumer, record, current_ms)
+                else:
+                    count += _replay(core, record, current_ms, producer_id)
     return count
 
 
@@ -78,4 +90,16 @@ def _replay(core: GroupCoordinator, record: Record, current_ms: int, producer_id
         log.warning("skipping a record of %s that does not parse: %s", OFFSETS_TOPIC, exc)
         return 0
     core.load(key, value, current_ms, producer_id)
+    return 1
+
+
+def _replay_consumer(core: ConsumerCoordinator, record: Record, current_ms: int) -> int:
+    assert record.key is not None
+    try:
+        key = decode_consumer_key(record.key)
+        value = decode_consumer_value(key, record.value) if record.value is not None else None
+    except ConsumerRecordError as exc:
+        log.warning("skipping a consumer group record of %s: %s", OFFSETS_TOPIC, exc)
+        return 0
+    core.load(key, value, current_ms)
     return 1

@@ -30,18 +30,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig
 from strom.group import offsets as group_offsets
 from strom.group import txn_offsets
+from strom.group.consumer.coordinator import ConsumerCoordinator
+from strom.group.consumer.heartbeat import ConsumerRecord
+from strom.group.consumer.records import encode_record
 from strom.group.coordinator import (
     Discarded,
     GroupCoordinator,
@@ -55,7 +59,7 @@ from strom.group.coordinator import (
 )
 from strom.group.offsets import CommitRequest
 from strom.group.placement import OFFSETS_TOPIC, partition_for
-from strom.group.records import OffsetCommitValue, encode_key, encode_value
+from strom.group.records import OffsetCommitValue
 from strom.group.state import (
     GroupConfig,
     GroupDescription,
@@ -71,6 +75,8 @@ from strom.protocol.records import RecordsError, encode_batch, parse_batch_heade
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 from strom.server.group_loading import load_partition
+from strom.server.group_storage import COORDINATOR_ERRORS as _COORDINATOR_ERRORS
+from strom.server.group_storage import StorageError, check_producer_epoch
 from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
@@ -78,33 +84,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+C = TypeVar("C", CommitRequest, TxnCommitRequest)
+
 COMMIT_TIMEOUT_S = 5.0
 _TIMER_RETRY_S = 0.5
 """After a failed timer write (the group is as before it): wait before trying again."""
 
-# What the client sees when the group's records cannot be written: Kafka's mapping of
-# storage errors (GroupMetadataManager.storeGroup / GroupCoordinatorService
-# .normalizeException); errors not listed pass through.
-_COORDINATOR_ERRORS = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-}
-
 
 class CoordinatorUnavailable(Exception):
     """This broker cannot coordinate the group now; `error_code` tells the client why."""
-
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
-class StorageError(Exception):
-    """A write to `__consumer_offsets` failed; `error_code` is the storage error."""
 
     def __init__(self, error_code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -172,6 +160,9 @@ class GroupService:
             random.Random(),
             label=f"[node {node_id}] ",
         )
+        self.consumer = ConsumerCoordinator(  # KIP-848 groups: server/consumer_groups.py
+            config_now.consumer_group, random.Random(), label=f"[node {node_id}]"
+        )
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._pending: dict[int, tuple[Output, asyncio.Future[None]]] = {}
@@ -209,7 +200,9 @@ class GroupService:
             partition = self._partitions.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue
-            count = load_partition(self.core, partition, current, self._in_partition(index))
+            belongs = self._in_partition(index)
+            count = load_partition(self.core, partition, current, belongs, self.consumer)
+            self.consumer.loaded(belongs)
             self._loaded.add(index)
             log.info(
                 "[node %d] coordinating the groups of %s-%d (%d record(s) loaded)",
@@ -224,6 +217,9 @@ class GroupService:
         count = self.num_partitions
         mine = [g for g in self.core.store.group_ids() if partition_for(g, count) == index]
         self._discard(self.core.forget(mine), ErrorCode.not_coordinator)
+        self.consumer.forget(
+            g for g in self.consumer.group_ids() if partition_for(g, count) == index
+        )
         log.info(
             "[node %d] no longer coordinating the groups of %s-%d",
             self._node_id,
@@ -294,6 +290,8 @@ class GroupService:
     async def join(self, join: JoinRequest) -> JoinResult:
         """JoinGroup, answered when the core replies (a rebalance may park it first).
         Raises CoordinatorUnavailable."""
+        if self.consumer.group(join.group_id) is not None:  # no classic<->consumer migration
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=join.member_id)
         reply = await self.request(
             join.group_id, lambda token: self.core.join(join, token, now_ms())
         )
@@ -324,12 +322,13 @@ class GroupService:
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """The committed state of `group_id`; None when there is no such group here."""
-        group = self.core.groups.get(group_id)
+        group = None if self.consumer.group(group_id) else self.core.groups.get(group_id)
         return None if group is None else description_of(group)
 
     def describe_all(self) -> list[GroupDescription]:
-        """Every committed group this broker coordinates (ListGroups)."""
-        return [description_of(group) for group in self.core.groups.values()]
+        """Every committed classic group this broker coordinates (ListGroups)."""
+        groups = self.core.groups.values()
+        return [description_of(g) for g in groups if self.consumer.group(g.group_id) is None]
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[ErrorCode], Output]:
         """The core's decision on a DeleteGroups: one error per group, the output to `apply`."""
@@ -337,8 +336,29 @@ class GroupService:
 
     def commit_offsets(self, commit: CommitRequest) -> tuple[list[ErrorCode], Output]:
         """The core's decision on an OffsetCommit: one error per offset, the output to
-        `apply`."""
-        return group_offsets.commit(self.core, commit, now_ms())
+        `apply`. A KIP-848 group's member commits with its member epoch (STALE_MEMBER_EPOCH
+        when it is not the current one); the offsets are then kept as the classic ones."""
+        refused, commit = self._consumer_commit(commit, ErrorCode.stale_member_epoch)
+        return refused or group_offsets.commit(self.core, commit, now_ms())
+
+    def _consumer_commit(
+        self, commit: C, stale: ErrorCode
+    ) -> tuple[tuple[list[ErrorCode], Output] | None, C]:
+        """A commit to a KIP-848 group: refused (each offset `stale` for a stale member
+        epoch), or the commit as the classic core takes it (a "simple" one)."""
+        version = commit.api_version if isinstance(commit, CommitRequest) else 9
+        verdict = self.consumer.check_offset_commit(
+            commit.group_id, commit.member_id, commit.generation_id, version
+        )
+        if verdict is None:
+            return None, commit
+        if verdict is not ErrorCode.none:
+            verdict = stale if verdict is ErrorCode.stale_member_epoch else verdict
+            out = self.core.decide(now_ms(), lambda _: None)  # answered after earlier writes
+            return ([verdict] * len(commit.offsets), out), commit
+        return None, dataclasses.replace(
+            commit, generation_id=-1, member_id="", group_instance_id=None
+        )
 
     def committed_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None
@@ -363,8 +383,10 @@ class GroupService:
     def txn_offset_commit(self, commit: TxnCommitRequest) -> tuple[list[ErrorCode], Output]:
         """The core's decision on a TxnOffsetCommit: one error per offset, and the output
         whose records `apply` writes as one transactional batch of the request's
-        producer id and epoch. The offsets stay pending until the producer's marker."""
-        return txn_offsets.txn_commit(self.core, commit, now_ms())
+        producer id and epoch. The offsets stay pending until the producer's marker. In a
+        KIP-848 group a stale member epoch is ILLEGAL_GENERATION, as Kafka answers it."""
+        refused, commit = self._consumer_commit(commit, ErrorCode.illegal_generation)
+        return refused or txn_offsets.txn_commit(self.core, commit, now_ms())
 
     def complete_txn(self, index: int, producer_id: int, *, commit: bool) -> None:
         """The COMMIT (or ABORT) marker of `producer_id` is durable on partition `index`
@@ -481,7 +503,11 @@ class GroupService:
         return ErrorCode.none
 
     async def append_and_wait(
-        self, records: list[GroupRecord], *, producer_id: int = -1, producer_epoch: int = -1
+        self,
+        records: Sequence[GroupRecord | ConsumerRecord],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
     ) -> None:
         """Append records to their groups' partitions and wait until they are durable;
         with a `producer_id`, as a transactional batch of that producer (a TxnOffsetCommit:
@@ -490,7 +516,7 @@ class GroupService:
 
         The one place the coordinator writes through `Partition`; raises StorageError.
         """
-        by_partition: dict[int, list[GroupRecord]] = defaultdict(list)
+        by_partition: dict[int, list[tuple[object, object]]] = defaultdict(list)
         for key, value in records:
             by_partition[partition_for(key.group_id, self.num_partitions)].append((key, value))
         waits: list[tuple[Partition, int]] = []
@@ -501,12 +527,9 @@ class GroupService:
                 if partition is None:
                     raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
                 if producer_id >= 0:
-                    _check_epoch(partition, producer_id, producer_epoch)
+                    check_producer_epoch(partition, producer_id, producer_epoch)
                 batch = encode_batch(
-                    [
-                        (encode_key(key), None if value is None else encode_value(value), ())
-                        for key, value in items
-                    ],
+                    [(*encode_record(key, value), ()) for key, value in items],
                     base_timestamp_ms=current,
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
@@ -551,7 +574,8 @@ class GroupService:
         while True:
             await asyncio.sleep(interval_s)
             with contextlib.suppress(CoordinatorUnavailable):
-                await self.apply(group_offsets.expire(self.core, now_ms()))
+                live = self.consumer.live_subscriptions()
+                await self.apply(group_offsets.expire(self.core, now_ms(), live))
 
     def close(self) -> None:
         """Answer every waiting JoinGroup/SyncGroup: clients find the coordinator again."""
@@ -560,15 +584,3 @@ class GroupService:
             task.cancel()  # its write is discarded: the core is as before it
         for token in list(self._waiting):
             self._fail(token)
-
-
-def _check_epoch(partition: Partition, producer_id: int, producer_epoch: int) -> None:
-    """A coordinator's transactional batch has no sequence, so the log's producer check
-    passes it; its epoch must still not be older than the producer's on the partition
-    (Kafka's ProducerAppendInfo checks it for the coordinator's appends too)."""
-    entry = partition.log.producers.get(producer_id)
-    if entry is not None and producer_epoch < entry.epoch:
-        raise StorageError(
-            ErrorCode.invalid_producer_epoch,
-            f"producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}",
-        )

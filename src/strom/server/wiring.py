@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.metadata.controller import NewTopic, TopicResult
+from strom.server.consumer_groups import ConsumerGroupService
 from strom.server.controller import ControllerService
 from strom.server.controller_channel import ControllerChannel
 from strom.server.groups import GroupService
@@ -43,17 +44,25 @@ def metadata_fetcher(broker: Broker) -> MetadataFetcher:
     )
 
 
-def group_service(broker: Broker) -> GroupService:
+def group_services(broker: Broker) -> tuple[GroupService, ConsumerGroupService]:
+    """The group coordinator's shell, and that of its KIP-848 groups."""
+
     async def create(topics: list[NewTopic]) -> list[TopicResult]:
         return await create_topics(broker.admin_context, topics)
 
-    return GroupService(
+    groups = GroupService(
         node_id=broker.node_id,
         config=lambda: broker.config,
         image=lambda: broker.metadata.image,
         partitions=broker.partitions,
         create_topics=create,
     )
+    consumer = ConsumerGroupService(
+        groups,
+        lambda: broker.metadata.image,
+        lambda: broker.config.offsets_retention_check_interval_ms,
+    )
+    return groups, consumer
 
 
 def marker_appender(broker: Broker) -> MarkerAppender:

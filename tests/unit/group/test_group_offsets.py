@@ -155,6 +155,16 @@ def test_live_group_offsets_do_not_expire_for_subscribed_topics() -> None:
     assert h.run(offsets.expire(h.core, h.now_ms)).records == []
 
 
+def test_offsets_of_a_live_kip848_group_do_not_expire_for_subscribed_topics() -> None:
+    """Its offsets look like those of a group without a protocol; `live` keeps them."""
+    h = Harness(offsets_retention_ms=DAY_MS)
+    simple_commit(h, "k", ("t", 0, 1), ("u", 0, 1))
+    h.now_ms += 2 * DAY_MS
+    expired = h.run(offsets.expire(h.core, h.now_ms, {"k": frozenset({"t"})})).records
+    assert expired == [(OffsetCommitKey("k", "u", 0), None)]
+    assert h.core.store.peek("k") is not None  # the group stays with its members' offsets
+
+
 def test_replaying_the_records_rebuilds_groups_and_offsets() -> None:
     h = Harness()
     subscription = encode_subscription(["t"])

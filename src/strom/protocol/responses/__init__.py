@@ -38,6 +38,10 @@ from strom.protocol.responses.cluster import (
     FindCoordinatorResponse,
     MetadataResponse,
 )
+from strom.protocol.responses.consumer_groups import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+)
 from strom.protocol.responses.fetch import (
     FetchResponse,
     ListOffsetsResponse,
@@ -123,6 +127,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.JOIN_GROUP: JoinGroupResponse,
     ApiKey.SYNC_GROUP: SyncGroupResponse,
     ApiKey.HEARTBEAT: HeartbeatResponse,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
     ApiKey.LEAVE_GROUP: LeaveGroupResponse,
     ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.DESCRIBE_GROUPS: DescribeGroupsResponse,

@@ -19,6 +19,7 @@ from strom.server.handlers import (
     admin,
     cluster,
     configs,
+    consumer_groups,
     coordinator,
     delete_records,
     elections,
@@ -98,6 +99,12 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.LIST_GROUPS: partial(groups.handle_list_groups, contexts.groups),
         ApiKey.DESCRIBE_GROUPS: partial(groups.handle_describe_groups, contexts.groups),
         ApiKey.DELETE_GROUPS: partial(groups.handle_delete_groups, contexts.groups),
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: partial(
+            consumer_groups.handle_consumer_group_heartbeat, contexts.groups
+        ),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: partial(
+            consumer_groups.handle_consumer_group_describe, contexts.groups
+        ),
         ApiKey.OFFSET_COMMIT: partial(offsets.handle_offset_commit, contexts.groups),
         ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),
         ApiKey.OFFSET_DELETE: partial(offsets.handle_offset_delete, contexts.groups),

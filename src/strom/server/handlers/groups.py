@@ -211,6 +211,24 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
                 "group_type": "classic",
             }
         )
+    consumer = context.consumer
+    for group_id in consumer.group_ids() if consumer is not None else []:
+        described = consumer.describe(group_id) if consumer is not None else None
+        if described is None or (states and described.state.value.lower() not in states):
+            continue
+        if (types and "consumer" not in types) or not (
+            every or access.allows(AclOperation.DESCRIBE, _GROUP, group_id)
+        ):
+            continue
+        state = described.state.value
+        groups.append(
+            {
+                "group_id": group_id,
+                "protocol_type": "consumer",
+                "group_state": state,
+                "group_type": "consumer",
+            }
+        )
     response: ListGroupsResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -296,7 +314,22 @@ async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
             local.append(group_id)
         except CoordinatorUnavailable as exc:
             results[group_id] = exc.error_code
+    consumer_deleted: set[str] = set()
+    if context.consumer is not None:  # a KIP-848 group: its records first, then offsets
+        for group_id in list(local):
+            if context.consumer.describe(group_id) is None:
+                continue
+            error = await context.consumer.delete(group_id)
+            if error is ErrorCode.none:
+                consumer_deleted.add(group_id)
+            else:
+                results[group_id] = error
+                local.remove(group_id)
     errors, out = context.groups.delete_groups(local)
+    errors = [
+        ErrorCode.none if g in consumer_deleted and e is ErrorCode.group_id_not_found else e
+        for g, e in zip(local, errors, strict=True)
+    ]
     results.update(zip(local, errors, strict=True))
     try:
         await context.groups.apply(out)

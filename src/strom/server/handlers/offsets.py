@@ -139,6 +139,7 @@ async def handle_offset_commit(context: GroupContext, request: Request) -> Any:
         group_instance_id=getattr(body, "group_instance_id", None),
         retention_ms=ms(retention) if retention is not None else -1,
         offsets=tuple(wanted),
+        api_version=request.api_version,
     )
     if wanted:  # none (all refused or unknown): no group is made or renewed, as Kafka
         results = await _commit(context, commit)
@@ -262,6 +263,11 @@ async def handle_offset_fetch(context: GroupContext, request: Request) -> Any:
             error, topics = await _fetch_group(
                 context, access, group.group_id, group.topics, body.require_stable
             )
+            member_id = getattr(group, "member_id", None)  # v9: a KIP-848 member's
+            epoch = int(getattr(group, "member_epoch", -1))
+            if error is ErrorCode.none and context.consumer is not None:
+                error = context.consumer.check_offset_fetch(group.group_id, member_id, epoch)
+                topics = topics if error is ErrorCode.none else []
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         data["groups"] = groups
     else:

@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 
 from strom.config import BrokerConfig
 from strom.fetch.sessions import FetchSessionCache
+from strom.group.consumer.heartbeat import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
+from strom.group.consumer.state import ConsumerGroup
 from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
@@ -250,6 +252,39 @@ class GroupCoordination(Protocol):
     def txn_offset_commit(self, commit: TxnCommitRequest) -> tuple[list[ErrorCode], Output]: ...
 
 
+class ConsumerCoordination(Protocol):
+    """KIP-848 consumer groups (server/consumer_groups.py: ConsumerGroupService)."""
+
+    async def heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        """ConsumerGroupHeartbeat, answered once its records are durable; raises
+        CoordinatorUnavailable (server/groups.py)."""
+        ...
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        """The committed state of a KIP-848 group here; None when it is not one."""
+        ...
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        """Delete an empty KIP-848 group (its records; its offsets are the classic
+        core's): NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND or the coordinator error."""
+        ...
+
+    def check_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        """OffsetFetch v9 by a member of a KIP-848 group: NONE, UNKNOWN_MEMBER_ID or
+        STALE_MEMBER_EPOCH (NONE for a group of no member, or not a KIP-848 one)."""
+        ...
+
+    def assignor(self, group_id: str) -> str:
+        """The server assignor the group uses (its members' choice, else the default)."""
+        ...
+
+    def group_ids(self) -> list[str]:
+        """The KIP-848 groups this broker coordinates."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class GroupContext:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
@@ -263,6 +298,8 @@ class GroupContext:
     """TxnOffsetCommit: is the group's partition in the producer's transaction?"""
     authorizer: Callable[[], Authorizer | None] = lambda: None
     """The ACL decisions now; None: no authorizer configured."""
+    consumer: ConsumerCoordination | None = None
+    """KIP-848 consumer groups; None where they are not served (some unit tests)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,413 @@
+"""The consumer group coordinator of one `__consumer_offsets` partition: a pure core.
+
+It holds the committed groups (what durable records say), the writes not yet durable
+(each a list of records, in the order they were decided), and the tip: the committed
+groups with every pending write's records replayed on top, which the next decision
+reads. A write's transitions:
+
+    decided --durable(write_id)--> its records replayed into the committed groups
+                                   (in order: a write is durable only after the older
+                                   ones of its partition)
+    decided --failed(write_id)--> dropped with every later write of the same groups;
+                                  the tip of those groups is rebuilt from the committed
+                                  groups and the writes that remain
+
+A decision that writes nothing may still have read pending writes of its group: its
+answer waits for them (`after_write_id`). Timers (session and rebalance timeouts) are
+deadlines kept here, not records, as in Kafka; `tick(now_ms)` fences the members whose
+deadline passed. Randomness (new member ids) comes from a seeded `random.Random`; time
+comes in as `now_ms`.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from random import Random
+
+from kio.schema.errors import ErrorCode
+
+from strom.group.consumer.heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    ConsumerRecord,
+    HeartbeatRefused,
+    TopicInfo,
+    Work,
+    fence_member,
+    run_heartbeat,
+    validate,
+)
+from strom.group.consumer.records import (
+    ConsumerGroupEpochKey,
+    ConsumerKey,
+    ConsumerValue,
+    PartitionMetadataKey,
+    TargetAssignmentEpochKey,
+    TargetAssignmentKey,
+)
+from strom.group.consumer.state import (
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    OwnershipError,
+    replay_consumer,
+)
+
+__all__ = ["ConsumerCoordinator", "ConsumerDecision"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ConsumerDecision:
+    """What the shell writes (`records`, as write `write_id`) and answers once they are
+    durable; with no records, the answer waits for `after_write_id` (0: none)."""
+
+    group_id: str
+    records: list[ConsumerRecord] = field(default_factory=list)
+    result: ConsumerHeartbeatResult | None = None
+    write_id: int = 0
+    after_write_id: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    write_id: int
+    group_id: str
+    records: list[ConsumerRecord]
+    durable: bool = False
+
+
+def new_member_id(rng: Random) -> str:
+    """A random UUID in Kafka's text form (URL-safe base64, no padding)."""
+    raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class ConsumerCoordinator:
+    def __init__(self, config: ConsumerGroupConfig, rng: Random, *, label: str = "") -> None:
+        self.config = config
+        self._rng = rng
+        self._label = label
+        self.committed: dict[str, ConsumerGroup] = {}
+        self._tip: dict[str, ConsumerGroup] = {}
+        self._pending: list[_Pending] = []
+        self._next_write_id = 0
+        self._sessions: dict[tuple[str, str], int] = {}
+        """(group, member) -> the session deadline, ms."""
+        self._revocations: dict[tuple[str, str], tuple[int, int]] = {}
+        """(group, member) -> (deadline ms, the member epoch it must revoke in)."""
+
+    # --- reading ------------------------------------------------------------------
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        """The newest version of a group (pending writes included). Read only."""
+        return self._tip.get(group_id)
+
+    def committed_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.committed.get(group_id)
+
+    def group_ids(self) -> list[str]:
+        return sorted(self._tip)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    # --- loading ------------------------------------------------------------------
+
+    def load(self, key: ConsumerKey, value: ConsumerValue | None, now_ms: int) -> None:
+        """Replay one record of the partition at load; members get a fresh session."""
+        try:
+            replay_consumer(self.committed, key, value)
+        except OwnershipError:
+            log.exception("%s replaying %s", self._label, key)
+        group = self.committed.get(key.group_id)
+        if group is not None:
+            deadline_ms = now_ms + self.config.session_timeout_ms
+            for member_id in group.members:
+                self._sessions.setdefault((key.group_id, member_id), deadline_ms)
+
+    def loaded(self, belongs: Callable[[str], bool]) -> None:
+        """The partition holding the groups `belongs` selects is loaded: their tip is a
+        copy of their committed state (sessions of members gone meanwhile are dropped)."""
+        for group_id, group in self.committed.items():
+            if belongs(group_id):
+                self._tip[group_id] = group.copy()
+        for key in [k for k in self._sessions if belongs(k[0])]:
+            loaded = self.committed.get(key[0])
+            if loaded is None or key[1] not in loaded.members:
+                self._forget_timers(*key)
+
+    # --- deciding -----------------------------------------------------------------
+
+    def heartbeat(
+        self,
+        req: ConsumerHeartbeatRequest,
+        topics: Mapping[str, TopicInfo],
+        now_ms: int,
+        config: ConsumerGroupConfig | None = None,
+    ) -> ConsumerDecision:
+        """`config`: the group's own settings (its session timeout and heartbeat interval
+        from its group configs) when they differ from the coordinator's."""
+        config = config or self.config
+        member_id = req.member_id
+        try:
+            validate(req, config)
+            current = self._tip.get(req.group_id)
+            if current is None and req.member_epoch != 0:
+                raise HeartbeatRefused(
+                    ErrorCode.unknown_member_id,
+                    f"Member {req.member_id} is not a member of group {req.group_id}.",
+                )
+            if not member_id:
+                member_id = new_member_id(self._rng)
+            work = Work(current.copy() if current is not None else ConsumerGroup(req.group_id))
+            result, member = run_heartbeat(work, req, member_id, topics, config)
+        except HeartbeatRefused as refused:
+            result = ConsumerHeartbeatResult(
+                error=refused.error, message=refused.message, member_id=req.member_id or None
+            )
+            return ConsumerDecision(
+                req.group_id, result=result, after_write_id=self._last(req.group_id)
+            )
+        key = (req.group_id, result.member_id or member_id)
+        if member is None:
+            self._forget_timers(*key)
+            if req.member_epoch != -1:  # a static member away for a while: session still runs
+                self._sessions[key] = now_ms + config.session_timeout_ms
+        else:
+            self._sessions[key] = now_ms + config.session_timeout_ms
+            self._track_revocation(key, member, now_ms)
+        if work.records and result.member_id != req.member_id and req.instance_id is not None:
+            self._drop_replaced(req.group_id, work.group)
+        return self._finish(work, result)
+
+    def _track_revocation(self, key: tuple[str, str], member: ConsumerMember, now_ms: int) -> None:
+        if member.state != MemberState.UNREVOKED_PARTITIONS:
+            self._revocations.pop(key, None)
+        elif key not in self._revocations or self._revocations[key][1] != member.member_epoch:
+            timeout_ms = max(member.rebalance_timeout_ms, 0)
+            self._revocations[key] = (now_ms + timeout_ms, member.member_epoch)
+
+    def _drop_replaced(self, group_id: str, group: ConsumerGroup) -> None:
+        for gid, member_id in list(self._sessions):
+            if gid == group_id and member_id not in group.members:
+                self._forget_timers(gid, member_id)
+
+    def _forget_timers(self, group_id: str, member_id: str) -> None:
+        self._sessions.pop((group_id, member_id), None)
+        self._revocations.pop((group_id, member_id), None)
+
+    def _last(self, group_id: str) -> int:
+        ids = [p.write_id for p in self._pending if p.group_id == group_id]
+        return ids[-1] if ids else 0
+
+    def _finish(self, work: Work, result: ConsumerHeartbeatResult | None) -> ConsumerDecision:
+        group_id = work.group.group_id
+        if not work.records:
+            return ConsumerDecision(group_id, result=result, after_write_id=self._last(group_id))
+        self._next_write_id += 1
+        self._pending.append(_Pending(self._next_write_id, group_id, list(work.records)))
+        self._log_changes(work)
+        if work.deleted:
+            self._tip.pop(group_id, None)
+        else:
+            self._tip[group_id] = work.group
+        return ConsumerDecision(group_id, list(work.records), result, self._next_write_id)
+
+    def _log_changes(self, work: Work) -> None:
+        """One INFO line per member that joined or left and per new target assignment."""
+        before = self._tip.get(work.group.group_id)
+        old = set(before.members) if before is not None else set()
+        new = set(work.group.members)
+        group = work.group
+        for member_id in sorted(new - old):
+            log.info(
+                "%s consumer group %s: member %s joined", self._label, group.group_id, member_id
+            )
+        for member_id in sorted(old - new):
+            log.info("%s consumer group %s: member %s left", self._label, group.group_id, member_id)
+        if any(isinstance(key, TargetAssignmentEpochKey) and value for key, value in work.records):
+            log.info(
+                "%s consumer group %s: target assignment of epoch %d for %d member(s)",
+                self._label,
+                group.group_id,
+                group.assignment_epoch,
+                len(group.members),
+            )
+
+    def tick(self, now_ms: int, topics: Mapping[str, TopicInfo]) -> list[ConsumerDecision]:
+        """Fence the members whose session or revocation deadline passed."""
+        decisions: list[ConsumerDecision] = []
+        expired = [key for key, deadline in self._sessions.items() if deadline <= now_ms]
+        late = [
+            (key, epoch)
+            for key, (deadline, epoch) in self._revocations.items()
+            if deadline <= now_ms
+        ]
+        for key in expired:
+            self._forget_timers(*key)
+            decisions += self._fence(key, topics, "its session timed out")
+        for key, epoch in late:
+            group = self._tip.get(key[0])
+            member = group.members.get(key[1]) if group is not None else None
+            self._revocations.pop(key, None)
+            if (
+                member is not None
+                and member.state == MemberState.UNREVOKED_PARTITIONS
+                and member.member_epoch == epoch
+            ):
+                self._forget_timers(*key)
+                decisions += self._fence(key, topics, "it did not revoke its partitions in time")
+        return decisions
+
+    def _fence(
+        self, key: tuple[str, str], topics: Mapping[str, TopicInfo], why: str
+    ) -> list[ConsumerDecision]:
+        group = self._tip.get(key[0])
+        if group is None or key[1] not in group.members:
+            return []
+        log.info("%s consumer group %s: removing member %s: %s", self._label, key[0], key[1], why)
+        work = Work(group.copy())
+        fence_member(work, key[1], topics)
+        return [self._finish(work, None)]
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = list(self._sessions.values()) + [d for d, _ in self._revocations.values()]
+        return min(deadlines) if deadlines else None
+
+    # --- the shell reports ----------------------------------------------------------
+
+    def durable(self, write_id: int) -> None:
+        for pending in self._pending:
+            if pending.write_id == write_id:
+                pending.durable = True
+        while self._pending and self._pending[0].durable:
+            done = self._pending.pop(0)
+            for key, value in done.records:
+                replay_consumer(self.committed, key, value)
+            if not any(p.group_id == done.group_id for p in self._pending):
+                self._settle(done.group_id)
+
+    def _settle(self, group_id: str) -> None:
+        """No write of the group is pending: its tip is a copy of the committed group."""
+        group = self.committed.get(group_id)
+        if group is None:
+            self._tip.pop(group_id, None)
+        else:
+            self._tip[group_id] = group.copy()
+
+    def failed(self, write_id: int) -> list[int]:
+        """Drop the write and the later writes of its group; returns their ids."""
+        failed = next((p for p in self._pending if p.write_id == write_id), None)
+        if failed is None:
+            return []
+        dropped = [
+            p.write_id
+            for p in self._pending
+            if p.group_id == failed.group_id and p.write_id >= write_id
+        ]
+        self._pending = [p for p in self._pending if p.write_id not in dropped]
+        self._rebuild(failed.group_id)
+        return dropped
+
+    def _rebuild(self, group_id: str) -> None:
+        base = self.committed.get(group_id)
+        groups = {group_id: base.copy()} if base is not None else {}
+        for pending in self._pending:
+            if pending.group_id == group_id:
+                for key, value in pending.records:
+                    replay_consumer(groups, key, value)
+        if group_id in groups:
+            self._tip[group_id] = groups[group_id]
+            for member_id in groups[group_id].members:  # a failed removal: try it again
+                self._sessions.setdefault((group_id, member_id), 0)
+        else:
+            self._tip.pop(group_id, None)
+
+    def forget(self, group_ids: Iterable[str]) -> list[int]:
+        """This coordinator no longer owns these groups: drop them and their writes."""
+        gone = set(group_ids)
+        dropped = [p.write_id for p in self._pending if p.group_id in gone]
+        self._pending = [p for p in self._pending if p.group_id not in gone]
+        for group_id in gone:
+            self.committed.pop(group_id, None)
+            self._tip.pop(group_id, None)
+        for key in [k for k in self._sessions if k[0] in gone]:
+            self._forget_timers(*key)
+        for key in [k for k in self._revocations if k[0] in gone]:
+            self._revocations.pop(key, None)
+        return dropped
+
+    # --- deleting and offsets -------------------------------------------------------
+
+    def delete_group(self, group_id: str) -> tuple[ErrorCode, ConsumerDecision]:
+        """DeleteGroups of a consumer group: only an empty one (NON_EMPTY_GROUP), by the
+        tombstones of its records; GROUP_ID_NOT_FOUND when it is not a consumer group."""
+        group = self._tip.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, ConsumerDecision(group_id)
+        if group.members:
+            return ErrorCode.non_empty_group, ConsumerDecision(group_id)
+        work = Work(group.copy())
+        for member_id in list(work.group.target):
+            work.emit(TargetAssignmentKey(group_id, member_id), None)
+        work.emit(TargetAssignmentEpochKey(group_id), None)
+        work.emit(PartitionMetadataKey(group_id), None)
+        work.emit(ConsumerGroupEpochKey(group_id), None)
+        log.info("%s consumer group %s deleted", self._label, group_id)
+        return ErrorCode.none, self._finish(work, None)
+
+    def live_subscriptions(self) -> dict[str, frozenset[str]]:
+        """The topics each consumer group with members subscribes to: their offsets do
+        not expire (offsets.py: expire)."""
+        return {
+            group_id: frozenset(group.subscribed_topics) | group.subscribed_topic_names()
+            for group_id, group in self._tip.items()
+            if group.members
+        }
+
+    def check_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        """OffsetFetch v9 by a member of a consumer group (committed state): its member id
+        and current epoch, else UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH; without a member
+        (null id, epoch -1: an admin) anything may be fetched. None: not a consumer group."""
+        group = self.committed.get(group_id)
+        if group is None:
+            return None
+        if member_id is None and member_epoch < 0:
+            return ErrorCode.none
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
+    def check_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int = 9
+    ) -> ErrorCode | None:
+        """KIP-848's rule for OffsetCommit to a consumer group; None: not a consumer group.
+        A commit without a member (epoch < 0) is allowed only into an empty group; a
+        member commits with OffsetCommit v9+ (TxnOffsetCommit: any version) and its
+        current epoch."""
+        group = self._tip.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not group.members:
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if api_version < 9:
+            return ErrorCode.unsupported_version
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none

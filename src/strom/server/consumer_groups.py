@@ -1,0 +1,209 @@
+"""The shell of KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe
+on the event loop, their writes, and their timers.
+
+The core (`strom.group.consumer.coordinator.ConsumerCoordinator`) lives in the
+`GroupService` (server/groups.py), which loads it with the classic core from the same
+`__consumer_offsets` partitions and drops its groups with them; a group id names one
+group, of either type. This service carries out the core's decisions: their records
+are written with `GroupService.append_and_wait` (the one way to `__consumer_offsets`),
+then the core is told `durable`, and only then does the member get its answer. If the
+write fails the core is told `failed` (the group is as before it and the later writes of
+the group, decided on it, are dropped too) and the member gets the coordinator error
+Kafka gives. An answer that wrote nothing waits for the group's writes still pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from kio.schema.errors import ErrorCode
+
+from strom.group.consumer.coordinator import ConsumerCoordinator, ConsumerDecision
+from strom.group.consumer.heartbeat import (
+    ConsumerGroupConfig,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+    TopicInfo,
+    assignor_of,
+)
+from strom.group.consumer.state import ConsumerGroup
+from strom.group.state import GroupState
+from strom.metadata.image import MetadataImage
+from strom.server.clock import now_ms
+from strom.server.group_storage import COORDINATOR_ERRORS, StorageError
+from strom.server.groups import CoordinatorUnavailable, GroupService
+
+__all__ = ["ConsumerGroupService"]
+
+log = logging.getLogger(__name__)
+
+_TIMER_RETRY_S = 0.5
+
+
+class ConsumerGroupService:
+    """KIP-848 groups on this broker. Ports: the group service (where they are loaded,
+    how this broker coordinates, how records are written) and the metadata image."""
+
+    def __init__(
+        self,
+        groups: GroupService,
+        image: Callable[[], MetadataImage],
+        cleanup_interval_ms: Callable[[], int] = lambda: 600_000,
+    ) -> None:
+        """`cleanup_interval_ms`: offsets.retention.check.interval.ms, how often empty
+        groups left without offsets are deleted (`cleanup`)."""
+        self._groups = groups
+        self._image = image
+        self._cleanup_interval_ms = cleanup_interval_ms
+        self._writes: dict[int, asyncio.Future[None]] = {}
+        self._doomed: set[int] = set()
+        self._wake = asyncio.Event()
+
+    @property
+    def core(self) -> ConsumerCoordinator:
+        return self._groups.consumer
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return {
+            name: TopicInfo(topic.topic_id, len(topic.partitions), topic.is_internal)
+            for name, topic in self._image().topics_by_name.items()
+        }
+
+    async def heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        """Raises CoordinatorUnavailable."""
+        await self._groups.coordinate(req.group_id)
+        classic = self._groups.core.store.peek(req.group_id)
+        if (
+            classic is not None
+            and classic.state not in (GroupState.EMPTY, GroupState.DEAD)
+            and self.core.group(req.group_id) is None
+        ):  # a live classic group of that id: no migration between the protocols
+            return ConsumerHeartbeatResult(
+                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+            )
+        decision = self.core.heartbeat(req, self.topics(), now_ms(), self._config_of(req.group_id))
+        self._wake.set()
+        await self._carry_out(decision)
+        assert decision.result is not None
+        return decision.result
+
+    def _config_of(self, group_id: str) -> ConsumerGroupConfig:
+        """The coordinator's settings with the group's own session timeout and heartbeat
+        interval (config resource GROUP: consumer.session.timeout.ms and
+        consumer.heartbeat.interval.ms, checked against the broker's bounds when set)."""
+        config = self.core.config
+        own = self._image().group_configs(group_id)
+        session = own.get("consumer.session.timeout.ms")
+        interval = own.get("consumer.heartbeat.interval.ms")
+        if session is None and interval is None:
+            return config
+        return dataclasses.replace(
+            config,
+            session_timeout_ms=int(session) if session is not None else config.session_timeout_ms,
+            heartbeat_interval_ms=(
+                int(interval) if interval is not None else config.heartbeat_interval_ms
+            ),
+        )
+
+    async def _carry_out(self, decision: ConsumerDecision) -> None:
+        if not decision.records:
+            waiting = self._writes.get(decision.after_write_id)
+            if waiting is not None:
+                await asyncio.shield(waiting)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._writes[decision.write_id] = done
+        try:
+            await self._groups.append_and_wait(decision.records)
+        except StorageError as exc:
+            error = COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
+            log.error("cannot write consumer group %s: %s", decision.group_id, exc)
+            self._fail(decision.write_id, error)
+        except BaseException:
+            self._fail(decision.write_id, ErrorCode.not_coordinator)
+            raise
+        else:
+            if decision.write_id in self._doomed:
+                self._fail(decision.write_id, ErrorCode.not_coordinator)
+            else:
+                self.core.durable(decision.write_id)
+                done.set_result(None)
+        finally:
+            self._writes.pop(decision.write_id, None)
+            self._doomed.discard(decision.write_id)
+        await done
+
+    def _fail(self, write_id: int, error: ErrorCode) -> None:
+        for dropped in self.core.failed(write_id) or [write_id]:
+            self._doomed.add(dropped)
+            future = self._writes.get(dropped)
+            if future is not None and not future.done():
+                future.set_exception(CoordinatorUnavailable(error, "group state not written"))
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a KIP-848 group here: NONE once its tombstones are durable,
+        NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND (not one), or the coordinator error."""
+        error, decision = self.core.delete_group(group_id)
+        try:
+            await self._carry_out(decision)
+        except CoordinatorUnavailable as exc:
+            return exc.error_code
+        return error
+
+    def check_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        """OffsetFetch v9's member check in a KIP-848 group (NONE for any other group)."""
+        return self.core.check_offset_fetch(group_id, member_id, member_epoch) or ErrorCode.none
+
+    def describe(self, group_id: str) -> ConsumerGroup | None:
+        """The committed state of a KIP-848 group here; None when it is not one."""
+        return self.core.committed_group(group_id)
+
+    def assignor(self, group_id: str) -> str:
+        """The server assignor the group uses (or would use)."""
+        group = self.core.committed_group(group_id)
+        config = self.core.config
+        return config.assignors[0] if group is None else assignor_of(group, config)
+
+    def group_ids(self) -> list[str]:
+        return [g for g in self.core.group_ids() if self.core.committed_group(g) is not None]
+
+    async def cleanup(self) -> list[str]:
+        """Delete the empty KIP-848 groups left without offsets (committed or pending), as
+        Kafka's coordinator does at each offset expiry check; returns their ids."""
+        deleted: list[str] = []
+        for group_id in self.core.group_ids():
+            group = self.core.group(group_id)
+            holder = self._groups.core.store.peek(group_id)
+            if group is None or group.members:
+                continue
+            if holder is not None and (holder.offsets or holder.pending_offsets):
+                continue
+            if await self.delete(group_id) is ErrorCode.none:
+                deleted.append(group_id)
+        return deleted
+
+    async def run_timers(self) -> None:
+        """Fence the members whose session or revocation deadline passed; every
+        `cleanup_interval_ms`, delete the empty groups left without offsets."""
+        cleanup_at = now_ms() + self._cleanup_interval_ms()
+        while True:
+            due = self.core.next_deadline_ms()
+            deadline = cleanup_at if due is None else min(cleanup_at, due)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(deadline - now_ms(), 0) / 1000)
+            for decision in self.core.tick(now_ms(), self.topics()):
+                try:
+                    await self._carry_out(decision)
+                except CoordinatorUnavailable:
+                    await asyncio.sleep(_TIMER_RETRY_S)
+            if now_ms() >= cleanup_at:
+                await self.cleanup()
+                cleanup_at = now_ms() + self._cleanup_interval_ms()

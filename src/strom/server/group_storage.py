@@ -1,0 +1,46 @@
+"""How a group coordinator's write to `__consumer_offsets` fails, for both kinds of group
+(server/groups.py and server/consumer_groups.py): the storage error, the error a client
+sees instead (Kafka's mapping), and the producer epoch check of a transactional batch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.server.partition import Partition
+
+__all__ = ["COORDINATOR_ERRORS", "StorageError", "check_producer_epoch"]
+
+# What the client sees when the group's records cannot be written: Kafka's mapping of
+# storage errors (GroupMetadataManager.storeGroup / GroupCoordinatorService
+# .normalizeException); errors not listed pass through.
+COORDINATOR_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+}
+
+
+class StorageError(Exception):
+    """A write to `__consumer_offsets` failed; `error_code` is the storage error."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def check_producer_epoch(partition: Partition, producer_id: int, producer_epoch: int) -> None:
+    """A coordinator's transactional batch has no sequence, so the log's producer check
+    passes it; its epoch must still not be older than the producer's on the partition
+    (Kafka's ProducerAppendInfo checks it for the coordinator's appends too)."""
+    entry = partition.log.producers.get(producer_id)
+    if entry is not None and producer_epoch < entry.epoch:
+        raise StorageError(
+            ErrorCode.invalid_producer_epoch,
+            f"producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}",
+        )
