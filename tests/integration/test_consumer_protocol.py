@@ -246,3 +246,48 @@ def test_the_group_survives_a_restart_of_the_broker(
     assert [m.snapshot()[0] for m in members] == before
     assert moves() == moved  # no member was fenced or had to give a partition up
     assert _committed(bootstrap, "r848", "restart848") == {p: 10 for p in range(PARTITIONS)}
+
+
+def test_a_regex_subscription_follows_the_topics_that_match(kip848_broker: BrokerProcess) -> None:
+    """librdkafka sends a `^` subscription as KIP-848's subscribed_topic_regex (v1), which
+    the broker evaluates (RE2, whole names): matching topics are assigned, others not, and
+    a matching topic created later joins the assignment."""
+    bootstrap = kip848_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics(
+        [NewTopic(name, 2, 1) for name in ("regex-a", "regex-b", "other-c")]
+    ).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for name in ("regex-a", "regex-b", "other-c"):
+        producer.produce(name, name.encode(), partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            **KIP848,
+            "bootstrap.servers": bootstrap,
+            "group.id": "regex-group",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    seen: set[str] = set()
+
+    def received(*wanted: str) -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            seen.add(message.topic())
+        return set(wanted) <= seen
+
+    try:
+        consumer.subscribe(["^regex-.*"])
+        wait_until(lambda: received("regex-a", "regex-b"), 30, "records of regex-a and regex-b")
+        for future in admin.create_topics([NewTopic("regex-new", 2, 1)]).values():
+            future.result(10)
+        producer.produce("regex-new", b"late", partition=1)
+        assert producer.flush(30) == 0
+        wait_until(lambda: received("regex-new"), 30, "the record of regex-new, created later")
+        assignment = {tp.topic for tp in consumer.assignment()}
+        assert assignment == {"regex-a", "regex-b", "regex-new"}
+        assert "other-c" not in seen
+    finally:
+        consumer.close()

@@ -20,7 +20,6 @@ The steps, as Kafka's GroupMetadataManager takes them:
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -54,6 +53,7 @@ from strom.group.consumer.state import (
     MemberState,
     replay_consumer,
 )
+from strom.group.consumer.topic_regex import topic_regex
 
 __all__ = [
     "ConsumerGroupConfig",
@@ -174,8 +174,8 @@ def validate(req: ConsumerHeartbeatRequest, config: ConsumerGroupConfig) -> None
         )
     if req.subscribed_topic_regex is not None:
         try:
-            re.compile(req.subscribed_topic_regex)
-        except re.error as exc:
+            topic_regex(req.subscribed_topic_regex)
+        except ValueError as exc:
             raise HeartbeatRefused(
                 ErrorCode.invalid_regular_expression,
                 f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is invalid: {exc}",
@@ -276,8 +276,8 @@ def subscribed_topics(
         if member.subscribed_topic_regex is not None:
             patterns.add(member.subscribed_topic_regex)
     for pattern in patterns:
-        compiled = re.compile(pattern)
-        names.update(n for n, t in topics.items() if not t.internal and compiled.fullmatch(n))
+        compiled = topic_regex(pattern)
+        names.update(n for n, t in topics.items() if not t.internal and compiled.matches(n))
     return {
         name: TopicMetadata(topics[name].topic_id, name, topics[name].partitions)
         for name in sorted(names)
@@ -288,12 +288,12 @@ def subscribed_topics(
 def member_topic_ids(
     member: ConsumerMember, subscribed: Mapping[str, TopicMetadata]
 ) -> frozenset[uuid.UUID]:
-    pattern = re.compile(member.subscribed_topic_regex) if member.subscribed_topic_regex else None
+    regex = member.subscribed_topic_regex
+    pattern = topic_regex(regex) if regex else None
     return frozenset(
         meta.topic_id
         for name, meta in subscribed.items()
-        if name in member.subscribed_topic_names
-        or (pattern is not None and pattern.fullmatch(name))
+        if name in member.subscribed_topic_names or (pattern is not None and pattern.matches(name))
     )
 
 
