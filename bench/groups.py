@@ -1,7 +1,7 @@
 """Consumer-group speed: offset commits per second, and how long a rebalance stops a group.
 
     .venv/bin/python bench/groups.py [--bootstrap HOST:PORT] [--committers 100]
-        [--commit-seconds 10] [--members 10] [--heartbeat-ms 1000] [--json FILE]
+        [--commit-seconds 10] [--members 10] [--heartbeat-ms 1000] [--rounds 3] [--json FILE]
 
 commits: `--committers` confluent-kafka consumers, each in its own thread with its own
 partition, commit synchronously in a loop into one group for `--commit-seconds`; the
@@ -11,12 +11,18 @@ latency percentiles.
 rebalance: `--members` consumers share a topic with two partitions per member while a
 producer writes to every partition; one more member subscribes, and the figure is the
 time from its subscribe until every member (the new one included) holds its final
-partitions and has received a record from them again. Measured with the eager `range`
-assignor and with `cooperative-sticky`; members heartbeat every `--heartbeat-ms`, which
-bounds how fast they learn that a rebalance started.
+partitions and has received a record from them again. Measured with the classic
+protocol's eager `range` assignor and its `cooperative-sticky` one, and with the consumer
+protocol of KIP-848 (`group.protocol=consumer`, the broker's `uniform` assignor). Members
+heartbeat every `--heartbeat-ms`, which bounds how fast they learn that a rebalance
+started: the classic members by their own config, the KIP-848 members by the broker's
+`group.consumer.heartbeat.interval.ms` (the strom this script starts is given the same
+interval; a broker named by --bootstrap keeps its own).
 
 Without --bootstrap the script starts strom itself (fsync before every acknowledgement,
-the default) as bench/produce_consume.py does.
+the default) as bench/produce_consume.py does. The rebalance is measured `--rounds` times
+per protocol, the three taking turns (each round starts with the next one), each with a
+fresh group and topic on the same broker; the table gives the median and the spread.
 """
 
 from __future__ import annotations
@@ -102,22 +108,29 @@ def bench_commits(
     }
 
 
+CONSUMER_PROTOCOL = "consumer protocol (KIP-848)"
+"""The `strategy` that runs the members with group.protocol=consumer."""
+
+
 def _member(
     bootstrap: str, topic: str, group: str, strategy: str, heartbeat_ms: int
 ) -> MemberState:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "latest",
+        "enable.auto.commit": True,
+        "log_level": 0,
+    }
+    if strategy == CONSUMER_PROTOCOL:  # the broker assigns and sets the heartbeat
+        config["group.protocol"] = "consumer"
+    else:
+        config |= {
             "partition.assignment.strategy": strategy,
             "heartbeat.interval.ms": heartbeat_ms,
             "session.timeout.ms": 10000,
-            "auto.offset.reset": "latest",
-            "enable.auto.commit": True,
-            "log_level": 0,
         }
-    )
-    return MemberState(consumer)
+    return MemberState(Consumer(config))
 
 
 def _run_member(state: MemberState, topic: str, incremental: bool) -> None:
@@ -145,7 +158,7 @@ def bench_rebalance(
     topic = f"rebalance-{uuid.uuid4().hex[:6]}"
     group = f"rebalance-bench-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, partitions, 1)
-    incremental = strategy == "cooperative-sticky"
+    incremental = strategy in ("cooperative-sticky", CONSUMER_PROTOCOL)
     producing = threading.Event()
     producing.set()
 
@@ -216,9 +229,15 @@ def main() -> None:
     parser.add_argument("--commit-seconds", type=float, default=10.0)
     parser.add_argument("--members", type=int, default=10)
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json")
     args = parser.parse_args()
-    broker = Broker(args.bootstrap) if args.bootstrap else start_strom("fsync")
+    # The KIP-848 members' heartbeat interval is the broker's; Kafka's floor for it is 5 s.
+    heartbeat = [
+        f"group.consumer.min.heartbeat.interval.ms={min(args.heartbeat_ms, 5000)}",
+        f"group.consumer.heartbeat.interval.ms={args.heartbeat_ms}",
+    ]
+    broker = Broker(args.bootstrap) if args.bootstrap else start_strom("fsync", heartbeat)
     pid = broker.process.pid if broker.process is not None else None
     results: dict[str, Any] = {}
     try:
@@ -227,11 +246,14 @@ def main() -> None:
             broker.bootstrap, args.committers, args.commit_seconds, pid
         )
         results["rebalance"] = []
-        for strategy in ("range", "cooperative-sticky"):
-            log(f"rebalance: {strategy}, one member joining {args.members}")
-            results["rebalance"].append(
-                bench_rebalance(broker.bootstrap, args.members, strategy, args.heartbeat_ms)
-            )
+        strategies = ["range", "cooperative-sticky", CONSUMER_PROTOCOL]
+        for round_ in range(args.rounds):
+            turn = strategies[round_ % 3 :] + strategies[: round_ % 3]
+            for strategy in turn:
+                log(f"rebalance {round_ + 1}: {strategy}, one member joining {args.members}")
+                results["rebalance"].append(
+                    bench_rebalance(broker.bootstrap, args.members, strategy, args.heartbeat_ms)
+                )
     finally:
         stop(broker)
     c = results["commits"]
@@ -244,12 +266,23 @@ def main() -> None:
         f"{c['p99_ms']:.1f} | {cpu} |"
     )
     print()
-    print("| assignor | members before | heartbeat ms | join -> all consuming (s) |")
-    print("|---|---|---|---|")
-    for r in results["rebalance"]:
+    print(
+        "| protocol and assignor | members before | heartbeat ms | "
+        "join -> all consuming, s, median (min-max) | / eager range |"
+    )
+    print("|---|---|---|---|---|")
+    medians: dict[str, float] = {}
+    for strategy in dict.fromkeys(r["strategy"] for r in results["rebalance"]):
+        times = [
+            r["seconds_until_all_consume"]
+            for r in results["rebalance"]
+            if r["strategy"] == strategy
+        ]
+        medians[strategy] = statistics.median(times)
+        ratio = medians[strategy] / medians["range"] if medians.get("range") else float("nan")
         print(
-            f"| {r['strategy']} | {r['members_before']} | {r['heartbeat_ms']} | "
-            f"{r['seconds_until_all_consume']:.2f} |"
+            f"| {strategy} | {args.members} | {args.heartbeat_ms} | "
+            f"{medians[strategy]:.2f} ({min(times):.2f}-{max(times):.2f}) | {ratio:.2f} |"
         )
     if args.json:
         with open(args.json, "w") as out:
