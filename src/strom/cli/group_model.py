@@ -355,10 +355,16 @@ def plan_reset(
 # --- list -------------------------------------------------------------------------------
 
 
+def group_type_name(listing: object) -> str:
+    """A listing's or a description's ConsumerGroupType: "CLASSIC", "CONSUMER" or
+    "UNKNOWN" (a broker without KIP-848 does not say)."""
+    return str(getattr(getattr(listing, "type", None), "name", "UNKNOWN"))
+
+
 def list_rows(
     listings: Iterable[ConsumerGroupListing], member_counts: Mapping[str, int]
-) -> list[tuple[str, str, str, str]]:
-    """(group, state, protocol type, members) per group, by group id.
+) -> list[tuple[str, str, str, str, str]]:
+    """(group, type, state, protocol type, members) per group, by group id.
 
     librdkafka says only whether a group has a protocol type ("simple" groups, which
     commit offsets without joining, have none); every consumer client uses "consumer".
@@ -369,6 +375,7 @@ def list_rows(
         rows.append(
             (
                 listing.group_id,
+                group_type_name(listing).lower(),
                 state_name(getattr(listing, "state", "UNKNOWN")),
                 NONE if listing.is_simple_consumer_group else "consumer",
                 NONE if count is None else str(count),
