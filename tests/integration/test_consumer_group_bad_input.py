@@ -213,14 +213,18 @@ def test_hostile_kip848_requests_get_error_codes(
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(request=st.one_of(heartbeats([topic_id]), describes()))
-    def hostile(request: Any) -> None:
+    @given(
+        requests=st.lists(st.one_of(heartbeats([topic_id]), describes()), min_size=1, max_size=6)
+    )
+    def hostile(requests: list[Any]) -> None:
+        # Several on one connection, so that later ones meet the members earlier ones made.
         with wire.connect(port(broker)) as sock:
             sock.settimeout(15)
-            response = wire.call(sock, request)
-            assert set(error_codes(response)) <= known
+            for correlation_id, request in enumerate(requests, start=1):
+                response = wire.call(sock, request, correlation_id)
+                assert set(error_codes(response)) <= known
             # The coordinator still answers on the same connection.
-            described = wire.call(sock, good, correlation_id=2)
+            described = wire.call(sock, good, correlation_id=99)
         assert described.groups[0].error_code == ErrorCode.group_id_not_found
         log = caplog.text
         assert "Traceback" not in log and "bug while handling" not in log, log[-3000:]
