@@ -258,20 +258,40 @@ def test_truncated_heartbeat_closes_the_connection(
 
 
 @pytest.mark.parametrize(("api_key", "version"), [(HEARTBEAT, 2), (HEARTBEAT, 99), (DESCRIBE, 7)])
-def test_unsupported_versions_are_refused(
+def test_unsupported_versions_close_the_connection(
     kip848_target: tuple[StromCluster, uuid.UUID], api_key: int, version: int
 ) -> None:
+    """As Kafka: only ApiVersions is answered at a version the broker does not speak."""
     broker, _ = kip848_target
     header = wire.header(api_key, version, 9) + b"\x00"
     with wire.connect(port(broker)) as sock:
         sock.sendall(wire.frame(header + b"\x00" * 24))
+        assert wire.wait_closed(sock), "the broker kept the connection open"
+    _consumes(broker.bootstrap_servers, GOOD_GROUP, 10)
+
+
+@pytest.mark.parametrize(("sent", "claimed"), [(1, 0), (0, 1)])
+def test_a_body_of_the_other_version(
+    kip848_target: tuple[StromCluster, uuid.UUID], sent: int, claimed: int
+) -> None:
+    """A v1 body under a v0 header (and the other way round): the fields are read as
+    the header's version says, so the result is a request with odd values or a frame
+    that does not decode. Either an error code or a closed connection."""
+    broker, _ = kip848_target
+    encoded = bytearray(_heartbeat_bytes(sent, 4)[4:])
+    encoded[2:4] = struct.pack(">h", claimed)
+    with wire.connect(port(broker)) as sock:
+        sock.sendall(wire.frame(bytes(encoded)))
         try:
-            payload = wire.read_frame(sock)
+            payload: bytes | None = wire.read_frame(sock)
         except wire.Closed:
             payload = None
-    if payload is not None:  # answered: UNSUPPORTED_VERSION, as Kafka does
-        correlation_id, error = struct.unpack(">ih", payload[:6])
-        assert (correlation_id, error) == (9, ErrorCode.unsupported_version)
+    if payload is not None:
+        from strom.protocol.codec import decode_response
+
+        correlation_id, response = decode_response(HEARTBEAT, claimed, payload)
+        assert correlation_id == 4
+        assert int(response.error_code) in {int(code) for code in ErrorCode}
     _consumes(broker.bootstrap_servers, GOOD_GROUP, 10)
 
 
