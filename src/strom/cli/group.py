@@ -158,15 +158,28 @@ def list_offsets(
 
 
 def describe_consumer_groups(
-    bootstrap: str, timeout_s: float, groups: Sequence[str], command_config: Path | None
+    bootstrap: str,
+    timeout_s: float,
+    groups: Sequence[str],
+    command_config: Path | None,
+    *,
+    quiet: bool = False,
 ) -> dict[str, tuple[ConsumerGroupView, BrokerAddress]]:
-    """The KIP-848 groups' ConsumerGroupDescribe answers, from their coordinators."""
+    """The KIP-848 groups' ConsumerGroupDescribe answers, from their coordinators.
+    `quiet`: a group that cannot be described (gone since it was listed) is left out."""
     if not groups:
         return {}
     from strom.cli.txn import TxnCluster, run
 
     async def work(cluster: TxnCluster) -> dict[str, tuple[ConsumerGroupView, BrokerAddress]]:
-        return {group: await describe_consumer_group(cluster, group) for group in groups}
+        found = {}
+        for group in groups:
+            try:
+                found[group] = await describe_consumer_group(cluster, group)
+            except CommandError:
+                if not quiet:
+                    raise
+        return found
 
     return run(bootstrap, timeout_s, work, command_config)
 
@@ -209,8 +222,12 @@ def list_groups(
             description, error = admin_outcome(each, connection, f"group {group_id!r}")
             if error is None:  # a group gone since it was listed shows no count
                 counts[group_id] = len(description.members)
+        kip848 = [g.group_id for g in groups if group_type_name(g) == "CONSUMER"]
+        views = describe_consumer_groups(bootstrap, timeout, kip848, command_config, quiet=True)
+        states = {group_id: view.state for group_id, (view, _) in views.items()}
         print_table(
-            ("GROUP", "TYPE", "STATE", "PROTOCOL TYPE", "MEMBERS"), list_rows(groups, counts)
+            ("GROUP", "TYPE", "STATE", "PROTOCOL TYPE", "MEMBERS"),
+            list_rows(groups, counts, states),
         )
 
 

@@ -286,6 +286,14 @@ def test_list_rows_sorted_with_kafka_state_names() -> None:
         ("orders", "consumer", "Stable", "consumer", "3"),
     ]
     assert state_name(ConsumerGroupState.COMPLETING_REBALANCING) == "CompletingRebalance"
+    # librdkafka has no name for a KIP-848 group's Reconciling: the broker's is shown.
+    reconciling = ConsumerGroupListing(
+        "kip848", False, ConsumerGroupState.UNKNOWN, ConsumerGroupType.CONSUMER
+    )
+    assert list_rows([reconciling], {}) == [("kip848", "consumer", "Unknown", "consumer", "-")]
+    assert list_rows([reconciling], {"kip848": 2}, {"kip848": "Reconciling"}) == [
+        ("kip848", "consumer", "Reconciling", "consumer", "2")
+    ]
 
 
 def test_describe_header() -> None:
