@@ -151,9 +151,13 @@ def test_describe_delete_and_reset_a_live_then_empty_group(
 
     listed = strom("group", "list", *b)
     assert listed.returncode == 0, listed.stderr
-    assert {"GROUP": "billing", "STATE": "Stable", "PROTOCOL TYPE": "consumer", "MEMBERS": "2"} in (
-        table(listed.stdout, "GROUP")
-    )
+    assert {
+        "GROUP": "billing",
+        "TYPE": "classic",
+        "STATE": "Stable",
+        "PROTOCOL TYPE": "consumer",
+        "MEMBERS": "2",
+    } in (table(listed.stdout, "GROUP"))
 
     described = strom("group", "describe", "billing", *b)
     assert described.returncode == 0, described.stderr
@@ -314,7 +318,13 @@ def test_reset_offsets_of_a_new_group_creates_it(strom_broker: StromCluster) -> 
     )
     assert made.returncode == 0, made.stderr
     listed = table(strom("group", "list", *b).stdout, "GROUP")
-    assert {"GROUP": "fresh", "STATE": "Empty", "PROTOCOL TYPE": "-", "MEMBERS": "0"} in listed
+    assert {
+        "GROUP": "fresh",
+        "TYPE": "classic",
+        "STATE": "Empty",
+        "PROTOCOL TYPE": "-",
+        "MEMBERS": "0",
+    } in listed
     described = strom("group", "describe", "fresh", *b)
     assert table(described.stdout, "TOPIC") == [
         {

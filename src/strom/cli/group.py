@@ -30,6 +30,13 @@ from strom.cli.common import (
     topic_missing_message,
     usage_error,
 )
+from strom.cli.group_consumer import (
+    CONSUMER_MEMBER_HEADERS,
+    ConsumerGroupView,
+    consumer_header,
+    consumer_member_rows,
+    describe_consumer_group,
+)
 from strom.cli.group_model import (
     Partition,
     PartitionBounds,
@@ -40,6 +47,7 @@ from strom.cli.group_model import (
     group_error_message,
     group_missing_message,
     group_progress,
+    group_type_name,
     list_rows,
     member_rows,
     merge_selections,
@@ -59,6 +67,8 @@ if TYPE_CHECKING:
         ConsumerGroupDescription,
         OffsetSpec,
     )
+
+    from strom.cli.txn_model import BrokerAddress
 
 group_app = typer.Typer(
     name="group",
@@ -147,6 +157,33 @@ def list_offsets(
     return offsets, errors
 
 
+def describe_consumer_groups(
+    bootstrap: str,
+    timeout_s: float,
+    groups: Sequence[str],
+    command_config: Path | None,
+    *,
+    quiet: bool = False,
+) -> dict[str, tuple[ConsumerGroupView, BrokerAddress]]:
+    """The KIP-848 groups' ConsumerGroupDescribe answers, from their coordinators.
+    `quiet`: a group that cannot be described (gone since it was listed) is left out."""
+    if not groups:
+        return {}
+    from strom.cli.txn import TxnCluster, run
+
+    async def work(cluster: TxnCluster) -> dict[str, tuple[ConsumerGroupView, BrokerAddress]]:
+        found = {}
+        for group in groups:
+            try:
+                found[group] = await describe_consumer_group(cluster, group)
+            except CommandError:
+                if not quiet:
+                    raise
+        return found
+
+    return run(bootstrap, timeout_s, work, command_config)
+
+
 def _connect(
     bootstrap: str, timeout: float, command_config: Path | None
 ) -> tuple[ConnectionSettings, AdminClient, ClusterMetadata]:
@@ -163,7 +200,8 @@ def list_groups(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     command_config: CommandConfigOption = None,
 ) -> None:
-    """List consumer groups with their state, protocol type and member count."""
+    """List consumer groups with their type (classic or consumer), state, protocol type
+    and member count."""
     with reporting_errors():
         connection, admin, _ = _connect(bootstrap, timeout, command_config)
         future = admin.list_consumer_groups(request_timeout=timeout)
@@ -184,7 +222,13 @@ def list_groups(
             description, error = admin_outcome(each, connection, f"group {group_id!r}")
             if error is None:  # a group gone since it was listed shows no count
                 counts[group_id] = len(description.members)
-        print_table(("GROUP", "STATE", "PROTOCOL TYPE", "MEMBERS"), list_rows(groups, counts))
+        kip848 = [g.group_id for g in groups if group_type_name(g) == "CONSUMER"]
+        views = describe_consumer_groups(bootstrap, timeout, kip848, command_config, quiet=True)
+        states = {group_id: view.state for group_id, (view, _) in views.items()}
+        print_table(
+            ("GROUP", "TYPE", "STATE", "PROTOCOL TYPE", "MEMBERS"),
+            list_rows(groups, counts, states),
+        )
 
 
 @group_app.command("describe")
@@ -205,6 +249,8 @@ def describe(
         for name in names:
             if not group_exists(descriptions[name]):
                 raise CommandError(group_missing_message(name))
+        kip848 = [n for n in names if group_type_name(descriptions[n]) == "CONSUMER"]
+        consumer_views = describe_consumer_groups(bootstrap, timeout, kip848, command_config)
         for index, name in enumerate(names):
             description = descriptions[name]
             committed = committed_offsets(admin, connection, name)
@@ -214,14 +260,22 @@ def describe(
             progress = group_progress(committed, log_ends, owners)
             if index:
                 print()
-            print(describe_header(description) + "\n")
-            if description.members:
-                print_table(
-                    ("MEMBER", "CLIENT ID", "HOST", "INSTANCE ID", "PARTITIONS"),
-                    member_rows(description.members),
-                )
+            if name in consumer_views:
+                view, coordinator = consumer_views[name]
+                print(consumer_header(view, coordinator) + "\n")
+                if view.members:
+                    print_table(CONSUMER_MEMBER_HEADERS, consumer_member_rows(view.members))
+                else:
+                    print("No active members.")
             else:
-                print("No active members.")
+                print(describe_header(description) + "\n")
+                if description.members:
+                    print_table(
+                        ("MEMBER", "CLIENT ID", "HOST", "INSTANCE ID", "PARTITIONS"),
+                        member_rows(description.members),
+                    )
+                else:
+                    print("No active members.")
             print()
             if not progress:
                 print("No committed offsets.")

@@ -355,21 +355,33 @@ def plan_reset(
 # --- list -------------------------------------------------------------------------------
 
 
+def group_type_name(listing: object) -> str:
+    """A listing's or a description's ConsumerGroupType: "CLASSIC", "CONSUMER" or
+    "UNKNOWN" (a broker without KIP-848 does not say)."""
+    return str(getattr(getattr(listing, "type", None), "name", "UNKNOWN"))
+
+
 def list_rows(
-    listings: Iterable[ConsumerGroupListing], member_counts: Mapping[str, int]
-) -> list[tuple[str, str, str, str]]:
-    """(group, state, protocol type, members) per group, by group id.
+    listings: Iterable[ConsumerGroupListing],
+    member_counts: Mapping[str, int],
+    states: Mapping[str, str] | None = None,
+) -> list[tuple[str, str, str, str, str]]:
+    """(group, type, state, protocol type, members) per group, by group id.
 
     librdkafka says only whether a group has a protocol type ("simple" groups, which
     commit offsets without joining, have none); every consumer client uses "consumer".
+    It knows only the classic groups' states (a KIP-848 group Assigning or Reconciling
+    is UNKNOWN to it): `states` are the states the broker named, where known.
     """
     rows = []
     for listing in sorted(listings, key=lambda g: g.group_id):
         count = member_counts.get(listing.group_id)
+        state = (states or {}).get(listing.group_id)
         rows.append(
             (
                 listing.group_id,
-                state_name(getattr(listing, "state", "UNKNOWN")),
+                group_type_name(listing).lower(),
+                state or state_name(getattr(listing, "state", "UNKNOWN")),
                 NONE if listing.is_simple_consumer_group else "consumer",
                 NONE if count is None else str(count),
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, timedelta, timezone
 
 import pytest
-from confluent_kafka import ConsumerGroupState, Node, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType, Node, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConsumerGroupDescription,
     ConsumerGroupListing,
@@ -274,16 +274,26 @@ def test_member_rows() -> None:
 
 def test_list_rows_sorted_with_kafka_state_names() -> None:
     listings = [
-        ConsumerGroupListing("orders", False, ConsumerGroupState.STABLE),
-        ConsumerGroupListing("audit", True, ConsumerGroupState.EMPTY),
+        ConsumerGroupListing(
+            "orders", False, ConsumerGroupState.STABLE, ConsumerGroupType.CONSUMER
+        ),
+        ConsumerGroupListing("audit", True, ConsumerGroupState.EMPTY, ConsumerGroupType.CLASSIC),
         ConsumerGroupListing("gone", False, ConsumerGroupState.PREPARING_REBALANCING),
     ]
     assert list_rows(listings, {"orders": 3, "audit": 0}) == [
-        ("audit", "Empty", "-", "0"),
-        ("gone", "PreparingRebalance", "consumer", "-"),
-        ("orders", "Stable", "consumer", "3"),
+        ("audit", "classic", "Empty", "-", "0"),
+        ("gone", "unknown", "PreparingRebalance", "consumer", "-"),
+        ("orders", "consumer", "Stable", "consumer", "3"),
     ]
     assert state_name(ConsumerGroupState.COMPLETING_REBALANCING) == "CompletingRebalance"
+    # librdkafka has no name for a KIP-848 group's Reconciling: the broker's is shown.
+    reconciling = ConsumerGroupListing(
+        "kip848", False, ConsumerGroupState.UNKNOWN, ConsumerGroupType.CONSUMER
+    )
+    assert list_rows([reconciling], {}) == [("kip848", "consumer", "Unknown", "consumer", "-")]
+    assert list_rows([reconciling], {"kip848": 2}, {"kip848": "Reconciling"}) == [
+        ("kip848", "consumer", "Reconciling", "consumer", "2")
+    ]
 
 
 def test_describe_header() -> None:

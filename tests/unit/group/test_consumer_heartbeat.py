@@ -226,3 +226,68 @@ def test_a_failed_removal_is_tried_again() -> None:
     assert len(h.tick(1)) == 1  # the session timer fires again
     group = h.core.group("g")
     assert group is not None and not group.members
+
+
+def test_blank_ids_are_refused_as_kafka_trims_them() -> None:
+    h = ConsumerHarness({"t": 2})
+    for blank in ("", " ", "\t\n"):
+        r = h.heartbeat("a", 0, group=blank)
+        assert (r.error, r.message) == (ErrorCode.invalid_request, "GroupId can't be empty.")
+        r = h.heartbeat("a", 0, instance_id=blank)
+        assert (r.error, r.message) == (ErrorCode.invalid_request, "InstanceId can't be empty.")
+        r = h.heartbeat("a", 0, rack_id=blank)
+        assert (r.error, r.message) == (ErrorCode.invalid_request, "RackId can't be empty.")
+        r = h.heartbeat(blank, 1)
+        assert (r.error, r.message) == (ErrorCode.invalid_request, "MemberId can't be empty.")
+    assert h.core.group_ids() == []
+
+
+def test_v1_needs_a_member_id_even_to_join() -> None:
+    h = ConsumerHarness({"t": 2})
+    r = h.heartbeat("", 0, api_version=1)
+    assert (r.error, r.message) == (ErrorCode.invalid_request, "MemberId can't be empty.")
+    assert h.heartbeat(" ", 0, api_version=1).error == ErrorCode.invalid_request
+    joined = h.heartbeat("", 0, api_version=0)  # v0: the coordinator makes one
+    assert joined.error == ErrorCode.none and joined.member_id
+
+
+def test_a_join_with_an_empty_subscription_is_a_member_subscribed_to_nothing() -> None:
+    h = ConsumerHarness({"t": 2})
+    r = h.heartbeat("a", 0, topics=None, subscribed_topic_regex=None)
+    assert r.error == ErrorCode.invalid_request
+    assert r.message is not None and "must be non-null" in r.message
+    empty = h.heartbeat("a", 0, topics=())
+    assert (empty.error, empty.assignment) == (ErrorCode.none, {})
+    regex = h.heartbeat("b", 0, topics=None, subscribed_topic_regex="")
+    assert (regex.error, regex.assignment) == (ErrorCode.none, {})
+    group = h.core.group("g")
+    assert group is not None and set(group.members) == {"a", "b"}
+
+
+def test_a_join_listing_a_topic_without_partitions_is_refused() -> None:
+    h = ConsumerHarness({"t": 2})
+    r = h.heartbeat("a", 0, owned={topic_id("t"): frozenset()})
+    assert (r.error, r.message) == (
+        ErrorCode.invalid_request,
+        "TopicPartitions must be empty when (re-)joining.",
+    )
+
+
+def test_member_epoch_rules() -> None:
+    h = ConsumerHarness({"t": 2})
+    assert h.heartbeat("a", -3).message == "MemberEpoch is invalid."
+    assert h.heartbeat("a", -(2**31)).message == "MemberEpoch is invalid."
+    assert h.heartbeat("a", -2).message == "InstanceId can't be null."
+    assert h.heartbeat("", -1).message == "MemberId can't be empty."
+    # v0 lets a static member leave without its member id: the instance decides.
+    h.heartbeat("a", 0, instance_id="i")
+    r = h.heartbeat("", -2, instance_id="i")
+    assert r.error == ErrorCode.fenced_instance_id
+    assert h.heartbeat("a", 2**31 - 1).error == ErrorCode.fenced_member_epoch
+
+
+def test_rebalance_timeouts_of_zero_and_huge_are_accepted_at_join() -> None:
+    h = ConsumerHarness({"t": 2})
+    assert h.heartbeat("a", 0, rebalance_timeout_ms=0).error == ErrorCode.none
+    assert h.heartbeat("b", 0, rebalance_timeout_ms=2**31 - 1).error == ErrorCode.none
+    assert h.heartbeat("c", 0, rebalance_timeout_ms=-1).error == ErrorCode.invalid_request

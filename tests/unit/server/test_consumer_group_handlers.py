@@ -77,7 +77,7 @@ def beat(
         ),
         **fields,
     }
-    if epoch == 0 and owned is None:
+    if epoch == 0 and owned is None and "topic_partitions" not in fields:
         body["topic_partitions"] = []
     return request(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, body)
 
@@ -371,3 +371,41 @@ def test_empty_groups_without_offsets_are_cleaned_up(tmp_path: Path) -> None:
             assert service.group_ids() == ["busy", "kept"]
 
     run(scenario())
+
+
+def test_hostile_fields_of_heartbeat_and_describe(tmp_path: Path) -> None:
+    node = group_node(tmp_path, offsets_image())
+
+    async def scenario() -> None:
+        async with consumer_serving(node) as context:
+            # v1: the consumer makes its member id; none is INVALID_REQUEST.
+            nameless = await answered(handle_consumer_group_heartbeat, context, beat("", 0))
+            assert nameless.error_code == ErrorCode.invalid_request
+            made = await answered(handle_consumer_group_heartbeat, context, beat("", 0, version=0))
+            assert made.error_code == ErrorCode.none and made.member_id
+            # A join listing a topic, even with no partitions or a null (zero) topic id.
+            for topic_id in (TOPIC_ID, None):
+                listed = beat("m-9", 0, topic_partitions=[{"topic_id": topic_id, "partitions": []}])
+                refused = await answered(handle_consumer_group_heartbeat, context, listed)
+                assert refused.error_code == ErrorCode.invalid_request
+            answer = await answered(handle_consumer_group_describe, context, describe("", GROUP))
+            assert [g.error_code for g in answer.groups] == [
+                ErrorCode.invalid_group_id,
+                ErrorCode.none,
+            ]
+
+    run(scenario())
+
+
+def test_owned_partitions_of_a_topic_listed_twice_are_all_kept() -> None:
+    from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions
+
+    from strom.server.handlers.consumer_groups import ZERO_TOPIC_ID, _owned
+
+    listed = (
+        TopicPartitions(topic_id=TOPIC_ID, partitions=(0,)),
+        TopicPartitions(topic_id=TOPIC_ID, partitions=(1,)),
+        TopicPartitions(topic_id=None, partitions=()),
+    )
+    assert _owned(listed) == {TOPIC_ID: frozenset({0, 1}), ZERO_TOPIC_ID: frozenset()}
+    assert _owned(None) is None

@@ -63,6 +63,7 @@ __all__ = [
     "TopicInfo",
     "Work",
     "assignor_of",
+    "blank",
     "fence_member",
     "run_heartbeat",
 ]
@@ -103,6 +104,8 @@ class ConsumerHeartbeatRequest:
     """The partitions the member says it owns; None when unchanged since its last one."""
     client_id: str = ""
     client_host: str = ""
+    api_version: int = 0
+    """The request's ConsumerGroupHeartbeat version: from v1 the member id is required."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,31 +143,48 @@ class Work:
         self.deleted = self.group.group_id not in groups
 
 
+MEMBER_ID_REQUIRED_VERSION = 1
+"""From ConsumerGroupHeartbeat v1 the consumer makes its own member id (KIP-1082)."""
+
+
+def blank(value: str | None) -> bool:
+    """A value given but empty, or only spaces and control characters (what Java's
+    String.trim() removes), as Kafka's throwIfEmptyString refuses it."""
+    return value is not None and not value.strip("".join(map(chr, range(33))))
+
+
 def validate(req: ConsumerHeartbeatRequest, config: ConsumerGroupConfig) -> None:
+    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, its checks in its order."""
+
     def invalid(message: str) -> HeartbeatRefused:
         return HeartbeatRefused(ErrorCode.invalid_request, message)
 
-    if not req.group_id:
+    epoch = req.member_epoch
+    if (
+        req.api_version >= MEMBER_ID_REQUIRED_VERSION or epoch > 0 or epoch == LEAVE_EPOCH
+    ) and blank(req.member_id):
+        raise invalid("MemberId can't be empty.")
+    if blank(req.group_id):
         raise invalid("GroupId can't be empty.")
-    if req.instance_id == "":
+    if blank(req.instance_id):
         raise invalid("InstanceId can't be empty.")
-    if req.rack_id == "":
+    if blank(req.rack_id):
         raise invalid("RackId can't be empty.")
-    if req.member_epoch > 0 or req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-        if not req.member_id:
-            raise invalid("MemberId can't be empty.")
-        if req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
-            raise invalid("InstanceId can't be null.")
-    elif req.member_epoch == 0:
+    if epoch == 0:
         if req.rebalance_timeout_ms == -1:
             raise invalid("RebalanceTimeoutMs must be provided in first request.")
-        if req.owned is None or any(req.owned.values()):
+        if req.owned is None or req.owned:
             raise invalid("TopicPartitions must be empty when (re-)joining.")
-        if not req.subscribed_topic_names and req.subscribed_topic_regex is None:
+        # An empty list of names or an empty regex is a member subscribed to nothing.
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
             raise invalid(
-                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                "(re-)joining."
             )
-    else:
+    elif epoch == STATIC_LEAVE_EPOCH:
+        if req.instance_id is None:
+            raise invalid("InstanceId can't be null.")
+    elif epoch < STATIC_LEAVE_EPOCH:
         raise invalid("MemberEpoch is invalid.")
     if req.server_assignor is not None and req.server_assignor not in config.assignors:
         raise HeartbeatRefused(

@@ -5,13 +5,14 @@ consumer group service (handlers/ports.py: ConsumerCoordination), which answers 
 decision's records are durable. ACLs as Kafka's KafkaApis checks them: the heartbeat
 needs READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing asked); describe needs
 DESCRIBE on each group (a denied one is answered GROUP_AUTHORIZATION_FAILED), and leaves
-out of the members' assignments the topics the principal may not DESCRIBE.
+out of the members' assignments the topics the principal may not DESCRIBE; an empty group
+id is INVALID_GROUP_ID.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -37,9 +38,26 @@ CONSUMER_MEMBER_TYPE = 1
 """ConsumerGroupDescribe v1's member_type of a member using the consumer protocol."""
 
 
+ZERO_TOPIC_ID = uuid.UUID(int=0)
+"""Kafka's Uuid.ZERO_UUID, which kio decodes as None: no topic has it."""
+
+
+def _owned(
+    topic_partitions: Iterable[Any] | None,
+) -> dict[uuid.UUID, frozenset[int]] | None:
+    """The owned partitions by topic id; a topic listed twice owns both lists' partitions
+    (none is lost), and an entry with no partitions is kept (a join must list none)."""
+    if topic_partitions is None:
+        return None
+    owned: dict[uuid.UUID, frozenset[int]] = {}
+    for tp in topic_partitions:
+        topic_id = tp.topic_id if tp.topic_id is not None else ZERO_TOPIC_ID
+        owned[topic_id] = owned.get(topic_id, frozenset()) | {int(p) for p in tp.partitions}
+    return owned
+
+
 def _heartbeat_request(request: Request) -> ConsumerHeartbeatRequest:
     body = request.body
-    owned = body.topic_partitions
     return ConsumerHeartbeatRequest(
         group_id=body.group_id,
         member_id=body.member_id,
@@ -52,17 +70,10 @@ def _heartbeat_request(request: Request) -> ConsumerHeartbeatRequest:
         ),
         subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
         server_assignor=body.server_assignor,
-        owned=(
-            None
-            if owned is None
-            else {
-                tp.topic_id: frozenset(int(p) for p in tp.partitions)
-                for tp in owned
-                if tp.topic_id is not None
-            }
-        ),
+        owned=_owned(body.topic_partitions),
         client_id=request.client_id or "",
         client_host=request.client_host,
+        api_version=request.api_version,
     )
 
 
@@ -173,6 +184,9 @@ async def handle_consumer_group_describe(context: GroupContext, request: Request
     for group_id in body.group_ids:
         if not access.allows(AclOperation.DESCRIBE, _GROUP, group_id):
             groups.append(_error_entry(group_id, ErrorCode.group_authorization_failed, None))
+            continue
+        if not group_id:  # as Kafka's GroupCoordinatorService
+            groups.append(_error_entry("", ErrorCode.invalid_group_id, None))
             continue
         try:
             await context.groups.coordinate(group_id)
