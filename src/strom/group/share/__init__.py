@@ -1,0 +1,8 @@
+"""KIP-932 share groups' membership: the broker assigns, and partitions may be shared.
+
+`records.py`: their records in `__consumer_offsets`; `state.py`: groups and members and
+the replay of records; `assignor.py`: the `simple` assignor; `heartbeat.py`: one
+ShareGroupHeartbeat's decision and ShareGroupDescribe's view; `coordinator.py`: the
+groups of one partition, committed and pending writes, and session timeouts. Pure: no
+I/O, no clock. The share-partitions themselves are `strom.share`.
+"""
