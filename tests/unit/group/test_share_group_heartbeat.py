@@ -1,0 +1,236 @@
+"""KIP-932 share groups: the ShareGroupHeartbeat decision, as transcripts."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+from share_group_harness import ShareHarness, topic_id
+
+from strom.group.share.heartbeat import GroupType
+from strom.group.share.records import (
+    ShareCurrentAssignmentKey,
+    ShareGroupEpochKey,
+    ShareMemberKey,
+    ShareTargetEpochKey,
+    ShareTargetEpochValue,
+    ShareTargetKey,
+)
+from strom.group.share.state import ShareGroupState
+
+T = topic_id("t")
+U = topic_id("u")
+
+
+def test_first_member_gets_every_partition_at_epoch_one() -> None:
+    h = ShareHarness({"t": 3})
+    r = h.heartbeat("a", 0)
+    assert r.error == ErrorCode.none
+    assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("a", 1, 5000)
+    assert r.assignment == {T: frozenset({0, 1, 2})}
+    group = h.core.committed_group("g")
+    assert group is not None and group.state == ShareGroupState.STABLE
+    assert [type(k) for k, _ in h.log] == [
+        ShareMemberKey,
+        ShareGroupEpochKey,
+        ShareTargetKey,
+        ShareTargetEpochKey,
+        ShareCurrentAssignmentKey,
+    ]
+
+
+def test_a_second_member_gets_its_share_at_once_without_revocation() -> None:
+    h = ShareHarness({"t": 4})
+    h.heartbeat("a", 0)
+    b = h.heartbeat("b", 0)
+    assert b.member_epoch == 2 and b.assignment == {T: frozenset({2, 3})}
+    # a is moved straight to its new target, no revocation step in between
+    a = h.heartbeat("a", 1)
+    assert a.member_epoch == 2 and a.assignment == {T: frozenset({0, 1})}
+    # a steady heartbeat sends no assignment
+    again = h.heartbeat("a", 2)
+    assert again.member_epoch == 2 and again.assignment is None
+
+
+def test_more_members_than_partitions_share_them() -> None:
+    h = ShareHarness({"t": 2})
+    for m in "abcde":
+        h.heartbeat(m, 0)
+    group = h.core.group("g")
+    assert group is not None
+    # ceil(5 / 2) = 3 members per partition: six shares over five members
+    holders: dict[int, set[str]] = {0: set(), 1: set()}
+    for member_id, target in group.target.items():
+        for p in target.get(T, frozenset()):
+            holders[p].add(member_id)
+    assert [len(holders[0]), len(holders[1])] == [3, 3]
+    counts = sorted(sum(len(ps) for ps in t.values()) for t in group.target.values())
+    assert counts == [1, 1, 1, 1, 2]
+
+
+def test_leave_removes_the_member_and_the_last_leave_empties_the_group() -> None:
+    h = ShareHarness({"t": 2})
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    r = h.heartbeat("b", -1)
+    assert (r.error, r.member_id, r.member_epoch) == (ErrorCode.none, "b", -1)
+    group = h.core.group("g")
+    assert group is not None and set(group.members) == {"a"} and group.group_epoch == 3
+    r = h.heartbeat("a", 1)  # it never heard of epoch 2; its partitions are the same at 3
+    assert r.member_epoch == 3 and r.assignment is None
+    group = h.core.group("g")
+    assert group is not None and group.members["a"].assigned == {T: frozenset({0, 1})}
+    h.heartbeat("a", -1)
+    group = h.core.group("g")
+    assert group is not None and group.state == ShareGroupState.EMPTY
+    assert group.assignment_epoch == group.group_epoch == 4
+    assert h.log[-1] == (ShareTargetEpochKey("g"), ShareTargetEpochValue(4))
+
+
+def test_session_timeout_removes_a_quiet_member() -> None:
+    h = ShareHarness({"t": 2}, session_timeout_ms=10_000)
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    h.advance(6_000)
+    h.heartbeat("a", 1)
+    assert h.core.next_deadline_ms() == h.now_ms - 6_000 + 10_000
+    h.advance(4_000)  # b's session ends exactly now
+    group = h.core.group("g")
+    assert group is not None and set(group.members) == {"a"}
+    assert h.heartbeat("b", 2).error == ErrorCode.unknown_member_id
+
+
+def test_subscription_change_bumps_the_epoch_and_filters_the_assignment() -> None:
+    h = ShareHarness({"t": 2, "u": 1})
+    r = h.heartbeat("a", 0, ("t",))
+    assert r.assignment == {T: frozenset({0, 1})}
+    r = h.heartbeat("a", 1, ("t", "u"))
+    assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
+    r = h.heartbeat("a", 2, ("u",))
+    assert r.member_epoch == 3 and r.assignment == {U: frozenset({0})}
+
+
+def test_a_new_topic_or_more_partitions_bump_the_epoch() -> None:
+    h = ShareHarness({"t": 1})
+    h.heartbeat("a", 0, ("t", "later"))
+    h.topics = {**h.topics, "later": h.topics["t"].__class__(topic_id("later"), 2)}
+    r = h.heartbeat("a", 1)
+    assert r.member_epoch == 2
+    assert r.assignment == {T: frozenset({0}), topic_id("later"): frozenset({0, 1})}
+    h.topics = {**h.topics, "t": h.topics["t"].__class__(T, 3)}
+    r = h.heartbeat("a", 2)
+    assert r.member_epoch == 3 and r.assignment is not None and r.assignment[T] == {0, 1, 2}
+    r = h.heartbeat("a", 3)
+    assert r.member_epoch == 3 and r.assignment is None
+
+
+def test_rack_or_client_change_writes_the_member_without_a_bump() -> None:
+    h = ShareHarness({"t": 1})
+    h.heartbeat("a", 0, client_id="c1")
+    before = len(h.log)
+    r = h.heartbeat("a", 1, rack_id="r1", client_id="c1")
+    assert r.member_epoch == 1
+    assert [type(k) for k, _ in h.log[before:]] == [ShareMemberKey]
+
+
+def test_previous_epoch_is_accepted_other_epochs_are_fenced() -> None:
+    h = ShareHarness({"t": 2})
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    assert h.heartbeat("a", 1).member_epoch == 2  # a moves to 2, previous 1
+    lost = h.heartbeat("a", 1)  # the answer with epoch 2 was lost
+    assert lost.error == ErrorCode.none and lost.member_epoch == 2
+    ahead = h.heartbeat("a", 5)
+    assert ahead.error == ErrorCode.fenced_member_epoch
+    assert ahead.message is not None and "greater member epoch (5)" in ahead.message
+    group = h.core.group("g")
+    assert group is not None and group.members["b"].previous_member_epoch == 0
+    behind = h.heartbeat("b", 1)
+    assert behind.error == ErrorCode.fenced_member_epoch
+    assert behind.message is not None and "previous member epoch (0)" in behind.message
+
+
+def test_rejoin_with_epoch_zero_keeps_the_member() -> None:
+    h = ShareHarness({"t": 2})
+    h.heartbeat("a", 0)
+    r = h.heartbeat("a", 0)
+    assert r.error == ErrorCode.none and r.member_epoch == 1
+    assert r.assignment == {T: frozenset({0, 1})}
+
+
+def test_invalid_requests() -> None:
+    h = ShareHarness({"t": 1})
+    cases = [
+        (("", 0, ("t",)), {}, "MemberId can't be empty."),
+        (("a", 0, ("t",)), {"group_id": ""}, "GroupId can't be empty."),
+        (("a", 0, ("t",)), {"rack_id": ""}, "RackId can't be empty."),
+        (("a", 0, ()), {}, "SubscribedTopicNames must be set in first request."),
+        (("a", -2, None), {}, "MemberEpoch is invalid."),
+    ]
+    for args, fields, message in cases:
+        r = h.heartbeat(*args, **fields)
+        assert (r.error, r.message) == (ErrorCode.invalid_request, message)
+    assert h.log == []
+
+
+def test_unknown_group_and_member() -> None:
+    h = ShareHarness({"t": 1})
+    r = h.heartbeat("a", 3)
+    assert (r.error, r.message) == (ErrorCode.group_id_not_found, "Share group g not found.")
+    r = h.heartbeat("a", -1)
+    assert (r.error, r.message) == (ErrorCode.group_id_not_found, "Group g not found.")
+    h.heartbeat("a", 0)
+    r = h.heartbeat("x", 1)
+    assert (r.error, r.message) == (
+        ErrorCode.unknown_member_id,
+        "Member x is not a member of group g.",
+    )
+    assert h.heartbeat("x", -1).error == ErrorCode.unknown_member_id
+
+
+def test_max_size() -> None:
+    h = ShareHarness({"t": 1}, max_size=2)
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    r = h.heartbeat("c", 0)
+    assert (r.error, r.message) == (
+        ErrorCode.group_max_size_reached,
+        "The share group has reached its maximum capacity of 2 members.",
+    )
+    assert h.heartbeat("a", 0).error == ErrorCode.none  # members may still rejoin
+
+
+def test_a_group_id_of_another_type_is_not_a_share_group() -> None:
+    h = ShareHarness({"t": 1})
+    h.others["c"] = GroupType.CONSUMER
+    r = h.heartbeat("a", 0, group_id="c")
+    assert (r.error, r.message) == (ErrorCode.group_id_not_found, "Group c is not a share group.")
+    assert h.core.describe("c", h.topics, h.other)[:2] == (
+        ErrorCode.group_id_not_found,
+        "Group c is not a share group.",
+    )
+    assert h.core.describe("nope", h.topics, h.other)[0] == ErrorCode.group_id_not_found
+
+
+def test_describe() -> None:
+    h = ShareHarness({"t": 2})
+    h.heartbeat("b", 0, client_id="cb", client_host="/10.0.0.2")
+    h.heartbeat("a", 0, rack_id="r", client_id="ca", client_host="/10.0.0.1")
+    h.heartbeat("b", 1)
+    error, message, group = h.core.describe("g", h.topics, h.other)
+    assert error == ErrorCode.none and message is None and group is not None
+    assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Stable", 2, 2)
+    assert group.assignor_name == "simple"
+    a, b = group.members
+    assert (a.member_id, a.rack_id, a.client_id, a.client_host) == ("a", "r", "ca", "/10.0.0.1")
+    assert a.assignment == ((T, "t", (1,)),)  # b kept partition 0 (sticky)
+    assert (b.member_id, b.member_epoch, b.assignment) == ("b", 2, ((T, "t", (0,)),))
+
+
+def test_a_failed_write_leaves_the_committed_group() -> None:
+    h = ShareHarness({"t": 2})
+    h.heartbeat("a", 0)
+    h.hold = True
+    h.heartbeat("b", 0)
+    (decision,) = h.held
+    assert h.core.failed(decision.write_id) == [decision.write_id]
+    group = h.core.group("g")
+    assert group is not None and set(group.members) == {"a"} and group.group_epoch == 1
