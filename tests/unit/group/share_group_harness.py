@@ -10,12 +10,12 @@ from typing import Any
 
 from strom.group.share.coordinator import ShareCoordinator, ShareGroupDecision
 from strom.group.share.heartbeat import (
-    GroupType,
     ShareGroupConfig,
     ShareHeartbeatRequest,
     ShareHeartbeatResult,
     ShareTopic,
 )
+from strom.group.share.namespace import GroupType
 from strom.group.share.records import (
     ShareKey,
     ShareValue,

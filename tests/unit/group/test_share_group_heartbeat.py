@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from share_group_harness import ShareHarness, topic_id
 
-from strom.group.share.heartbeat import GroupType
+from strom.group.share.namespace import GroupRequest, GroupType, share_group_conflict
 from strom.group.share.records import (
     ShareCurrentAssignmentKey,
     ShareGroupEpochKey,
@@ -234,3 +234,19 @@ def test_a_failed_write_leaves_the_committed_group() -> None:
     assert h.core.failed(decision.write_id) == [decision.write_id]
     group = h.core.group("g")
     assert group is not None and set(group.members) == {"a"} and group.group_epoch == 1
+
+
+def test_a_share_group_id_blocks_the_other_protocols() -> None:
+    assert share_group_conflict("s", GroupRequest.CONSUMER_GROUP) == (
+        ErrorCode.group_id_not_found,
+        "Group s is not a consumer group.",
+    )
+    assert share_group_conflict("s", GroupRequest.JOIN_GROUP) == (
+        ErrorCode.inconsistent_group_protocol,
+        None,
+    )
+    assert share_group_conflict("s", GroupRequest.SYNC_GROUP) == (ErrorCode.unknown_member_id, None)
+    assert share_group_conflict("s", GroupRequest.LEAVE_GROUP) == (
+        ErrorCode.unknown_member_id,
+        "Group s not found.",
+    )

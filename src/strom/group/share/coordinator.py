@@ -26,7 +26,6 @@ from kio.schema.errors import ErrorCode
 
 from strom.group.share.heartbeat import (
     LEAVE_GROUP_EPOCH,
-    GroupType,
     ShareDescribedGroup,
     ShareGroupConfig,
     ShareHeartbeatRefused,
@@ -37,10 +36,10 @@ from strom.group.share.heartbeat import (
     ShareWork,
     describe,
     fence_share_member,
-    group_type_error,
     run_share_heartbeat,
     validate_share_heartbeat,
 )
+from strom.group.share.namespace import GroupType, group_type_error
 from strom.group.share.records import ShareKey, ShareValue
 from strom.group.share.state import ShareGroup, replay_share
 

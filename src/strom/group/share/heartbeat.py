@@ -17,8 +17,7 @@ The steps, as Kafka's GroupMetadataManager takes them:
 4. The member's assignment: set to its target (filtered to its subscription) at the
    target's epoch; no revocation phase, since share-partitions are not exclusive.
 
-`describe` is ShareGroupDescribe's view of a group; `group_type_error` the answer when
-a group id is already taken by a group of another type.
+`describe` is ShareGroupDescribe's view of a group.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
 
 from kio.schema.errors import ErrorCode
 
@@ -48,7 +46,6 @@ from strom.group.share.records import (
 from strom.group.share.state import ShareGroup, ShareMember, replay_share
 
 __all__ = [
-    "GroupType",
     "ShareDescribedGroup",
     "ShareDescribedMember",
     "ShareGroupConfig",
@@ -59,7 +56,6 @@ __all__ = [
     "ShareWork",
     "describe",
     "fence_share_member",
-    "group_type_error",
     "metadata_hash",
     "run_share_heartbeat",
     "validate_share_heartbeat",
@@ -67,12 +63,6 @@ __all__ = [
 
 ShareRecord = tuple[ShareKey, ShareValue | None]
 LEAVE_GROUP_EPOCH = -1
-
-
-class GroupType(Enum):
-    CLASSIC = "classic"
-    CONSUMER = "consumer"
-    SHARE = "share"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +129,6 @@ class ShareWork:
         groups = {self.group.group_id: self.group}
         replay_share(groups, key, value)
         self.deleted = self.group.group_id not in groups
-
-
-def group_type_error(group_id: str, wanted: GroupType) -> tuple[ErrorCode, str]:
-    """Kafka's answer when `group_id` names a group of another type than `wanted`: group
-    types share one namespace, and no request turns one type into another (Kafka does
-    convert classic <-> consumer groups; strom does not)."""
-    return ErrorCode.group_id_not_found, f"Group {group_id} is not a {wanted.value} group."
 
 
 def validate_share_heartbeat(req: ShareHeartbeatRequest) -> None:
