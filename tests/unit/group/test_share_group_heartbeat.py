@@ -250,3 +250,43 @@ def test_a_share_group_id_blocks_the_other_protocols() -> None:
         ErrorCode.unknown_member_id,
         "Group s not found.",
     )
+
+
+def test_delete_only_an_empty_group() -> None:
+    h = ShareHarness({"t": 1})
+    h.heartbeat("a", 0)
+    code, _ = h.core.delete_group("g")
+    assert code == ErrorCode.non_empty_group
+    h.heartbeat("a", -1)
+    code, decision = h.core.delete_group("g")
+    assert code == ErrorCode.none
+    h.apply(decision)
+    assert h.core.group("g") is None and h.core.committed_group("g") is None
+    assert h.replayed() == {}
+    assert h.core.delete_group("g")[0] == ErrorCode.group_id_not_found
+
+
+def test_a_restart_loads_the_records_and_nothing_moves() -> None:
+    h = ShareHarness({"t": 3})
+    h.heartbeat("a", 0)
+    h.heartbeat("b", 0)
+    h.heartbeat("a", 1)
+    before = h.core.committed_group("g")
+    restarted = ShareHarness({"t": 3})
+    for key, value in h.log:
+        restarted.core.load(key, value, restarted.now_ms)
+    group = restarted.core.committed_group("g")
+    assert group is not None and before is not None
+    assert (group.members, group.target, group.group_epoch) == (
+        before.members,
+        before.target,
+        before.group_epoch,
+    )
+    r = restarted.heartbeat("a", 2)
+    assert r.error == ErrorCode.none and r.member_epoch == 2 and r.assignment is None
+    assert restarted.log == []  # nothing to write: same epoch, same topics
+    restarted.advance(30_000)
+    restarted.heartbeat("a", 2)
+    restarted.advance(15_000)  # b never came back: its session from the load ran out
+    group = restarted.core.group("g")
+    assert group is not None and set(group.members) == {"a"}

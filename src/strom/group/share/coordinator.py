@@ -40,7 +40,14 @@ from strom.group.share.heartbeat import (
     validate_share_heartbeat,
 )
 from strom.group.share.namespace import GroupType, group_type_error
-from strom.group.share.records import ShareKey, ShareValue
+from strom.group.share.records import (
+    ShareGroupEpochKey,
+    ShareKey,
+    ShareStatePartitionsKey,
+    ShareTargetEpochKey,
+    ShareTargetKey,
+    ShareValue,
+)
 from strom.group.share.state import ShareGroup, replay_share
 
 __all__ = ["ShareCoordinator", "ShareGroupDecision"]
@@ -184,6 +191,24 @@ class ShareCoordinator:
             fence_share_member(work, key[1], topics)
             decisions.append(self._finish(work, None))
         return decisions
+
+    def delete_group(self, group_id: str) -> tuple[ErrorCode, ShareGroupDecision]:
+        """DeleteGroups of a share group: only an empty one (NON_EMPTY_GROUP), by the
+        tombstones of its records; GROUP_ID_NOT_FOUND when it is not a share group.
+        (Deleting its share-partitions' state in `__share_group_state` is the shell's.)"""
+        group = self._tip.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, ShareGroupDecision(group_id)
+        if group.members:
+            return ErrorCode.non_empty_group, ShareGroupDecision(group_id)
+        work = ShareWork(group.copy())
+        for member_id in sorted(work.group.target):
+            work.emit(ShareTargetKey(group_id, member_id), None)
+        work.emit(ShareTargetEpochKey(group_id), None)
+        work.emit(ShareStatePartitionsKey(group_id), None)
+        work.emit(ShareGroupEpochKey(group_id), None)
+        log.info("%s share group %s deleted", self._label, group_id)
+        return ErrorCode.none, self._finish(work, None)
 
     def next_deadline_ms(self) -> int | None:
         return min(self._sessions.values()) if self._sessions else None
