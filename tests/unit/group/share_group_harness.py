@@ -8,6 +8,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from strom.group.share.coordinator import ShareCoordinator, ShareGroupDecision
 from strom.group.share.heartbeat import (
     ShareGroupConfig,
@@ -15,6 +17,7 @@ from strom.group.share.heartbeat import (
     ShareHeartbeatResult,
     ShareTopic,
 )
+from strom.group.share.initialize import ShareInitialize
 from strom.group.share.namespace import GroupType
 from strom.group.share.records import (
     ShareKey,
@@ -40,6 +43,9 @@ class ShareHarness:
         self.others: dict[str, GroupType] = {}
         self.hold = False
         self.held: list[ShareGroupDecision] = []
+        self.initialize = True
+        """Play the share coordinator: initialize the state asked for at once."""
+        self.asked: list[ShareInitialize] = []
 
     def other(self, group_id: str) -> GroupType | None:
         return self.others.get(group_id)
@@ -63,6 +69,27 @@ class ShareHarness:
     def complete(self, decision: ShareGroupDecision) -> None:
         self.core.durable(decision.write_id)
         self.log += decision.records
+        if decision.initialize is not None:
+            self.asked.append(decision.initialize)
+            if self.initialize:
+                self.initialize_all(decision.initialize)
+
+    def initialize_all(self, asked: ShareInitialize) -> None:
+        done = {t.topic_id: t.partitions for t in asked.topics}
+        self.apply(self.core.state_initialized(asked.group_id, done, self.topics, self.now_ms))
+
+    def join(
+        self, member_id: str, topics: tuple[str, ...] | None = None, **fields: Any
+    ) -> ShareHeartbeatResult:
+        """Join; when the join asked for share-partition state, which the harness then
+        initialized, heartbeat once more to be assigned it (as a share consumer does after
+        its heartbeat interval) and return that answer."""
+        asked = len(self.asked)
+        first = self.heartbeat(member_id, 0, topics, **fields)
+        if first.error != ErrorCode.none or len(self.asked) == asked or not self.initialize:
+            return first
+        group_id = fields.get("group_id", "g")
+        return self.heartbeat(member_id, first.member_epoch, group_id=group_id)
 
     def heartbeat(
         self,

@@ -1,5 +1,6 @@
 """Hypothesis: random joins, heartbeats, leaves, session expiries, topic changes and
-failed writes. After every step every subscribed partition is in some member's target,
+failed writes (the share-partition state initialized as soon as asked). After every
+step every initialized subscribed partition is in some member's target,
 every member that heartbeats is at its target, and replaying the records written equals
 the live state."""
 
@@ -11,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from share_group_harness import ShareHarness, topic_id
 
 from strom.group.share.heartbeat import ShareTopic, metadata_hash
+from strom.group.share.initialize import assignable_partitions, initialized_assignment_pending
 from strom.group.share.state import ShareGroup
 
 MEMBERS = ["m1", "m2", "m3", "m4", "m5"]
@@ -61,6 +63,10 @@ def _check(h: ShareHarness) -> None:
         return
     if metadata_hash(live.subscribed_topic_names(), h.topics) != live.metadata_hash:
         return  # the topics changed since: the next heartbeat reassigns
+    ids = {h.topics[n].topic_id for n in live.subscribed_topic_names() if n in h.topics}
+    if initialized_assignment_pending(live, ids):
+        return  # state initialized since: the next heartbeat reassigns
+    assignable = assignable_partitions(live)
     for name in live.subscribed_topic_names():
         topic = h.topics.get(name)
         if topic is None:
@@ -68,7 +74,7 @@ def _check(h: ShareHarness) -> None:
         subscribers = {
             m for m, member in live.members.items() if name in member.subscribed_topic_names
         }
-        for p in range(topic.partitions):
+        for p in sorted(assignable.get(topic.topic_id, frozenset())):
             holders = {m for m, t in live.target.items() if p in t.get(topic.topic_id, frozenset())}
             assert holders and holders <= subscribers, (name, p)
 
@@ -121,3 +127,19 @@ def test_random_membership_keeps_partitions_assigned_and_replay_equal(steps: lis
             group = h.core.group("g")
             assert group is None or arg not in group.members
         _check(h)
+    # Settle: every member heartbeats until nothing changes; then every subscribed
+    # partition that exists is initialized and assigned.
+    for _ in range(3):
+        for member_id in sorted(epochs):
+            r = h.heartbeat(member_id, epochs[member_id])
+            assert r.error == ErrorCode.none, r.message
+            epochs[member_id] = r.member_epoch
+    _check(h)
+    live = h.core.committed_group("g")
+    if live is None or not live.members:
+        return
+    for name in live.subscribed_topic_names():
+        if name in h.topics:
+            topic = h.topics[name]
+            assigned = set().union(*(t.get(topic.topic_id, set()) for t in live.target.values()))
+            assert assigned == set(range(topic.partitions)), name

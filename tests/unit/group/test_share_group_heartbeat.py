@@ -5,14 +5,16 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 from share_group_harness import ShareHarness, topic_id
 
+from strom.group.share.heartbeat import ShareTopic
+from strom.group.share.initialize import ShareInitialize, ShareInitializeTopic
 from strom.group.share.namespace import GroupRequest, GroupType, share_group_conflict
 from strom.group.share.records import (
     ShareCurrentAssignmentKey,
     ShareGroupEpochKey,
     ShareMemberKey,
+    ShareStatePartitionsKey,
     ShareTargetEpochKey,
     ShareTargetEpochValue,
-    ShareTargetKey,
 )
 from strom.group.share.state import ShareGroupState
 
@@ -20,34 +22,44 @@ T = topic_id("t")
 U = topic_id("u")
 
 
-def test_first_member_gets_every_partition_at_epoch_one() -> None:
+def test_the_first_member_waits_for_the_share_state_then_gets_every_partition() -> None:
     h = ShareHarness({"t": 3})
+    h.initialize = False
     r = h.heartbeat("a", 0)
     assert r.error == ErrorCode.none
     assert (r.member_id, r.member_epoch, r.heartbeat_interval_ms) == ("a", 1, 5000)
-    assert r.assignment == {T: frozenset({0, 1, 2})}
-    group = h.core.committed_group("g")
-    assert group is not None and group.state == ShareGroupState.STABLE
+    assert r.assignment == {}  # nothing is initialized yet
+    (asked,) = h.asked
+    assert asked == ShareInitialize(
+        "g", 1, (ShareInitializeTopic(T, "t", frozenset({0, 1, 2}), -1),)
+    )
     assert [type(k) for k, _ in h.log] == [
         ShareMemberKey,
         ShareGroupEpochKey,
-        ShareTargetKey,
         ShareTargetEpochKey,
         ShareCurrentAssignmentKey,
+        ShareStatePartitionsKey,
     ]
+    assert h.heartbeat("a", 1).assignment is None
+    assert len(h.asked) == 1  # still being initialized: not asked again
+    h.initialize_all(asked)
+    r = h.heartbeat("a", 1)
+    assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1, 2})}
+    group = h.core.committed_group("g")
+    assert group is not None and group.state == ShareGroupState.STABLE
 
 
 def test_a_second_member_gets_its_share_at_once_without_revocation() -> None:
     h = ShareHarness({"t": 4})
-    h.heartbeat("a", 0)
-    b = h.heartbeat("b", 0)
-    assert b.member_epoch == 2 and b.assignment == {T: frozenset({2, 3})}
+    assert h.join("a").member_epoch == 2
+    b = h.join("b")  # the state is initialized already: b is assigned at once
+    assert b.member_epoch == 3 and b.assignment == {T: frozenset({2, 3})}
     # a is moved straight to its new target, no revocation step in between
-    a = h.heartbeat("a", 1)
-    assert a.member_epoch == 2 and a.assignment == {T: frozenset({0, 1})}
+    a = h.heartbeat("a", 2)
+    assert a.member_epoch == 3 and a.assignment == {T: frozenset({0, 1})}
     # a steady heartbeat sends no assignment
-    again = h.heartbeat("a", 2)
-    assert again.member_epoch == 2 and again.assignment is None
+    again = h.heartbeat("a", 3)
+    assert again.member_epoch == 3 and again.assignment is None
 
 
 def test_more_members_than_partitions_share_them() -> None:
@@ -68,21 +80,21 @@ def test_more_members_than_partitions_share_them() -> None:
 
 def test_leave_removes_the_member_and_the_last_leave_empties_the_group() -> None:
     h = ShareHarness({"t": 2})
-    h.heartbeat("a", 0)
-    h.heartbeat("b", 0)
+    h.join("a")
+    h.join("b")
     r = h.heartbeat("b", -1)
     assert (r.error, r.member_id, r.member_epoch) == (ErrorCode.none, "b", -1)
     group = h.core.group("g")
-    assert group is not None and set(group.members) == {"a"} and group.group_epoch == 3
-    r = h.heartbeat("a", 1)  # it never heard of epoch 2; its partitions are the same at 3
-    assert r.member_epoch == 3 and r.assignment is None
+    assert group is not None and set(group.members) == {"a"} and group.group_epoch == 4
+    r = h.heartbeat("a", 2)  # it never heard of epoch 3; its partitions are the same at 4
+    assert r.member_epoch == 4 and r.assignment is None
     group = h.core.group("g")
     assert group is not None and group.members["a"].assigned == {T: frozenset({0, 1})}
     h.heartbeat("a", -1)
     group = h.core.group("g")
     assert group is not None and group.state == ShareGroupState.EMPTY
-    assert group.assignment_epoch == group.group_epoch == 4
-    assert h.log[-1] == (ShareTargetEpochKey("g"), ShareTargetEpochValue(4))
+    assert group.assignment_epoch == group.group_epoch == 5
+    assert h.log[-1] == (ShareTargetEpochKey("g"), ShareTargetEpochValue(5))
 
 
 def test_session_timeout_removes_a_quiet_member() -> None:
@@ -100,34 +112,42 @@ def test_session_timeout_removes_a_quiet_member() -> None:
 
 def test_subscription_change_bumps_the_epoch_and_filters_the_assignment() -> None:
     h = ShareHarness({"t": 2, "u": 1})
-    r = h.heartbeat("a", 0, ("t",))
-    assert r.assignment == {T: frozenset({0, 1})}
-    r = h.heartbeat("a", 1, ("t", "u"))
-    assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
-    r = h.heartbeat("a", 2, ("u",))
-    assert r.member_epoch == 3 and r.assignment == {U: frozenset({0})}
+    r = h.join("a", ("t",))
+    assert r.member_epoch == 2 and r.assignment == {T: frozenset({0, 1})}
+    r = h.heartbeat("a", 2, ("t", "u"))  # u is asked for: t only, for now
+    assert r.member_epoch == 3 and r.assignment == {T: frozenset({0, 1})}
+    assert h.asked[-1].topics == (ShareInitializeTopic(U, "u", frozenset({0}), -1),)
+    r = h.heartbeat("a", 3)
+    assert r.member_epoch == 4 and r.assignment == {T: frozenset({0, 1}), U: frozenset({0})}
+    r = h.heartbeat("a", 4, ("u",))
+    assert r.member_epoch == 5 and r.assignment == {U: frozenset({0})}
 
 
 def test_a_new_topic_or_more_partitions_bump_the_epoch() -> None:
     h = ShareHarness({"t": 1})
-    h.heartbeat("a", 0, ("t", "later"))
-    h.topics = {**h.topics, "later": h.topics["t"].__class__(topic_id("later"), 2)}
-    r = h.heartbeat("a", 1)
-    assert r.member_epoch == 2
-    assert r.assignment == {T: frozenset({0}), topic_id("later"): frozenset({0, 1})}
-    h.topics = {**h.topics, "t": h.topics["t"].__class__(T, 3)}
-    r = h.heartbeat("a", 2)
-    assert r.member_epoch == 3 and r.assignment is not None and r.assignment[T] == {0, 1, 2}
-    r = h.heartbeat("a", 3)
+    assert h.join("a", ("t", "later")).member_epoch == 2
+    h.topics = {**h.topics, "later": ShareTopic(topic_id("later"), 2)}
+    r = h.heartbeat("a", 2)  # the topic's state is asked for and initialized
     assert r.member_epoch == 3 and r.assignment is None
+    r = h.heartbeat("a", 3)
+    assert r.member_epoch == 4
+    assert r.assignment == {T: frozenset({0}), topic_id("later"): frozenset({0, 1})}
+    h.topics = {**h.topics, "t": ShareTopic(T, 3)}
+    r = h.heartbeat("a", 4)
+    # new partitions of a known topic start at offset 0
+    assert h.asked[-1].topics == (ShareInitializeTopic(T, "t", frozenset({1, 2}), 0),)
+    r = h.heartbeat("a", r.member_epoch)
+    assert r.assignment is not None and r.assignment[T] == {0, 1, 2}
+    r = h.heartbeat("a", r.member_epoch)
+    assert r.assignment is None
 
 
 def test_rack_or_client_change_writes_the_member_without_a_bump() -> None:
     h = ShareHarness({"t": 1})
-    h.heartbeat("a", 0, client_id="c1")
+    h.join("a", client_id="c1")
     before = len(h.log)
-    r = h.heartbeat("a", 1, rack_id="r1", client_id="c1")
-    assert r.member_epoch == 1
+    r = h.heartbeat("a", 2, rack_id="r1", client_id="c1")
+    assert r.member_epoch == 2
     assert [type(k) for k, _ in h.log[before:]] == [ShareMemberKey]
 
 
@@ -150,9 +170,9 @@ def test_previous_epoch_is_accepted_other_epochs_are_fenced() -> None:
 
 def test_rejoin_with_epoch_zero_keeps_the_member() -> None:
     h = ShareHarness({"t": 2})
-    h.heartbeat("a", 0)
+    h.join("a")
     r = h.heartbeat("a", 0)
-    assert r.error == ErrorCode.none and r.member_epoch == 1
+    assert r.error == ErrorCode.none and r.member_epoch == 2
     assert r.assignment == {T: frozenset({0, 1})}
 
 
@@ -212,17 +232,17 @@ def test_a_group_id_of_another_type_is_not_a_share_group() -> None:
 
 def test_describe() -> None:
     h = ShareHarness({"t": 2})
-    h.heartbeat("b", 0, client_id="cb", client_host="/10.0.0.2")
-    h.heartbeat("a", 0, rack_id="r", client_id="ca", client_host="/10.0.0.1")
-    h.heartbeat("b", 1)
+    h.join("b", client_id="cb", client_host="/10.0.0.2")
+    h.join("a", rack_id="r", client_id="ca", client_host="/10.0.0.1")
+    h.heartbeat("b", 2, client_id="cb", client_host="/10.0.0.2")
     error, message, group = h.core.describe("g", h.topics, h.other)
     assert error == ErrorCode.none and message is None and group is not None
-    assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Stable", 2, 2)
+    assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Stable", 3, 3)
     assert group.assignor_name == "simple"
     a, b = group.members
     assert (a.member_id, a.rack_id, a.client_id, a.client_host) == ("a", "r", "ca", "/10.0.0.1")
     assert a.assignment == ((T, "t", (1,)),)  # b kept partition 0 (sticky)
-    assert (b.member_id, b.member_epoch, b.assignment) == ("b", 2, ((T, "t", (0,)),))
+    assert (b.member_id, b.member_epoch, b.assignment) == ("b", 3, ((T, "t", (0,)),))
 
 
 def test_a_failed_write_leaves_the_committed_group() -> None:

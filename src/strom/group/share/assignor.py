@@ -16,11 +16,13 @@ may take them:
 
 When every member subscribes to the same topics, P is all their partitions together
 (Kafka's homogeneous builder); otherwise the rule is applied topic by topic, over the
-members subscribing to that topic (its heterogeneous builder). Every subscribed
-partition ends with at least one member, only subscribers get a topic's partitions,
-and the result depends only on the input. Kafka walks its hash maps in their own
-order; strom walks members, topics and partitions sorted, so where Kafka's choice is
-arbitrary strom's may differ, by the same rule.
+members subscribing to that topic (its heterogeneous builder). Only assignable
+partitions are given out (in Kafka 4.1+, those whose share-partition state is
+initialized: `initialize.py`). Every assignable subscribed partition ends with at least
+one member, only subscribers get a topic's partitions, and the result depends only on
+the input. Kafka walks its hash maps in their own order; strom walks members, topics
+and partitions sorted, so where Kafka's choice is arbitrary strom's may differ, by the
+same rule.
 """
 
 from __future__ import annotations
@@ -111,22 +113,30 @@ def _assign_pool(
 
 
 def assign_simple(
-    members: Mapping[str, ShareMemberSpec], topics: Mapping[uuid.UUID, int]
+    members: Mapping[str, ShareMemberSpec],
+    topics: Mapping[uuid.UUID, int],
+    assignable: Mapping[uuid.UUID, frozenset[int]] | None = None,
 ) -> ShareAssignmentResult:
     """The target assignment of every member: topic id -> partitions. `topics`: the
-    partition count of every subscribed topic that exists."""
+    partition count of every subscribed topic that exists; `assignable`: the partitions
+    that may be assigned (those whose share state is initialized), None for all."""
+
+    def pool_of(topic_id: uuid.UUID) -> list[Partition]:
+        allowed = None if assignable is None else assignable.get(topic_id, frozenset())
+        return [(topic_id, p) for p in range(topics[topic_id]) if allowed is None or p in allowed]
+
     order = sorted(members)
     assigned: dict[str, set[Partition]] = {m: set() for m in order}
     current = {m: {(t, p) for t, ps in members[m].current.items() for p in ps} for m in order}
     subscriptions = {frozenset(members[m].topics & topics.keys()) for m in order}
     if len(subscriptions) == 1:
         (subscribed,) = subscriptions
-        pool = [(t, p) for t in sorted(subscribed) for p in range(topics[t])]
+        pool = [tp for t in sorted(subscribed) for tp in pool_of(t)]
         assigned = _assign_pool(order, pool, current)
     else:
         for topic_id in sorted(topics):
             subscribers = [m for m in order if topic_id in members[m].topics]
-            pool = [(topic_id, p) for p in range(topics[topic_id])]
+            pool = pool_of(topic_id)
             for m, tps in _assign_pool(subscribers, pool, current).items():
                 assigned[m] |= tps
     result: ShareAssignmentResult = {}

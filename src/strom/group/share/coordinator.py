@@ -39,11 +39,18 @@ from strom.group.share.heartbeat import (
     run_share_heartbeat,
     validate_share_heartbeat,
 )
+from strom.group.share.initialize import (
+    ShareInitialize,
+    TopicPartitions,
+    mark_initialized,
+    mark_uninitialized,
+)
 from strom.group.share.namespace import GroupType, group_type_error
 from strom.group.share.records import (
     ShareGroupEpochKey,
     ShareKey,
     ShareStatePartitionsKey,
+    ShareStatePartitionsValue,
     ShareTargetEpochKey,
     ShareTargetKey,
     ShareValue,
@@ -68,6 +75,9 @@ class ShareGroupDecision:
     result: ShareHeartbeatResult | None = None
     write_id: int = 0
     after_write_id: int = 0
+    initialize: ShareInitialize | None = None
+    """Share-partitions whose state the shell initializes once `records` are durable,
+    then reports with `state_initialized` or `state_not_initialized`."""
 
 
 @dataclass(slots=True)
@@ -88,6 +98,9 @@ class ShareCoordinator:
         self._next_write_id = 0
         self._sessions: dict[tuple[str, str], int] = {}
         """(group, member) -> its session deadline, ms."""
+        self._initializing_since: dict[str, int] = {}
+        """group -> when its state partition metadata was last written or loaded, ms: its
+        initializing share-partitions were asked for then (as Kafka keeps it)."""
 
     # --- reading ------------------------------------------------------------------
 
@@ -118,6 +131,8 @@ class ShareCoordinator:
     def load(self, key: ShareKey, value: ShareValue | None, now_ms: int) -> None:
         """Replay one record of the partition at load; members get a fresh session."""
         replay_share(self.committed, key, value)
+        if isinstance(key, ShareStatePartitionsKey):
+            self._initializing_since[key.group_id] = now_ms
         self._tip.pop(key.group_id, None)
         group = self.committed.get(key.group_id)
         if group is not None:
@@ -156,8 +171,10 @@ class ShareCoordinator:
                     raise ShareHeartbeatRefused(
                         ErrorCode.group_id_not_found, f"Share group {req.group_id} not found."
                     )
-            work = ShareWork(current.copy() if current else ShareGroup(req.group_id))
-            result = run_share_heartbeat(work, req, topics, config)
+            work = ShareWork(current.copy() if current is not None else ShareGroup(req.group_id))
+            since = self._initializing_since.get(req.group_id)
+            fresh = since is not None and now_ms - since < config.initialize_retry_interval_ms
+            result = run_share_heartbeat(work, req, topics, config, fresh)
         except ShareHeartbeatRefused as refused:
             return ShareGroupDecision(
                 req.group_id,
@@ -171,7 +188,42 @@ class ShareCoordinator:
             self._sessions.pop(key, None)
         else:
             self._sessions[key] = now_ms + config.session_timeout_ms
-        return self._finish(work, result)
+        if work.initialize is not None:
+            self._initializing_since[req.group_id] = now_ms
+        decision = self._finish(work, result)
+        decision.initialize = work.initialize
+        return decision
+
+    def state_initialized(
+        self, group_id: str, done: TopicPartitions, topics: Mapping[str, ShareTopic], now_ms: int
+    ) -> ShareGroupDecision:
+        """The shell wrote the state of these share-partitions: they may be assigned (the
+        next heartbeat of a member bumps the group epoch and assigns them)."""
+        names = {t.topic_id: name for name, t in topics.items()}
+        return self._restate(group_id, lambda g: mark_initialized(g, done, names), now_ms)
+
+    def state_not_initialized(
+        self, group_id: str, failed: TopicPartitions, now_ms: int
+    ) -> ShareGroupDecision:
+        """Initializing these share-partitions failed: a later heartbeat asks again."""
+        return self._restate(group_id, lambda g: mark_uninitialized(g, failed), now_ms)
+
+    def _restate(
+        self,
+        group_id: str,
+        change: Callable[[ShareStatePartitionsValue], ShareStatePartitionsValue],
+        now_ms: int,
+    ) -> ShareGroupDecision:
+        group = self._tip.get(group_id)
+        if group is None:
+            return ShareGroupDecision(group_id)
+        new = change(group.state_partitions)
+        if new == group.state_partitions:
+            return ShareGroupDecision(group_id, after_write_id=self._last(group_id))
+        work = ShareWork(group.copy())
+        work.emit(ShareStatePartitionsKey(group_id), new)
+        self._initializing_since[group_id] = now_ms
+        return self._finish(work, None)
 
     def tick(self, now_ms: int, topics: Mapping[str, ShareTopic]) -> list[ShareGroupDecision]:
         """Remove the members whose session ran out."""
@@ -207,6 +259,7 @@ class ShareCoordinator:
         work.emit(ShareTargetEpochKey(group_id), None)
         work.emit(ShareStatePartitionsKey(group_id), None)
         work.emit(ShareGroupEpochKey(group_id), None)
+        self._initializing_since.pop(group_id, None)
         log.info("%s share group %s deleted", self._label, group_id)
         return ErrorCode.none, self._finish(work, None)
 

@@ -11,11 +11,15 @@ The steps, as Kafka's GroupMetadataManager takes them:
    for an epoch that is neither the member's nor its previous one.
 2. Its subscription: a member metadata record when any of it changed. A changed topic
    list, or a change in the subscribed topics (created, grown, deleted: a different
-   metadata hash), bumps the group epoch.
+   metadata hash), bumps the group epoch; so does a share-partition whose state became
+   initialized since the last assignment.
 3. The target assignment: recomputed by the `simple` assignor when the group epoch is
-   ahead of the assignment epoch; the members whose target changed get a record.
+   ahead of the assignment epoch, over the initialized share-partitions only; the
+   members whose target changed get a record.
 4. The member's assignment: set to its target (filtered to its subscription) at the
    target's epoch; no revocation phase, since share-partitions are not exclusive.
+5. Subscribed share-partitions not initialized yet: recorded as initializing, and
+   returned for the shell to initialize (`initialize.py`).
 
 `describe` is ShareGroupDescribe's view of a group.
 """
@@ -30,6 +34,15 @@ from dataclasses import dataclass, field, replace
 from kio.schema.errors import ErrorCode
 
 from strom.group.share.assignor import SIMPLE_ASSIGNOR, ShareMemberSpec, assign_simple
+from strom.group.share.initialize import (
+    UNINITIALIZED_START_OFFSET,
+    ShareInitialize,
+    ShareInitializeTopic,
+    assignable_partitions,
+    initialized_assignment_pending,
+    to_initialize,
+    with_initializing,
+)
 from strom.group.share.records import (
     ShareAssignment,
     ShareCurrentAssignmentKey,
@@ -37,6 +50,7 @@ from strom.group.share.records import (
     ShareGroupEpochValue,
     ShareKey,
     ShareMemberKey,
+    ShareStatePartitionsKey,
     ShareTargetEpochKey,
     ShareTargetEpochValue,
     ShareTargetKey,
@@ -74,6 +88,8 @@ class ShareGroupConfig:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 200
     assignor: str = SIMPLE_ASSIGNOR
+    initialize_retry_interval_ms: int = 30_000
+    """`group.share.initialize.retry.interval.ms`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +139,8 @@ class ShareWork:
     group: ShareGroup
     records: list[ShareRecord] = field(default_factory=list)
     deleted: bool = False
+    initialize: ShareInitialize | None = None
+    """Share-partitions whose state the shell must initialize."""
 
     def emit(self, key: ShareKey, value: ShareValue | None) -> None:
         self.records.append((key, value))
@@ -219,7 +237,7 @@ def _update_target(work: ShareWork, topics: Mapping[str, ShareTopic]) -> None:
         for n in group.subscribed_topic_names()
         if n in topics
     }
-    result = assign_simple(specs, partitions)
+    result = assign_simple(specs, partitions, assignable_partitions(group))
     for member_id in sorted(group.members):
         new = result.get(member_id, {})
         if dict(new) != dict(group.target.get(member_id, {})):
@@ -240,9 +258,12 @@ def run_share_heartbeat(
     req: ShareHeartbeatRequest,
     topics: Mapping[str, ShareTopic],
     config: ShareGroupConfig,
+    initializing_fresh: bool = False,
 ) -> ShareHeartbeatResult:
-    """Steps 1-4 for a join or a heartbeat, or a leave (-1), on `work`, a copy of the
-    group (a new, empty one when none exists yet). Raises ShareHeartbeatRefused."""
+    """Steps 1-5 for a join or a heartbeat, or a leave (-1), on `work`, a copy of the
+    group (a new, empty one when none exists yet). `initializing_fresh`: the group's
+    initializing share-partitions were asked for less than the retry interval ago.
+    Raises ShareHeartbeatRefused."""
     group = work.group
     known = req.member_id in group.members
     if req.member_epoch == LEAVE_GROUP_EPOCH:
@@ -274,8 +295,12 @@ def run_share_heartbeat(
     if not known or updated.subscription() != member.subscription():
         work.emit(ShareMemberKey(group.group_id, req.member_id), updated.subscription())
         subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names
+    subscribed = {topics[n].topic_id for n in group.subscribed_topic_names() if n in topics}
     new_hash = metadata_hash(group.subscribed_topic_names(), topics)
-    if subscription_changed or new_hash != group.metadata_hash:
+    pending = group.assignment_epoch >= group.group_epoch and initialized_assignment_pending(
+        group, subscribed
+    )
+    if subscription_changed or new_hash != group.metadata_hash or pending:
         _bump(work, new_hash)
     _update_target(work, topics)
     before = group.members[req.member_id]
@@ -294,6 +319,7 @@ def run_share_heartbeat(
         work.emit(
             ShareCurrentAssignmentKey(group.group_id, req.member_id), after.current_assignment()
         )
+    _initialize(work, topics, initializing_fresh)
     changed = dict(after.assigned) != dict(member.assigned) or not known
     full = req.member_epoch == 0 or req.subscribed_topic_names is not None
     return ShareHeartbeatResult(
@@ -302,6 +328,31 @@ def run_share_heartbeat(
         heartbeat_interval_ms=config.heartbeat_interval_ms,
         assignment=after.assigned if full or changed else None,
     )
+
+
+def _initialize(work: ShareWork, topics: Mapping[str, ShareTopic], fresh: bool) -> None:
+    group = work.group
+    subscribed = {
+        topics[n].topic_id: (n, topics[n].partitions)
+        for n in group.subscribed_topic_names()
+        if n in topics
+    }
+    changes = to_initialize(group, subscribed, fresh)
+    if not changes:
+        return
+    state = group.state_partitions
+    known = {t.topic_id for t in state.initialized + state.initializing}
+    work.initialize = ShareInitialize(
+        group.group_id,
+        group.group_epoch,
+        tuple(
+            ShareInitializeTopic(
+                topic_id, name, partitions, 0 if topic_id in known else UNINITIALIZED_START_OFFSET
+            )
+            for topic_id, (name, partitions) in sorted(changes.items())
+        ),
+    )
+    work.emit(ShareStatePartitionsKey(group.group_id), with_initializing(state, changes))
 
 
 def fence_share_member(work: ShareWork, member_id: str, topics: Mapping[str, ShareTopic]) -> None:
