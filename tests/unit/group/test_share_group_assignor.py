@@ -120,3 +120,23 @@ def test_homogeneous_groups_are_balanced(
         for partition in range(count):
             holders = [m for m in result if partition in result[m].get(topic_id, frozenset())]
             assert 1 <= len(holders) <= sharing
+
+
+@given(groups(), st.data())
+def test_only_assignable_partitions_are_given_out_and_all_of_them(
+    group: tuple[dict[str, ShareMemberSpec], dict[uuid.UUID, int]], data: st.DataObject
+) -> None:
+    members, topics = group
+    assignable = {
+        t: data.draw(st.frozensets(st.integers(0, max(count - 1, 0))))
+        for t, count in topics.items()
+    }
+    result = assign_simple(members, topics, assignable)
+    for topic_id, count in topics.items():
+        subscribed = any(topic_id in s.topics for s in members.values())
+        for partition in range(count):
+            holders = {m for m in result if partition in result[m].get(topic_id, frozenset())}
+            if partition not in assignable[topic_id]:
+                assert not holders
+            elif subscribed:
+                assert holders
