@@ -310,3 +310,13 @@ def test_a_restart_loads_the_records_and_nothing_moves() -> None:
     restarted.advance(15_000)  # b never came back: its session from the load ran out
     group = restarted.core.group("g")
     assert group is not None and set(group.members) == {"a"}
+
+
+def test_forget_drops_the_groups_their_writes_and_sessions() -> None:
+    h = ShareHarness({"t": 1})
+    h.join("a")
+    h.hold = True
+    h.heartbeat("b", 0)
+    (held,) = h.held
+    assert h.core.forget(["g"]) == [held.write_id]
+    assert h.core.group("g") is None and h.core.next_deadline_ms() is None

@@ -19,7 +19,7 @@ member ids come from the clients (ShareGroupHeartbeat v1).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -313,6 +313,20 @@ class ShareCoordinator:
         ]
         self._pending = [p for p in self._pending if p.write_id not in dropped]
         self._rebuild(failed.group_id)
+        return dropped
+
+    def forget(self, group_ids: Iterable[str]) -> list[int]:
+        """This coordinator no longer owns these groups (the partition moved): drop them,
+        their pending writes (returned) and their timers."""
+        gone = set(group_ids)
+        dropped = [p.write_id for p in self._pending if p.group_id in gone]
+        self._pending = [p for p in self._pending if p.group_id not in gone]
+        for group_id in gone:
+            self.committed.pop(group_id, None)
+            self._tip.pop(group_id, None)
+            self._initializing_since.pop(group_id, None)
+        for key in [k for k in self._sessions if k[0] in gone]:
+            del self._sessions[key]
         return dropped
 
     def _rebuild(self, group_id: str) -> None:
