@@ -124,3 +124,30 @@ def test_a_groups_config_is_set_described_bounded_deleted_and_kept(
             TIMEOUT_S,
             "the hand-written group config to be taken in",
         )
+
+
+def test_quick_changes_are_not_undone_by_the_echo_of_earlier_ones(
+    cluster: TestCluster, store: str | None
+) -> None:
+    """Set then delete, again and again: the last change stands. On ZooKeeper the
+    controller also sees its own change notices; reading one back after a later change
+    re-applied the earlier value (a DELETE undone)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for round_ in range(15):
+        set_group(admin, "flip", SESSION, str(46000 + round_))
+        set_group(admin, "flip", SESSION, None)
+    if store is not None:
+        # Notices are taken in order: once an operator's later one is in, so are ours.
+        with kazoo_client(store) as zk:
+            config = {"version": 1, "config": {SESSION: "47000"}}
+            zk.create("/config/groups/marker", json.dumps(config).encode())
+            notice = {"version": 2, "entity_path": "groups/marker"}
+            zk.create("/config/changes/config_change_", json.dumps(notice).encode(), sequence=True)
+        cluster.wait_until(
+            lambda: described(admin, "marker")[SESSION] == ("47000", ConfigSource.GROUP_CONFIG),
+            TIMEOUT_S,
+            "the marker notice to be taken in",
+        )
+        with kazoo_client(store) as zk:
+            assert zk.exists("/config/groups/flip") is None
+    assert described(admin, "flip")[SESSION] == ("45000", ConfigSource.DEFAULT_CONFIG)

@@ -127,6 +127,7 @@ class ZooKeeperStore:
         """Paths in ZooKeeper that a decision would otherwise create: those an operator
         wrote for a pending adoption, and config znodes present at takeover."""
         self._last_change = -1
+        self._own_notices: set[str] = set()
         self._commit_timer = CommitTimer()
         self._started = False
         self._stopping = False
@@ -431,6 +432,13 @@ class ZooKeeperStore:
         else:
             failed = [r for r in results if isinstance(r, BaseException)]
             if not failed:
+                # The notices written here describe changes the image has already: their
+                # echo must not be read back (a later change could be undone by it).
+                self._own_notices.update(
+                    str(result)
+                    for op, result in zip(ops, results[1:], strict=True)
+                    if op.kind is znodes.OpKind.NOTIFY
+                )
                 return True
             real = [r for r in failed if not isinstance(r, RolledBackError)]
             why = (
@@ -526,9 +534,17 @@ class ZooKeeperStore:
                 if sequence <= self._last_change:
                     continue
                 self._last_change = sequence
-                await self._on_config_change(f"{CHANGES}/{name}")
+                if not self._own_notice(f"{CHANGES}/{name}"):
+                    await self._on_config_change(f"{CHANGES}/{name}")
             await self._purge_changes(names)
             await changed.wait()
+
+    def _own_notice(self, path: str) -> bool:
+        """Whether this controller wrote the notice at `path` (forgotten once seen)."""
+        if path in self._own_notices:
+            self._own_notices.discard(path)
+            return True
+        return False
 
     async def _on_config_change(self, path: str) -> None:
         watches = self._ports.watches()
@@ -551,7 +567,8 @@ class ZooKeeperStore:
             for name in names:
                 if _sequence(name) > last:
                     last = _sequence(name)
-                    await self._on_acl_notice(f"{root}/{name}")
+                    if not self._own_notice(f"{root}/{name}"):
+                        await self._on_acl_notice(f"{root}/{name}")
             await self._purge_changes(names, root)
             await changed.wait()
 
