@@ -180,9 +180,6 @@ class Connection:
 
     async def _read_requests(self) -> None:
         while not self._draining:
-            muted_s = self._muted_until - time.perf_counter()
-            if muted_s > 0:  # as Kafka mutes a throttled client's channel
-                await _throttle_wait(muted_s)
             async with asyncio.timeout(self._idle_timeout_s):  # wait_for can eat a cancel
                 size_bytes = await self._reader.readexactly(4)
             (size,) = _SIZE.unpack(size_bytes)
@@ -201,6 +198,13 @@ class Connection:
             # A client that stalls inside a frame is as idle as one that sends nothing.
             async with asyncio.timeout(self._idle_timeout_s):
                 frame = await self._reader.readexactly(size)
+            # As Kafka mutes a throttled client's channel: checked once the request is in,
+            # because the answer that set the mute was usually sent while this loop was
+            # already waiting for the next request (a check before the wait let one more
+            # request through, e.g. a second full fetch for a consumer over its quota).
+            muted_s = self._muted_until - time.perf_counter()
+            if muted_s > 0:
+                await _throttle_wait(muted_s)
             self.last_active_s = read_at = time.perf_counter()
             answer = self._start(frame, read_at)
             if answer is None:
@@ -280,7 +284,7 @@ class Connection:
         throttle = self._throttle
         if throttle is not None and throttle.enforced():
             # What the request brings in counts now, so a producer over its quota is muted
-            # before its next request is read, as Kafka, which reads one at a time, does.
+            # before its next request is served, as Kafka, which reads one at a time, does.
             wait_ms = throttle.throttle_ms(self._usage(request, request_bytes=len(frame)))
             self._mute(wait_ms)
             answered = self._throttled(request, timing, wait_ms, throttle)
