@@ -138,6 +138,7 @@ class Broker:
             ),
         )
         self.groups, self.consumer_groups = wiring.group_services(self)
+        self.share_state = wiring.share_state(self)  # strom.share.state_port
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )

@@ -14,9 +14,11 @@ from strom.server.controller_channel import ControllerChannel
 from strom.server.groups import GroupService
 from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
+from strom.server.share_state_memory import MemoryShareState
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
 from strom.server.txn_verifier import TxnVerifier, VerifierPorts
+from strom.share.state_port import ShareStatePort
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -63,6 +65,12 @@ def group_services(broker: Broker) -> tuple[GroupService, ConsumerGroupService]:
         lambda: broker.config.offsets_retention_check_interval_ms,
     )
     return groups, consumer
+
+
+def share_state(broker: Broker) -> ShareStatePort:
+    """Where share-partition states are kept, for share-partition leaders and the group
+    coordinator."""
+    return MemoryShareState()
 
 
 def marker_appender(broker: Broker) -> MarkerAppender:
