@@ -208,3 +208,18 @@ def test_log_lines_never_show_a_password() -> None:
     assert line.count("(sensitive)") == 2
     assert shown({"log.retention.ms": "1000"}) == "{'log.retention.ms': '1000'}"
     assert shown({}) == "{}"
+
+
+def test_the_keys_kafka_types_as_passwords_are_sensitive() -> None:
+    """Kafka's PASSWORD keys (SslConfigs, SaslConfigs): DescribeConfigs and log lines
+    never show their values. A PEM chain or trust list is not secret in itself, but
+    Kafka hides them, and a client relying on that must not see them from strom."""
+    passwords = {
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+    assert {n for n in passwords if CONFIG_KEYS_BY_NAME[n].sensitive} == passwords

@@ -124,6 +124,7 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
         STRING,
         None,
         "Certificate chain as PEM text, this side's certificate first (with type PEM).",
+        sensitive=True,  # Kafka's type PASSWORD: DescribeConfigs never shows it
     ),
     ConfigKey(
         "ssl.keystore.key",
@@ -157,6 +158,7 @@ SSL_KEYS: tuple[ConfigKey, ...] = (
         STRING,
         None,
         "Trusted certificates as PEM text (with type PEM).",
+        sensitive=True,  # Kafka's type PASSWORD
     ),
     # --- the handshake
     ConfigKey(
