@@ -14,7 +14,8 @@ subscribed topic to exactly one member that subscribes to it, and nothing else.
   take consecutive ranges of its partitions, the first `partitions % members` one more.
 
 Kafka's own builders (UniformHomogeneous/HeterogeneousAssignmentBuilder, RangeAssignor)
-are faster on huge groups and honour racks; these are strom's own and simpler.
+are faster on huge groups; these are strom's own and simpler. Neither Kafka's server
+assignors nor these look at racks: a member's rack id is kept and described, not used.
 """
 
 from __future__ import annotations
