@@ -76,6 +76,11 @@ READ_UNINITIALIZED = "Read operation on uninitialized share partition not allowe
 FENCED_LEADER_EPOCH = "The leader epoch in the request is older than the epoch on the broker."
 FENCED_STATE_EPOCH = "The coordinator rejected the request because the state epoch did not match."
 UNKNOWN_TOPIC = "This server does not host this topic-partition."
+BAD_BATCH = (
+    "A state batch needs 0 <= first offset <= last offset, a delivery state of 0, 2 or 4 "
+    "and a delivery count of 0 or more."
+)
+_DURABLE_STATES = frozenset({0, 2, 4})
 
 Answer = tuple[ErrorCode, str | None]
 A = TypeVar("A")
@@ -324,6 +329,8 @@ class ShareStateShard:
             refused = (ErrorCode.invalid_request, NEGATIVE_LEADER_EPOCH)
         if refused is None and write.state_epoch < 0:
             refused = (ErrorCode.invalid_request, NEGATIVE_STATE_EPOCH)
+        if refused is None:
+            refused = _check_batches(write.state_batches)
         entry = self._tip.get(key)
         if refused is None and entry is None:
             refused = (ErrorCode.invalid_request, WRITE_UNINITIALIZED)
@@ -493,6 +500,19 @@ def _check_key(key: ShareStateKey) -> Answer | None:
         return ErrorCode.invalid_request, NULL_TOPIC_ID
     if key.partition < 0:
         return ErrorCode.invalid_request, NEGATIVE_PARTITION
+    return None
+
+
+def _check_batches(batches: Iterable[StateBatch]) -> Answer | None:
+    """strom's own check (Kafka's coordinator takes any batch): a batch no share-partition
+    could have written would make a state its leader cannot load."""
+    for b in batches:
+        if (
+            not 0 <= b.first_offset <= b.last_offset
+            or b.delivery_state not in _DURABLE_STATES
+            or b.delivery_count < 0
+        ):
+            return ErrorCode.invalid_request, BAD_BATCH
     return None
 
 
