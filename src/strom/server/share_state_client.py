@@ -15,15 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.client import ClientError, NodeClient
 from strom.client.security import ClientSecurity
-from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
-from strom.server.share_coordinator import ShareCoordinatorService, ShareCoordinatorUnavailable
+from strom.server.share_coordinator import ShareCoordinatorUnavailable
 from strom.share.records import StateBatch
 from strom.share.state_port import (
     ShareStateKey,
@@ -60,23 +59,43 @@ Answer = tuple[ErrorCode, str | None]
 T = TypeVar("T")
 
 
+class LocalCoordinator(Protocol):
+    """This broker's share coordinator (server/share_coordinator.py): where keys live,
+    and the five calls for the keys it leads (raising ShareCoordinatorUnavailable)."""
+
+    @property
+    def num_partitions(self) -> int: ...
+    def partition_of(self, key: ShareStateKey) -> int: ...
+    def leader_of(self, index: int) -> int: ...
+    async def ensure_topic(self) -> None: ...
+    async def initialize(
+        self, key: ShareStateKey, state_epoch: int, start_offset: int
+    ) -> Answer: ...
+    async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareStateRead: ...
+    async def write(self, key: ShareStateKey, write: ShareStateWrite) -> Answer: ...
+    async def delete(self, key: ShareStateKey) -> Answer: ...
+    async def summary(self, key: ShareStateKey) -> ShareStateSummary: ...
+    def follow(self, image: Any) -> None: ...
+    def close(self) -> None: ...
+
+
 class ShareStateClient:
-    """Ports: the local coordinator, the metadata image (who leads, where brokers
-    listen), the inter-broker security of now."""
+    """Ports: the local coordinator, where a broker listens now (None: unknown or
+    fenced), the inter-broker security of now."""
 
     def __init__(
         self,
         *,
         node_id: int,
-        coordinator: ShareCoordinatorService,
-        image: Callable[[], MetadataImage],
+        coordinator: LocalCoordinator,
+        address: Callable[[int], tuple[str, int] | None],
         security: Callable[[], ClientSecurity | None] = lambda: None,
         deadline_s: float = DEADLINE_S,
         backoff_s: float = BACKOFF_S,
     ) -> None:
         self._node_id = node_id
         self.coordinator = coordinator
-        self._image = image
+        self._address = address
         self._security = security
         self._deadline_s = deadline_s
         self._backoff_s = backoff_s
@@ -192,6 +211,8 @@ class ShareStateClient:
         try:
             await coordinator.ensure_topic()
             leader = coordinator.leader_of(coordinator.partition_of(key))
+            if leader < 0:
+                return failure(ErrorCode.coordinator_not_available, "no leader now")
             if leader == self._node_id:
                 return await local()
         except ShareCoordinatorUnavailable as exc:
@@ -217,24 +238,21 @@ class ShareStateClient:
         return failure(ErrorCode.unknown_server_error, "the coordinator left the key out")
 
     def _client(self, broker_id: int) -> NodeClient | None:
-        """A client of `broker_id` where the image says it listens, with the inter-broker
-        security of now; None while it is unknown, unregistered or fenced."""
-        broker = self._image().brokers.get(broker_id)
-        if broker is None or broker.fenced:
+        """A client of `broker_id` where it listens now, with the inter-broker security of
+        now; None while it is unknown, unregistered or fenced."""
+        address = self._address(broker_id)
+        if address is None:
             return None
         client = self._clients.get(broker_id)
         security = self._security()
-        if (
-            client is not None
-            and (client.host, client.port) == (broker.host, broker.port)
-            and client.security is security
-        ):
+        same = client is not None and (client.host, client.port) == address
+        if client is not None and same and client.security is security:
             return client
         if client is not None:
             client.close()
         client = self._clients[broker_id] = NodeClient(
-            broker.host,
-            broker.port,
+            address[0],
+            address[1],
             client_id=f"strom-share-state-{self._node_id}",
             node_id=broker_id,
             security=security,

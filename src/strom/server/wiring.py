@@ -83,10 +83,15 @@ def share_state(broker: Broker) -> ShareStateClient:
         partitions=broker.partitions,
         create_topics=create,
     )
+
+    def address(broker_id: int) -> tuple[str, int] | None:
+        found = broker.metadata.image.brokers.get(broker_id)
+        return None if found is None or found.fenced else (found.host, found.port)
+
     return ShareStateClient(
         node_id=broker.node_id,
         coordinator=coordinator,
-        image=lambda: broker.metadata.image,
+        address=address,
         security=lambda: broker.links.inter_broker(),
     )
 
