@@ -52,7 +52,8 @@ def parse_share_coordinator_key(key: str) -> tuple[str, uuid.UUID, int] | None:
     if len(topic_text) > 24 or not _PARTITION.fullmatch(partition_text):
         return None
     try:
-        raw = base64.b64decode(topic_text + "=" * (-len(topic_text) % 4), b"-_", validate=True)
+        padding = "" if "=" in topic_text else "=" * (-len(topic_text) % 4)
+        raw = base64.b64decode(topic_text + padding, b"-_", validate=True)
     except (binascii.Error, ValueError):
         return None
     partition = int(partition_text)

@@ -24,6 +24,7 @@ from strom.share.coordinator import (
     ShareStateShard,
     replay_all,
 )
+from strom.share.placement import parse_share_coordinator_key, share_coordinator_key
 from strom.share.records import (
     ShareSnapshotKey,
     ShareSnapshotValue,
@@ -335,3 +336,27 @@ def test_the_state_is_the_best_of_every_batch_written(
         state = shard.committed(KEY)
         assert state is not None
         assert _per_offset(list(state.state_batches), 0) == _per_offset(written, 0)
+
+
+# --- FindCoordinator's share key ------------------------------------------------------
+
+
+def test_a_share_key_is_read_from_the_right_as_kafka_reads_it() -> None:
+    text = share_coordinator_key("a:b", TOPIC, 7)
+    assert parse_share_coordinator_key(text) == ("a:b", TOPIC, 7)
+    assert parse_share_coordinator_key(text.replace(":7", ":+7")) == ("a:b", TOPIC, 7)
+    padded = text.replace(":7", "==:7")
+    assert parse_share_coordinator_key(padded) == ("a:b", TOPIC, 7)
+    topic_text = text.split(":")[2]
+    for bad in (
+        "no-colons",
+        f":{topic_text}:1",
+        f" :{topic_text}:1",
+        f"g:{topic_text}:",
+        f"g:{topic_text}:x",
+        f"g:{topic_text}:2147483648",
+        "g:AAAA:1",
+        f"g:{topic_text}=:1",
+        f"g:{topic_text}!:1",
+    ):
+        assert parse_share_coordinator_key(bad) is None, bad
