@@ -272,7 +272,7 @@ def test_kafka_4_combined_config_loads_and_keeps_only_client_listeners_for_clien
     assert [str(e) for e in config.controller_quorum_bootstrap_servers] == ["localhost:9093"]
     assert config.advertised_listeners == (Listener("PLAINTEXT", "localhost", 9092),)
     assert config.controller_listeners == (Listener("CONTROLLER", "0.0.0.0", 9093),)
-    assert "share.coordinator.state.topic.min.isr" in config.ignored
+    assert config.share_coordinator.state_topic_min_isr == 1
     assert config.log_dir == Path("/tmp/kraft-combined-logs")
 
 

@@ -40,6 +40,7 @@ from strom.config.node_links import NodeLinks, node_links
 from strom.config.properties import parse_properties
 from strom.config.schema import ConfigValue, format_value, invalid_value, unknown_key
 from strom.config.security_keys import SaslSettings, TlsSettings
+from strom.config.share_coordinator import ShareCoordinatorSettings, share_coordinator_settings
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
 from strom.group.consumer.heartbeat import ConsumerGroupConfig
@@ -153,6 +154,7 @@ class BrokerConfig:
     group_max_size: int
     consumer_group: ConsumerGroupConfig
     """The group.consumer.* settings of KIP-848 consumer groups."""
+    share_coordinator: ShareCoordinatorSettings
     offsets_topic_segment_bytes: int
     offset_metadata_max_bytes: int
     transaction_state_log_num_partitions: int
@@ -469,6 +471,7 @@ def build_config(
         group_max_session_timeout_ms=group_max_ms,
         group_max_size=v.integer("group.max.size"),
         consumer_group=consumer_group_config(v),
+        share_coordinator=share_coordinator_settings(v),
         offsets_topic_segment_bytes=v.integer("offsets.topic.segment.bytes"),
         offset_metadata_max_bytes=v.integer("offset.metadata.max.bytes"),
         transaction_state_log_num_partitions=v.integer("transaction.state.log.num.partitions"),

@@ -30,22 +30,4 @@ KAFKA_ONLY_KEYS: tuple[ConfigKey, ...] = (
     _ignored("controlled.shutdown.enable", BOOLEAN, "true", "Kafka's controlled shutdown."),
     _ignored("log.preallocate", BOOLEAN, "false", "Kafka's segment file preallocation."),
     _ignored("offsets.commit.timeout.ms", INT, "5000", "Kafka's offset commit timeout."),
-    _ignored(
-        "share.coordinator.state.topic.replication.factor",
-        INT,
-        "3",
-        "Kafka's share-group state topic RF.",
-    ),
-    _ignored(
-        "share.coordinator.state.topic.min.isr",
-        INT,
-        "2",
-        "Kafka's share-group state topic min ISR.",
-    ),
-    _ignored(
-        "share.coordinator.state.topic.num.partitions",
-        INT,
-        "50",
-        "Kafka's share-group state topic size.",
-    ),
 )

@@ -27,6 +27,7 @@ from strom.config.security_keys import (
     SECURITY_COMPAT_KEYS,
     SSL_KEYS,
 )
+from strom.config.share_coordinator import SHARE_COORDINATOR_KEYS
 
 __all__ = [
     "CLUSTER_WIDE_KEYS",
@@ -49,6 +50,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     *AUTHORIZER_KEYS,  # ACLs (security_keys.py)
     *GROUP_KEYS,  # consumer groups (cluster_keys.py)
     *TXN_KEYS,  # transactions (cluster_keys.py)
+    *SHARE_COORDINATOR_KEYS,  # the share coordinator (share_coordinator.py)
     *KAFKA_ONLY_KEYS,  # accepted for compatibility, no effect (compat_keys.py)
     *SECURITY_COMPAT_KEYS,  # Kafka's Kerberos and JSSE keys, no effect (security_keys.py)
 )

@@ -70,6 +70,11 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +149,14 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
     # KIP-966: Kafka 4.0's kafka-topics.sh --describe asks this, page by page, when served.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+    # KIP-932's share-state RPCs, from share-partition leaders and group coordinators to
+    # the share coordinator (Kafka 4.1+'s versions; Write and the summary v1 add
+    # KIP-1226's DeliveryCompleteCount). Brokers only, as Kafka lists them.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: VersionRange(0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: VersionRange(0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: VersionRange(0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: VersionRange(0, 1),
 }
 
 # Served on the controller listener only, between strom's own nodes (Kafka brokers do not

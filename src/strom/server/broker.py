@@ -138,7 +138,7 @@ class Broker:
             ),
         )
         self.groups, self.consumer_groups = wiring.group_services(self)
-        self.share_state = wiring.share_state(self)  # strom.share.state_port
+        self.share_state = wiring.share_state(self)  # a strom.share.state_port.ShareStatePort
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )
@@ -321,10 +321,9 @@ class Broker:
         ):
             self._background.spawn(loop, name)
         self.isr.start()
-        self.groups.follow(image)
+        wiring.follow_coordinators(self, image)
         self._background.spawn(self.groups.run_timers(), "group-timers")
         self._background.spawn(self.groups.run_expiry(), "offset-expiry")
-        self.transactions.follow(image)
         self._background.spawn(self.transactions.run_timers(), "txn-timers")
 
     async def _bind(self) -> None:
@@ -387,8 +386,7 @@ class Broker:
             partition.wake_fetchers()
         await self.fetchers.stop()
         await self.isr.stop()
-        self.groups.close()
-        self.transactions.close()
+        wiring.close_coordinators(self)
         await self.txn_verifier.stop()
         await self.connections.drain(SHUTDOWN_GRACE_S)
         await self._background.stop()
@@ -554,13 +552,11 @@ class Broker:
             self.controller.on_applied(image)
         if self.serving:
             self.partitions.sync(image, now_ms=now_ms())
-            self.groups.follow(image)
-            self.transactions.follow(image)
+            wiring.follow_coordinators(self, image)
 
     def _on_partitions_opened(self) -> None:
         if self.serving:
-            self.groups.follow(self.metadata.image)
-            self.transactions.follow(self.metadata.image)
+            wiring.follow_coordinators(self, self.metadata.image)
 
     def _apply_dynamic_configs(self, image: MetadataImage) -> None:
         """Dynamic broker configs take effect here, without a restart."""

@@ -21,6 +21,7 @@ from strom.server.handlers.ports import (
     QuorumContext,
     TxnContext,
 )
+from strom.server.handlers.share_state import ShareStateContext
 from strom.server.handlers.txn_markers import TxnMarkersContext
 from strom.server.throttling import ControllerMutationQuota
 
@@ -105,8 +106,10 @@ def handler_contexts(broker: Broker) -> Contexts:
             broker.groups,
             broker.transactions,
             current,
+            broker.share_state.coordinator,
         ),
         txn_markers=TxnMarkersContext(markers=broker.marker_appender, authorizer=current),
+        share_state=ShareStateContext(broker.share_state.coordinator, current),
         cluster=ClusterContext(
             node_id=broker.node_id,
             metadata=broker.metadata,

@@ -8,17 +8,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.metadata.controller import NewTopic, TopicResult
+from strom.metadata.image import MetadataImage
 from strom.server.consumer_groups import ConsumerGroupService
 from strom.server.controller import ControllerService
 from strom.server.controller_channel import ControllerChannel
 from strom.server.groups import GroupService
 from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
-from strom.server.share_state_memory import MemoryShareState
+from strom.server.share_coordinator import ShareCoordinatorService
+from strom.server.share_state_client import ShareStateClient
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
 from strom.server.txn_verifier import TxnVerifier, VerifierPorts
-from strom.share.state_port import ShareStatePort
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -67,10 +68,46 @@ def group_services(broker: Broker) -> tuple[GroupService, ConsumerGroupService]:
     return groups, consumer
 
 
-def share_state(broker: Broker) -> ShareStatePort:
+def share_state(broker: Broker) -> ShareStateClient:
     """Where share-partition states are kept, for share-partition leaders and the group
-    coordinator."""
-    return MemoryShareState()
+    coordinator (a strom.share.state_port.ShareStatePort): this broker's share
+    coordinator, or the one that leads the key's `__share_group_state` partition."""
+
+    async def create(topics: list[NewTopic]) -> list[TopicResult]:
+        return await create_topics(broker.admin_context, topics)
+
+    coordinator = ShareCoordinatorService(
+        node_id=broker.node_id,
+        config=lambda: broker.config,
+        image=lambda: broker.metadata.image,
+        partitions=broker.partitions,
+        create_topics=create,
+    )
+
+    def address(broker_id: int) -> tuple[str, int] | None:
+        found = broker.metadata.image.brokers.get(broker_id)
+        return None if found is None or found.fenced else (found.host, found.port)
+
+    return ShareStateClient(
+        node_id=broker.node_id,
+        coordinator=coordinator,
+        address=address,
+        security=lambda: broker.links.inter_broker(),
+    )
+
+
+def follow_coordinators(broker: Broker, image: MetadataImage) -> None:
+    """The coordinators load the partitions of their internal topics led here now."""
+    broker.groups.follow(image)
+    broker.transactions.follow(image)
+    broker.share_state.coordinator.follow(image)
+
+
+def close_coordinators(broker: Broker) -> None:
+    """Waiting requests answered NOT_COORDINATOR: clients find the coordinator again."""
+    broker.groups.close()
+    broker.transactions.close()
+    broker.share_state.close()
 
 
 def marker_appender(broker: Broker) -> MarkerAppender:

@@ -9,11 +9,18 @@ mod the topic's partition count (`share.coordinator.state.topic.num.partitions`,
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 import uuid
 
 from strom.group.placement import partition_for
 
-__all__ = ["SHARE_STATE_TOPIC", "share_coordinator_key", "share_state_partition"]
+__all__ = [
+    "SHARE_STATE_TOPIC",
+    "parse_share_coordinator_key",
+    "share_coordinator_key",
+    "share_state_partition",
+]
 
 SHARE_STATE_TOPIC = "__share_group_state"
 DEFAULT_STATE_PARTITIONS = 50
@@ -28,3 +35,28 @@ def share_state_partition(
     group_id: str, topic_id: uuid.UUID, partition: int, num_partitions: int
 ) -> int:
     return partition_for(share_coordinator_key(group_id, topic_id, partition), num_partitions)
+
+
+_PARTITION = re.compile(r"[+-]?[0-9]{1,10}")
+
+
+def parse_share_coordinator_key(key: str) -> tuple[str, uuid.UUID, int] | None:
+    """FindCoordinator's share key "<group id>:<topic id>:<partition>" read as Kafka reads
+    it (SharePartitionKey.getInstance): from the right, so the group id may hold colons;
+    None where Kafka refuses it (no three parts, a blank group id, a topic id that is not
+    16 bytes of URL-safe base64, a partition that is not an int32)."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0].strip():
+        return None
+    group_id, topic_text, partition_text = parts
+    if len(topic_text) > 24 or not _PARTITION.fullmatch(partition_text):
+        return None
+    try:
+        padding = "" if "=" in topic_text else "=" * (-len(topic_text) % 4)
+        raw = base64.b64decode(topic_text + padding, b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    partition = int(partition_text)
+    if len(raw) != 16 or not -(2**31) <= partition < 2**31:
+        return None
+    return group_id, uuid.UUID(bytes=raw), partition

@@ -16,8 +16,12 @@ partition of the key (`strom.share.placement.share_state_partition`) and sends t
 to the broker that does otherwise; callers do not know which. Every call answers with an
 error code (Kafka's: NONE, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH,
-UNKNOWN_TOPIC_OR_PARTITION for a key that was never initialized, ...) and never raises
-for a refusal. The caller retries retriable codes.
+UNKNOWN_TOPIC_OR_PARTITION for a topic the metadata does not have, INVALID_REQUEST for
+a read or write of a key that was never initialized (Kafka's answer, with the message
+"Read operation on uninitialized share partition not allowed."), ...) and never raises
+for a refusal. NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE and
+COORDINATOR_LOAD_IN_PROGRESS are retried inside the implementation for up to 30 s; a
+caller seeing one of them may try again later.
 
 A read of a share-partition that was initialized but never written answers
 `start_offset == UNINITIALIZED_START_OFFSET` (-1): its leader places it by
@@ -56,7 +60,9 @@ class ShareStateKey:
 @dataclass(frozen=True, slots=True)
 class ShareStateWrite:
     """WriteShareGroupState's partition: `state_batches` are merged onto the kept state
-    (an offset's newest batch wins); `start_offset` -1 leaves the start where it was, a
+    as Kafka merges them (where batches overlap the highest delivery count wins, then the
+    highest state; a leader only moves an offset up that order, so its newest batch
+    wins); `start_offset` -1 or one below the kept start leaves the start where it was, a
     higher one forgets every offset below it."""
 
     state_epoch: int

@@ -185,7 +185,7 @@ def test_find_coordinator_for_a_share_group_needs_cluster_action() -> None:
     )
     allowed = lookup.context(acl(Op.CLUSTER_ACTION, CLUSTER_NAME, Kind.CLUSTER))
     (entry,) = run(asked_by_alice(handle_find_coordinator, allowed, asked)).coordinators
-    assert entry.error_code == ErrorCode.invalid_request  # strom has no share groups
+    assert entry.error_code == ErrorCode.invalid_request  # not "group:topic id:partition"
 
 
 def test_find_coordinator_without_an_authorizer_answers_everyone() -> None:

@@ -77,6 +77,13 @@ from strom.protocol.responses.scram import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsResponse,
 )
+from strom.protocol.responses.share_state import (
+    DeleteShareGroupStateResponse,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse,
+    WriteShareGroupStateResponse,
+)
 from strom.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -141,6 +148,11 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.END_TXN: EndTxnResponse,
     ApiKey.TXN_OFFSET_COMMIT: OffsetCommitResponse,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: InitializeShareGroupStateResponse,
+    ApiKey.READ_SHARE_GROUP_STATE: ReadShareGroupStateResponse,
+    ApiKey.WRITE_SHARE_GROUP_STATE: WriteShareGroupStateResponse,
+    ApiKey.DELETE_SHARE_GROUP_STATE: DeleteShareGroupStateResponse,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: ReadShareGroupStateSummaryResponse,
     ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsResponse,
     ApiKey.LIST_TRANSACTIONS: ListTransactionsResponse,
     ApiKey.DESCRIBE_PRODUCERS: DescribeProducersResponse,

@@ -33,6 +33,7 @@ from strom.server.handlers import (
     reassignments,
     sasl,
     scram,
+    share_state,
     topic_partitions,
     transactions,
     txn_admin,
@@ -68,6 +69,9 @@ class Contexts:
     txn_markers: txn_markers.TxnMarkersContext
     """WriteTxnMarkers, which transaction coordinators send to the partitions' leaders on
     their client listeners (Kafka: the inter-broker listener)."""
+    share_state: share_state.ShareStateContext
+    """The share-state RPCs, which share-partition leaders and group coordinators send to
+    the share coordinator (KIP-932)."""
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -140,6 +144,7 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.CREATE_ACLS: partial(acls.handle_create_acls, contexts.admin),
         ApiKey.DELETE_ACLS: partial(acls.handle_delete_acls, contexts.admin),
         **_transactional(contexts.txns),
+        **_share_state(contexts.share_state),
         ApiKey.WRITE_TXN_MARKERS: partial(
             txn_markers.handle_write_txn_markers, contexts.txn_markers
         ),
@@ -154,6 +159,24 @@ def _transactional(context: TxnContext) -> dict[ApiKey, Handler]:
         ApiKey.DESCRIBE_TRANSACTIONS: partial(txn_admin.handle_describe_transactions, context),
         ApiKey.LIST_TRANSACTIONS: partial(txn_admin.handle_list_transactions, context),
         ApiKey.DESCRIBE_PRODUCERS: partial(txn_admin.handle_describe_producers, context),
+    }
+
+
+def _share_state(context: share_state.ShareStateContext) -> dict[ApiKey, Handler]:
+    return {
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE: partial(
+            share_state.handle_initialize_share_group_state, context
+        ),
+        ApiKey.READ_SHARE_GROUP_STATE: partial(share_state.handle_read_share_group_state, context),
+        ApiKey.WRITE_SHARE_GROUP_STATE: partial(
+            share_state.handle_write_share_group_state, context
+        ),
+        ApiKey.DELETE_SHARE_GROUP_STATE: partial(
+            share_state.handle_delete_share_group_state, context
+        ),
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: partial(
+            share_state.handle_read_share_group_state_summary, context
+        ),
     }
 
 

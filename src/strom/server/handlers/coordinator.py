@@ -11,9 +11,13 @@ up a batch of keys; earlier versions one, answered at the top level.
 With an authorizer each key is checked first, as Kafka's KafkaApis does, so that a key
 the principal may not look up creates no topic: a group needs DESCRIBE on it (else
 GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a share group (key type 2, v6) CLUSTER_ACTION on
-the cluster (else CLUSTER_AUTHORIZATION_FAILED; strom serves no share groups, so with it
-the answer is INVALID_REQUEST).
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a share-partition (key type 2, v6) CLUSTER_ACTION
+on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+
+A share key (type 2, v6+: share-partition leaders looking for the share coordinator) is
+"<group id>:<topic id>:<partition>" and is answered with the leader of its
+`__share_group_state` partition (share/placement.py); one that does not parse, or a
+share key below v6, is INVALID_REQUEST, as Kafka answers.
 
 Every error carries Kafka's default text for its code as its message, in the v0-v3 answer
 and in each v4+ entry alike; a coordinator found carries none (null). Kafka's v0-v3
@@ -36,7 +40,9 @@ from strom.security.operations import AclOperation, AclResourceType
 from strom.server.groups import CoordinatorUnavailable
 from strom.server.handlers.access import Access
 from strom.server.handlers.ports import TxnContext
+from strom.server.share_coordinator import ShareCoordinatorUnavailable
 from strom.server.transactions import TxnUnavailable
+from strom.share.placement import parse_share_coordinator_key, share_state_partition
 
 _GROUP = 0
 _TRANSACTION = 1
@@ -105,9 +111,16 @@ async def _coordinator(
             txns = context.txns
             await txns.ensure_topic()
             leader_id = txns.leader_of(partition_for(key, txns.num_partitions))
-        else:  # no such key type, or a share group (strom has none)
+        elif key_type == _SHARE and request.api_version >= _SHARE_VERSION:
+            parsed = parse_share_coordinator_key(key)
+            shares = context.shares
+            if parsed is None or shares is None:
+                return _failed(entry, ErrorCode.invalid_request)
+            await shares.ensure_topic()
+            leader_id = shares.leader_of(share_state_partition(*parsed, shares.num_partitions))
+        else:  # no such key type, or a share key below v6
             return _failed(entry, ErrorCode.invalid_request)
-    except (CoordinatorUnavailable, TxnUnavailable) as exc:
+    except (CoordinatorUnavailable, TxnUnavailable, ShareCoordinatorUnavailable) as exc:
         return _failed(entry, exc.error_code)
     leader = context.metadata.image.brokers.get(leader_id)
     address = None if leader is None else leader.address(request.listener or None)

@@ -302,6 +302,20 @@ class GroupContext:
     """KIP-848 consumer groups; None where they are not served (some unit tests)."""
 
 
+class ShareStateLookup(Protocol):
+    """Which broker is a share-partition's share coordinator (server/share_coordinator.py)."""
+
+    @property
+    def num_partitions(self) -> int: ...
+
+    def leader_of(self, index: int) -> int: ...
+
+    async def ensure_topic(self) -> None:
+        """Create `__share_group_state` unless it exists; raises
+        ShareCoordinatorUnavailable."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class TxnContext:
     """FindCoordinator (groups and transactional ids), AddPartitionsToTxn,
@@ -318,6 +332,8 @@ class TxnContext:
     txns: TxnCoordination
     authorizer: Callable[[], Authorizer | None] = lambda: None
     """The ACL decisions now; None: no authorizer configured."""
+    shares: ShareStateLookup | None = None
+    """Where a share-partition's state lives (FindCoordinator's share keys)."""
 
 
 # --- controller quorum, forwarding, admin, private ---
