@@ -1,6 +1,6 @@
 """FindCoordinator's error messages, as a client reads them off the wire: Kafka's default
-text for each error, null for a coordinator found, in the one-key answer of v1-v3 (v0
-has no message) and in each entry of the batched v4+ answer."""
+text for each error, "NONE" for a coordinator found (Errors.NONE.message()), in the
+one-key answer of v1-v3 (v0 has no message) and in each entry of the batched v4+ answer."""
 
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ def find(tmp_path: Path, version: int, *, fenced: tuple[int, ...] = (), key_type
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_a_coordinator_found_carries_no_message(tmp_path: Path, version: int) -> None:
+def test_a_coordinator_found_carries_kafkas_none_text(tmp_path: Path, version: int) -> None:
+    """Kafka sets the message of every answer from its Errors value, NONE's included."""
     found = find(tmp_path, version)
     assert (found.error_code, found.error_message, found.node_id) == (
         ErrorCode.none,
-        None,
+        "NONE",
         NODE_ID,
     )
 

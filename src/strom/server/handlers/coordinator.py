@@ -97,7 +97,7 @@ async def _coordinator(
         "host": "",
         "port": -1,
         "error_code": ErrorCode.none,
-        "error_message": None,
+        "error_message": "NONE",  # Kafka's Errors.NONE.message(), on every success
     }
     refused = _refused(access, key, key_type, request.api_version)
     if refused is not None:
