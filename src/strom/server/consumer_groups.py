@@ -76,11 +76,11 @@ class ConsumerGroupService:
         """Raises CoordinatorUnavailable."""
         await self._groups.coordinate(req.group_id)
         classic = self._groups.core.store.peek(req.group_id)
-        if (
+        if self._groups.share.group(req.group_id) is not None or (
             classic is not None
             and classic.state not in (GroupState.EMPTY, GroupState.DEAD)
             and self.core.group(req.group_id) is None
-        ):  # a live classic group of that id: no migration between the protocols
+        ):  # a share group, or a live classic group: no migration between the protocols
             return ConsumerHeartbeatResult(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
             )
