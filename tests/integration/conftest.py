@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess, free_port
+from group_members import KIP848_SESSION_MS, Member
 from oauth_helpers import keys, oauth_broker, tls  # noqa: F401 - the OAUTHBEARER tests'
 from zookeeper_fixtures import zk_chroot, zk_connect, zookeeper_server  # noqa: F401
 
@@ -76,3 +77,38 @@ def new_broker(data_dir: Path) -> Iterator[Callable[..., BrokerProcess]]:
     finally:
         for broker in started:
             broker.kill()
+
+
+@pytest.fixture
+def kip848_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A `strom serve` process whose KIP-848 groups have short timers: a 4 s session
+    timeout, heartbeats every 0.5 s."""
+    process = BrokerProcess(
+        tmp_path / "data",
+        extra=[
+            "--set",
+            f"group.consumer.session.timeout.ms={KIP848_SESSION_MS}",
+            "--set",
+            "group.consumer.min.session.timeout.ms=1000",
+            "--set",
+            "group.consumer.heartbeat.interval.ms=500",
+            "--set",
+            "group.consumer.min.heartbeat.interval.ms=100",
+        ],
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    """The group members (consumer processes) a test starts, killed after it."""
+    started: list[Member] = []
+    try:
+        yield started
+    finally:
+        for member in started:
+            member.kill()

@@ -16,6 +16,10 @@ from typing import Any
 MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 
 
+KIP848_SESSION_MS = 4000
+"""The session timeout of the `kip848_broker` fixture's consumer groups (conftest.py)."""
+
+
 class Member:
     """One `group_member.py` process: its events, current assignment, and records."""
 

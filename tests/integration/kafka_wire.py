@@ -149,3 +149,21 @@ def list_offset(port: int, topic: str, partition: int, timestamp: int) -> int:
     result = response.topics[0].partitions[0]
     assert int(result.error_code) == 0, result
     return int(result.offset)
+
+
+def error_codes(response: Any) -> list[int]:
+    """Every error_code in a response, however deeply nested."""
+    found: list[int] = []
+    stack = [response]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, tuple):
+            stack.extend(item)
+        elif hasattr(item, "__dataclass_fields__"):
+            for name in item.__dataclass_fields__:
+                value = getattr(item, name)
+                if name == "error_code":
+                    found.append(int(value))
+                else:
+                    stack.append(value)
+    return found

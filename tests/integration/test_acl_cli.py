@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker import BrokerProcess, free_port
+from cli_runner import strom
 from client_helpers import unique_topic
 
 from strom.cli.common import ConnectionSettings
@@ -29,17 +29,6 @@ HEADERS = ["RESOURCE TYPE", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION",
 NO_AUTHORIZER = (
     "strom: the broker has no authorizer: set authorizer.class.name (docs/security.md)\n"
 )
-
-
-def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args],
-        input=stdin,
-        stdin=subprocess.DEVNULL if stdin is None else None,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 class AclCliBroker:

@@ -6,33 +6,16 @@ broker that is not there, need no fixture.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from broker import free_port
+from cli_runner import strom
 from confluent_kafka import Producer
 
 from strom.testing import StromCluster
-
-
-def strom(
-    *args: str,
-    stdin: str | None = None,
-    timeout_s: float = 60,
-    env: Mapping[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=None if env is None else {**os.environ, **env},
-    )
 
 
 def test_topic_produce_consume_round_trip(strom_broker: StromCluster) -> None:

@@ -14,24 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_runner import strom
 from cluster import TestCluster, free_ports, running_cluster
 from zookeeper import kazoo_client
 
 from strom.cli.dev_cluster import port_in_use
 
 STATUS_TIMEOUT_S = 30.0
-
-
-def strom(
-    *args: str, timeout_s: float = 60, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -7,46 +7,14 @@ DescribeGroups; `strom group list` and `describe` show both."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from broker import BrokerProcess
+from cli_runner import strom, table
 from confluent_kafka import ConsumerGroupState, ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from group_members import Member, balanced, group_story, wait_until
 
 PARTITIONS = 4
-
-
-@pytest.fixture
-def admin_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(
-        tmp_path / "data",
-        extra=[
-            "--set",
-            "group.consumer.heartbeat.interval.ms=500",
-            "--set",
-            "group.consumer.min.heartbeat.interval.ms=100",
-        ],
-    )
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.kill()
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    started: list[Member] = []
-    try:
-        yield started
-    finally:
-        for member in started:
-            member.kill()
 
 
 def _topic(bootstrap: str, topic: str) -> None:
@@ -77,9 +45,9 @@ def start_groups(bootstrap: str, members: list[Member]) -> None:
 
 
 def test_admin_lists_and_describes_both_types(
-    admin_broker: BrokerProcess, members: list[Member]
+    kip848_broker: BrokerProcess, members: list[Member]
 ) -> None:
-    bootstrap = admin_broker.bootstrap
+    bootstrap = kip848_broker.bootstrap
     start_groups(bootstrap, members)
     admin = AdminClient({"bootstrap.servers": bootstrap})
 
@@ -116,28 +84,10 @@ def test_admin_lists_and_describes_both_types(
     )
 
 
-def _strom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args], capture_output=True, text=True, timeout=60
-    )
-
-
-def _table(output: str, first_header: str) -> list[dict[str, str]]:
-    lines = output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
-    headers = re.split(r" {2,}", lines[start].strip())
-    rows = []
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            break
-        rows.append(dict(zip(headers, re.split(r" {2,}", line.strip()), strict=True)))
-    return rows
-
-
 def test_cli_lists_and_describes_both_types(
-    admin_broker: BrokerProcess, members: list[Member]
+    kip848_broker: BrokerProcess, members: list[Member]
 ) -> None:
-    bootstrap = admin_broker.bootstrap
+    bootstrap = kip848_broker.bootstrap
     start_groups(bootstrap, members)
     b = ("--bootstrap-server", bootstrap)
     # The members commit each record they read: 2 of each partition.
@@ -145,21 +95,21 @@ def test_cli_lists_and_describes_both_types(
         lambda: sum(len(m.snapshot()[1]) for m in members[:2]) == 8, 30, "8 records consumed"
     )
 
-    listed = _strom("group", "list", *b)
+    listed = strom("group", "list", *b)
     assert listed.returncode == 0, listed.stderr
-    rows = {row["GROUP"]: row for row in _table(listed.stdout, "GROUP")}
+    rows = {row["GROUP"]: row for row in table(listed.stdout, "GROUP")}
     assert rows["new848"]["TYPE"] == "consumer"
     assert rows["new848"]["STATE"] == "Stable"
     assert rows["new848"]["MEMBERS"] == "2"
     assert rows["old"]["TYPE"] == "classic"
 
-    described = _strom("group", "describe", "new848", "old", *b)
+    described = strom("group", "describe", "new848", "old", *b)
     assert described.returncode == 0, described.stderr
     out = described.stdout
     header = next(line for line in out.splitlines() if line.startswith("Group: new848"))
     assert re.search(r"Type: consumer   State: Stable   Group epoch: \d+", header), header
     assert "Assignor: uniform" in header
-    kip848_members = _table(out, "MEMBER")
+    kip848_members = table(out, "MEMBER")
     assert len(kip848_members) == 2
     assigned: list[str] = []
     for row in kip848_members:
@@ -168,11 +118,11 @@ def test_cli_lists_and_describes_both_types(
         assert row["ASSIGNED"] == row["TARGET"]
         assigned += row["ASSIGNED"].removeprefix("t848:").split(",")
     assert sorted(assigned) == [str(p) for p in range(PARTITIONS)]
-    offsets = _table(out, "TOPIC")
+    offsets = table(out, "TOPIC")
     assert [(r["TOPIC"], r["PARTITION"], r["COMMITTED"], r["LAG"]) for r in offsets] == [
         ("t848", str(p), "2", "0") for p in range(PARTITIONS)
     ]
     assert "Total lag: 0" in out
     classic = out[out.index("Group: old") :]
     assert "Type:" not in classic.splitlines()[0]
-    assert _table(classic, "MEMBER")[0]["PARTITIONS"] == "tclassic:0,1,2,3"
+    assert table(classic, "MEMBER")[0]["PARTITIONS"] == "tclassic:0,1,2,3"

@@ -134,24 +134,6 @@ def describes() -> st.SearchStrategy[Any]:
     )
 
 
-def error_codes(response: Any) -> list[int]:
-    """Every error_code in a response, however deeply nested."""
-    found: list[int] = []
-    stack = [response]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(item)
-        elif hasattr(item, "__dataclass_fields__"):
-            for name in item.__dataclass_fields__:
-                value = getattr(item, name)
-                if name == "error_code":
-                    found.append(int(value))
-                else:
-                    stack.append(value)
-    return found
-
-
 def _topic_id(bootstrap: str) -> uuid.UUID:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     from confluent_kafka import TopicCollection
@@ -223,7 +205,7 @@ def test_hostile_kip848_requests_get_error_codes(
             sock.settimeout(15)
             for correlation_id, request in enumerate(requests, start=1):
                 response = wire.call(sock, request, correlation_id)
-                assert set(error_codes(response)) <= known
+                assert set(wire.error_codes(response)) <= known
             # The coordinator still answers on the same connection.
             described = wire.call(sock, good, correlation_id=99)
         assert described.groups[0].error_code == ErrorCode.group_id_not_found

@@ -7,50 +7,14 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from broker import BrokerProcess
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from group_members import Member, group_story, wait_until
+from group_members import KIP848_SESSION_MS, Member, group_story, wait_until
 
-SESSION_MS = 4000
 PARTITIONS = 6
 KIP848 = {"group.protocol": "consumer"}
-
-
-@pytest.fixture
-def kip848_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(
-        tmp_path / "data",
-        extra=[
-            "--set",
-            f"group.consumer.session.timeout.ms={SESSION_MS}",
-            "--set",
-            "group.consumer.min.session.timeout.ms=1000",
-            "--set",
-            "group.consumer.heartbeat.interval.ms=500",
-            "--set",
-            "group.consumer.min.heartbeat.interval.ms=100",
-        ],
-    )
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.kill()
-
-
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    started: list[Member] = []
-    try:
-        yield started
-    finally:
-        for member in started:
-            member.kill()
 
 
 def _setup(bootstrap: str, topic: str, count: int) -> list[str]:
@@ -143,7 +107,7 @@ def test_members_join_leave_and_die(kip848_broker: BrokerProcess, members: list[
     members[1].kill()  # SIGKILL: its partitions move after the session timeout
     wait_until(
         lambda: members[2].snapshot()[0] == set(range(PARTITIONS)),
-        SESSION_MS / 1000 + 30,
+        KIP848_SESSION_MS / 1000 + 30,
         "the killed member's partitions with the last one",
         story,
     )

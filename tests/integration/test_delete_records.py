@@ -6,13 +6,12 @@ deletion keeps it, with every record above the new start still there, once and i
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from broker import BrokerProcess
+from cli_runner import strom
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
@@ -126,12 +125,6 @@ def test_a_compacted_topic_and_an_offset_past_the_end_are_refused(
     assert errors == {"kept": "POLICY_VIOLATION", "plain": "OFFSET_OUT_OF_RANGE"}
     assert earliest(bootstrap, "kept", 0) == 0
     assert earliest(bootstrap, "plain", 0) == 0
-
-
-def strom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args], capture_output=True, text=True, timeout=60
-    )
 
 
 def test_strom_topic_delete_records_and_its_errors(strom_broker: StromCluster) -> None:

@@ -3,7 +3,6 @@ confluent-kafka consumers in the group."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 from broker import free_port
+from cli_runner import strom, table
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
@@ -28,28 +28,6 @@ PARTITIONS = 3
 PER_PARTITION = 10
 # Every record's timestamp: T0 + its offset in seconds, so a time names an offset.
 T0_MS = 1_700_000_000_000
-
-
-def strom(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-
-
-def table(output: str, first_header: str) -> list[dict[str, str]]:
-    """The rows of the table whose header line starts with `first_header`."""
-    lines = output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(first_header))
-    headers = re.split(r" {2,}", lines[start].strip())
-    rows = []
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            break
-        rows.append(dict(zip(headers, re.split(r" {2,}", line.strip()), strict=True)))
-    return rows
 
 
 @pytest.fixture

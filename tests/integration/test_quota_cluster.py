@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess
+from cli_runner import strom
 from cluster import TestCluster, running_cluster
 from zookeeper import kazoo_client
 
@@ -176,12 +176,6 @@ def test_quotas_are_forwarded_described_everywhere_and_survive_the_controller(
         with kazoo_client(store) as zk:
             assert zk.exists("/config/users/alice") is None
             assert zk.exists("/config/users/bob") is not None
-
-
-def strom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args], capture_output=True, text=True, timeout=60
-    )
 
 
 def test_strom_quota_set_get_and_remove(broker: BrokerProcess) -> None:

@@ -16,20 +16,11 @@ from typing import Any
 
 import pytest
 from broker import BrokerProcess, free_port
+from cli_runner import strom
 from client_helpers import CLIENT_TIMEOUT_S, unique_topic
 from confluent_kafka import Consumer, KafkaError, Producer
 
 MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512"
-
-
-def strom(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strom", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 class ScramBroker:

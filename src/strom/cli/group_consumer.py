@@ -10,24 +10,22 @@ answer (values and table rows) needs no broker and is tested without sockets.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from strom.cli.common import CommandError
 from strom.cli.group_model import NONE, Partition, format_assignment, group_missing_message
+from strom.cli.txn import at_coordinator
 from strom.cli.txn_model import COORDINATOR_RETRIABLE, BrokerAddress, CoordinatorMoved
 from strom.cli.wire import error_name, is_error
 
 if TYPE_CHECKING:
     from strom.cli.txn import TxnCluster
+    from strom.cli.wire import WireSession
 
-FIND_COORDINATOR = 10
 CONSUMER_GROUP_DESCRIBE = 69
 GROUP_KEY = 0
-_RETRY_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,34 +146,20 @@ def consumer_member_rows(
     ]
 
 
-async def _find_coordinator(cluster: TxnCluster, group: str) -> BrokerAddress:
-    _, response = await cluster.bootstrap.call(
-        FIND_COORDINATOR,
-        "FindCoordinator",
-        {"key": group, "key_type": GROUP_KEY, "coordinator_keys": [group]},
-        min_version=1,
-        max_version=6,
-    )
-    return coordinator_of(response, group)
-
-
 async def describe_consumer_group(
     cluster: TxnCluster, group: str
 ) -> tuple[ConsumerGroupView, BrokerAddress]:
-    """FindCoordinator, then ConsumerGroupDescribe there; looked up again while the
-    coordinator moves or loads, until the timeout."""
-    deadline = time.monotonic() + cluster.timeout_s
-    while True:
-        try:
-            coordinator = await _find_coordinator(cluster, group)
-            _, response = await cluster.session(coordinator).call(
-                CONSUMER_GROUP_DESCRIBE,
-                "ConsumerGroupDescribe",
-                {"group_ids": [group], "include_authorized_operations": False},
-                max_version=1,
-            )
-            return view_from(response, group), coordinator
-        except CoordinatorMoved:
-            if time.monotonic() + _RETRY_S > deadline:
-                raise
-        await asyncio.sleep(_RETRY_S)
+    """FindCoordinator, then ConsumerGroupDescribe there (`strom.cli.txn.at_coordinator`)."""
+
+    async def ask(
+        session: WireSession, coordinator: BrokerAddress
+    ) -> tuple[ConsumerGroupView, BrokerAddress]:
+        _, response = await session.call(
+            CONSUMER_GROUP_DESCRIBE,
+            "ConsumerGroupDescribe",
+            {"group_ids": [group], "include_authorized_operations": False},
+            max_version=1,
+        )
+        return view_from(response, group), coordinator
+
+    return await at_coordinator(cluster, group, GROUP_KEY, lambda r: coordinator_of(r, group), ask)

@@ -137,6 +137,34 @@ class TxnCluster:
             await session.close()
 
 
+async def at_coordinator(
+    cluster: TxnCluster,
+    key: str,
+    key_type: int,
+    coordinator_of: Callable[[Any], BrokerAddress],
+    ask: Callable[[WireSession, BrokerAddress], Awaitable[T]],
+) -> T:
+    """FindCoordinator of `key` (0: a group, 1: a transactional id), read by
+    `coordinator_of`, then `ask` there; looked up again while the coordinator moves
+    or loads (CoordinatorMoved), until the timeout."""
+    deadline = time.monotonic() + cluster.timeout_s
+    while True:
+        try:
+            _, response = await cluster.bootstrap.call(
+                FIND_COORDINATOR,
+                "FindCoordinator",
+                {"key": key, "key_type": key_type, "coordinator_keys": [key]},
+                min_version=1,
+                max_version=6,
+            )
+            coordinator = coordinator_of(response)
+            return await ask(cluster.session(coordinator), coordinator)
+        except CoordinatorMoved:
+            if time.monotonic() + _RETRY_S > deadline:
+                raise
+        await asyncio.sleep(_RETRY_S)
+
+
 def run(
     bootstrap: str,
     timeout_s: float,
@@ -269,35 +297,21 @@ def list_transactions(
 # --- describe ---------------------------------------------------------------------------
 
 
-async def _find_coordinator(cluster: TxnCluster, txn_id: str) -> BrokerAddress:
-    _, response = await cluster.bootstrap.call(
-        FIND_COORDINATOR,
-        "FindCoordinator",
-        {"key": txn_id, "key_type": TRANSACTION_KEY, "coordinator_keys": [txn_id]},
-        min_version=1,
-        max_version=6,
-    )
-    return coordinator_from(response, txn_id)
-
-
 async def describe_transaction(cluster: TxnCluster, txn_id: str) -> TxnDescription:
-    """FindCoordinator, then DescribeTransactions there; looked up again while the
-    coordinator moves or loads, until the timeout."""
-    deadline = time.monotonic() + cluster.timeout_s
-    while True:
-        try:
-            coordinator = await _find_coordinator(cluster, txn_id)
-            _, response = await cluster.session(coordinator).call(
-                DESCRIBE_TRANSACTIONS,
-                "DescribeTransactions",
-                {"transactional_ids": [txn_id]},
-                max_version=0,
-            )
-            return description_from(response, coordinator, txn_id)
-        except CoordinatorMoved:
-            if time.monotonic() + _RETRY_S > deadline:
-                raise
-        await asyncio.sleep(_RETRY_S)
+    """FindCoordinator, then DescribeTransactions there (`at_coordinator`)."""
+
+    async def ask(session: WireSession, coordinator: BrokerAddress) -> TxnDescription:
+        _, response = await session.call(
+            DESCRIBE_TRANSACTIONS,
+            "DescribeTransactions",
+            {"transactional_ids": [txn_id]},
+            max_version=0,
+        )
+        return description_from(response, coordinator, txn_id)
+
+    return await at_coordinator(
+        cluster, txn_id, TRANSACTION_KEY, lambda r: coordinator_from(r, txn_id), ask
+    )
 
 
 @txn_app.command("describe")

@@ -14,7 +14,7 @@ from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 
-from strom.config.consumer_group import consumer_group_config
+from strom.config.consumer_group import consumer_group_config, share_group_config
 from strom.config.errors import ConfigError, ConfigSource
 from strom.config.group_configs import check_group_broker_keys
 from strom.config.keys import CONFIG_KEYS, CONFIG_KEYS_BY_NAME
@@ -44,6 +44,7 @@ from strom.config.share_coordinator import ShareCoordinatorSettings, share_coord
 from strom.config.typed_values import TypedValues
 from strom.config.zookeeper import ZooKeeperConnect, parse_zookeeper_connect
 from strom.group.consumer.heartbeat import ConsumerGroupConfig
+from strom.group.share.heartbeat import ShareGroupConfig
 from strom.security.authorizer import (
     AUTHORIZER_CLASS_NAMES,
     is_authorizer_class,
@@ -155,6 +156,10 @@ class BrokerConfig:
     consumer_group: ConsumerGroupConfig
     """The group.consumer.* settings of KIP-848 consumer groups."""
     share_coordinator: ShareCoordinatorSettings
+    share_group: ShareGroupConfig
+    """The group.share.* settings of KIP-932 share groups' membership."""
+    share_group_enable: bool
+    """group.share.enable: whether share groups are served."""
     offsets_topic_segment_bytes: int
     offset_metadata_max_bytes: int
     transaction_state_log_num_partitions: int
@@ -472,6 +477,8 @@ def build_config(
         group_max_size=v.integer("group.max.size"),
         consumer_group=consumer_group_config(v),
         share_coordinator=share_coordinator_settings(v),
+        share_group=share_group_config(v),
+        share_group_enable=v.boolean("group.share.enable"),
         offsets_topic_segment_bytes=v.integer("offsets.topic.segment.bytes"),
         offset_metadata_max_bytes=v.integer("offset.metadata.max.bytes"),
         transaction_state_log_num_partitions=v.integer("transaction.state.log.num.partitions"),

@@ -238,6 +238,32 @@ GROUP_KEYS: tuple[ConfigKey, ...] = (
         AtLeast(1),
     ),
     ConfigKey(
+        "group.share.enable",
+        BOOLEAN,
+        "true",
+        "Serve share groups (KIP-932) and their APIs.",
+    ),
+    ConfigKey(
+        "group.share.max.size",
+        INT,
+        "200",
+        "Most members a share group may have.",
+        AtLeast(1),
+    ),
+    ConfigKey(
+        "group.share.assignors",
+        ConfigType.LIST,
+        "simple",
+        "Server assignors of share groups, the first the one used: simple.",
+    ),
+    ConfigKey(
+        "group.share.initialize.retry.interval.ms",
+        INT,
+        "30000",
+        "Wait for a share-partition's state to be initialized before asking again.",
+        AtLeast(1),
+    ),
+    ConfigKey(
         "group.share.session.timeout.ms",
         INT,
         "45000",

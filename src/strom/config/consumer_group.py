@@ -2,7 +2,8 @@
 coordinator takes them: its server assignors (each one strom has, the first the
 default), the broker-wide session timeout and heartbeat interval (a group's own
 `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` override them; their
-bounds are checked with the other group keys, group_configs.py) and the most members."""
+bounds are checked with the other group keys, group_configs.py) and the most members.
+The group.share.* settings of KIP-932 share groups likewise (`share_group_config`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from strom.config.schema import invalid_value
 from strom.config.typed_values import TypedValues
 from strom.group.consumer.assignors import ASSIGNORS
 from strom.group.consumer.heartbeat import ConsumerGroupConfig
+from strom.group.share.assignor import SIMPLE_ASSIGNOR
+from strom.group.share.heartbeat import ShareGroupConfig
 
-__all__ = ["consumer_group_config"]
+__all__ = ["consumer_group_config", "share_group_config"]
 
 
 def consumer_group_config(v: TypedValues) -> ConsumerGroupConfig:
@@ -32,4 +35,21 @@ def consumer_group_config(v: TypedValues) -> ConsumerGroupConfig:
         session_timeout_ms=v.integer("group.consumer.session.timeout.ms"),
         heartbeat_interval_ms=v.integer("group.consumer.heartbeat.interval.ms"),
         max_size=v.integer("group.consumer.max.size"),
+    )
+
+
+def share_group_config(v: TypedValues) -> ShareGroupConfig:
+    assignors = tuple(name.strip() for name in v.strings("group.share.assignors") if name.strip())
+    if assignors != (SIMPLE_ASSIGNOR,):
+        raise invalid_value(
+            "group.share.assignors",
+            ",".join(assignors),
+            f"strom's share groups have one assignor: {SIMPLE_ASSIGNOR}",
+        )
+    return ShareGroupConfig(
+        session_timeout_ms=v.integer("group.share.session.timeout.ms"),
+        heartbeat_interval_ms=v.integer("group.share.heartbeat.interval.ms"),
+        max_size=v.integer("group.share.max.size"),
+        assignor=SIMPLE_ASSIGNOR,
+        initialize_retry_interval_ms=v.integer("group.share.initialize.retry.interval.ms"),
     )

@@ -70,6 +70,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -147,6 +149,9 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     # KIP-848 consumer groups (group.protocol=consumer); v1 adds the topic regex.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
+    # KIP-932 share groups' membership: v1, as Kafka 4.1+ (4.0's early-access v0 is not).
+    ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
     # KIP-966: Kafka 4.0's kafka-topics.sh --describe asks this, page by page, when served.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
     # KIP-932's share-state RPCs, from share-partition leaders and group coordinators to

@@ -137,7 +137,7 @@ class Broker:
                 isr_changed=self.observability.counters.isr_changed,
             ),
         )
-        self.groups, self.consumer_groups = wiring.group_services(self)
+        self.groups, self.consumer_groups, self.share_groups = wiring.group_services(self)
         self.share_state = wiring.share_state(self)  # a strom.share.state_port.ShareStatePort
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
@@ -166,8 +166,7 @@ class Broker:
         """How handlers reach the active controller (handlers/forward.py)."""
         contexts = handler_contexts(self)
         self._private = contexts.private
-        self.admin_context = contexts.admin
-        """Topic creation for `__consumer_offsets` and the adoption of hand-written topics."""
+        self.admin_context = contexts.admin  # topic creation, adoption of hand-written topics
         self._handlers = client_handlers(contexts)
         self._controller_handlers = controller_handlers(contexts)
 
@@ -318,6 +317,7 @@ class Broker:
             (housekeeping.interval_flush_loop(config, self.partitions), "interval-flush"),
             (housekeeping.checkpoint_loop(self.node_id, config, self.partitions), "hw-checkpoint"),
             (self.consumer_groups.run_timers(), "consumer-group-timers"),
+            (self.share_groups.run_timers(), "share-group-timers"),
         ):
             self._background.spawn(loop, name)
         self.isr.start()

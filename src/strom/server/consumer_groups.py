@@ -4,12 +4,12 @@ on the event loop, their writes, and their timers.
 The core (`strom.group.consumer.coordinator.ConsumerCoordinator`) lives in the
 `GroupService` (server/groups.py), which loads it with the classic core from the same
 `__consumer_offsets` partitions and drops its groups with them; a group id names one
-group, of either type. This service carries out the core's decisions: their records
-are written with `GroupService.append_and_wait` (the one way to `__consumer_offsets`),
-then the core is told `durable`, and only then does the member get its answer. If the
-write fails the core is told `failed` (the group is as before it and the later writes of
-the group, decided on it, are dropped too) and the member gets the coordinator error
-Kafka gives. An answer that wrote nothing waits for the group's writes still pending.
+group, of either type. This service carries out the core's decisions
+(server/group_writes.py): their records are written, then the core is told `durable`,
+and only then does the member get its answer. If the write fails the core is told
+`failed` (the group is as before it and the later writes of the group, decided on it,
+are dropped too) and the member gets the coordinator error Kafka gives. An answer that
+wrote nothing waits for the group's writes still pending.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from strom.group.consumer.state import ConsumerGroup
 from strom.group.state import GroupState
 from strom.metadata.image import MetadataImage
 from strom.server.clock import now_ms
-from strom.server.group_storage import COORDINATOR_ERRORS, StorageError
+from strom.server.group_writes import CoreWrites
 from strom.server.groups import CoordinatorUnavailable, GroupService
 
 __all__ = ["ConsumerGroupService"]
@@ -59,8 +59,7 @@ class ConsumerGroupService:
         self._groups = groups
         self._image = image
         self._cleanup_interval_ms = cleanup_interval_ms
-        self._writes: dict[int, asyncio.Future[None]] = {}
-        self._doomed: set[int] = set()
+        self._core_writes = CoreWrites(groups, groups.consumer, "consumer")
         self._wake = asyncio.Event()
 
     @property
@@ -77,11 +76,11 @@ class ConsumerGroupService:
         """Raises CoordinatorUnavailable."""
         await self._groups.coordinate(req.group_id)
         classic = self._groups.core.store.peek(req.group_id)
-        if (
+        if self._groups.share.group(req.group_id) is not None or (
             classic is not None
             and classic.state not in (GroupState.EMPTY, GroupState.DEAD)
             and self.core.group(req.group_id) is None
-        ):  # a live classic group of that id: no migration between the protocols
+        ):  # a share group, or a live classic group: no migration between the protocols
             return ConsumerHeartbeatResult(
                 ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
             )
@@ -110,40 +109,9 @@ class ConsumerGroupService:
         )
 
     async def _carry_out(self, decision: ConsumerDecision) -> None:
-        if not decision.records:
-            waiting = self._writes.get(decision.after_write_id)
-            if waiting is not None:
-                await asyncio.shield(waiting)
-            return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        done.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._writes[decision.write_id] = done
-        try:
-            await self._groups.append_and_wait(decision.records)
-        except StorageError as exc:
-            error = COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
-            log.error("cannot write consumer group %s: %s", decision.group_id, exc)
-            self._fail(decision.write_id, error)
-        except BaseException:
-            self._fail(decision.write_id, ErrorCode.not_coordinator)
-            raise
-        else:
-            if decision.write_id in self._doomed:
-                self._fail(decision.write_id, ErrorCode.not_coordinator)
-            else:
-                self.core.durable(decision.write_id)
-                done.set_result(None)
-        finally:
-            self._writes.pop(decision.write_id, None)
-            self._doomed.discard(decision.write_id)
-        await done
-
-    def _fail(self, write_id: int, error: ErrorCode) -> None:
-        for dropped in self.core.failed(write_id) or [write_id]:
-            self._doomed.add(dropped)
-            future = self._writes.get(dropped)
-            if future is not None and not future.done():
-                future.set_exception(CoordinatorUnavailable(error, "group state not written"))
+        await self._core_writes.carry_out(
+            decision.group_id, decision.records, decision.write_id, decision.after_write_id
+        )
 
     async def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a KIP-848 group here: NONE once its tombstones are durable,
@@ -198,7 +166,8 @@ class ConsumerGroupService:
             deadline = cleanup_at if due is None else min(cleanup_at, due)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(deadline - now_ms(), 0) / 1000)
+                async with asyncio.timeout(max(deadline - now_ms(), 0) / 1000):
+                    await self._wake.wait()
             for decision in self.core.tick(now_ms(), self.topics()):
                 try:
                     await self._carry_out(decision)

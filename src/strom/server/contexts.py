@@ -97,7 +97,12 @@ def handler_contexts(broker: Broker) -> Contexts:
             traffic=broker.observability.counters.traffic,
         ),
         groups=GroupContext(
-            broker.metadata, broker.groups, broker.txn_verifier, current, broker.consumer_groups
+            broker.metadata,
+            broker.groups,
+            broker.txn_verifier,
+            current,
+            broker.consumer_groups,
+            broker.share_groups,
         ),
         txns=TxnContext(
             broker.node_id,

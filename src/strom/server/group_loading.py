@@ -27,6 +27,13 @@ from strom.group.consumer.records import (
 from strom.group.coordinator import GroupCoordinator
 from strom.group.placement import OFFSETS_TOPIC
 from strom.group.records import RecordFormatError, decode_key, decode_value
+from strom.group.share.coordinator import ShareCoordinator
+from strom.group.share.records import (
+    ShareRecordError,
+    decode_share_key,
+    decode_share_value,
+    is_share_key,
+)
 from strom.protocol.batch_header import BatchHeader
 from strom.protocol.markers import MarkerError, marker_of
 from strom.protocol.records import Record
@@ -46,11 +53,12 @@ def load_partition(
     current_ms: int,
     belongs: Callable[[str], bool],
     consumer: ConsumerCoordinator | None = None,
+    share: ShareCoordinator | None = None,
 ) -> int:
     """Replay the partition's log into `core`'s committed groups; returns how many group
     records were replayed. `belongs` selects the groups this partition holds (those a
     marker read here may end). The records of KIP-848 groups (key versions 3-8) go to
-    `consumer`."""
+    `consumer`, those of KIP-932 share groups (10-15) to `share`."""
     count = 0
     for header, records in replay_batches(partition):
         if header.is_control:
@@ -60,6 +68,8 @@ def load_partition(
             for record in records:
                 if consumer is not None and record.key is not None and is_consumer_key(record.key):
                     count += _replay_consumer(consumer, record, current_ms)
+                elif share is not None and record.key is not None and is_share_key(record.key):
+                    count += _replay_share(share, record, current_ms)
                 else:
                     count += _replay(core, record, current_ms, producer_id)
     return count
@@ -100,6 +110,18 @@ def _replay_consumer(core: ConsumerCoordinator, record: Record, current_ms: int)
         value = decode_consumer_value(key, record.value) if record.value is not None else None
     except ConsumerRecordError as exc:
         log.warning("skipping a consumer group record of %s: %s", OFFSETS_TOPIC, exc)
+        return 0
+    core.load(key, value, current_ms)
+    return 1
+
+
+def _replay_share(core: ShareCoordinator, record: Record, current_ms: int) -> int:
+    assert record.key is not None
+    try:
+        key = decode_share_key(record.key)
+        value = decode_share_value(key, record.value) if record.value is not None else None
+    except ShareRecordError as exc:
+        log.warning("skipping a share group record of %s: %s", OFFSETS_TOPIC, exc)
         return 0
     core.load(key, value, current_ms)
     return 1

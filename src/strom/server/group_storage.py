@@ -4,14 +4,27 @@ sees instead (Kafka's mapping), and the producer epoch check of a transactional 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.consumer.records import encode_record
+from strom.group.share.records import ShareKey, ShareValue, encode_share_key, encode_share_value
+
 if TYPE_CHECKING:
+    from strom.config import BrokerConfig
     from strom.server.partition import Partition
 
-__all__ = ["COORDINATOR_ERRORS", "StorageError", "check_producer_epoch"]
+__all__ = [
+    "COORDINATOR_ERRORS",
+    "StorageError",
+    "check_producer_epoch",
+    "encode_group_record",
+    "offsets_topic_configs",
+]
+
+_SHARE_KEYS = get_args(ShareKey)
+_SHARE_VALUES = get_args(ShareValue)
 
 # What the client sees when the group's records cannot be written: Kafka's mapping of
 # storage errors (GroupMetadataManager.storeGroup / GroupCoordinatorService
@@ -44,3 +57,21 @@ def check_producer_epoch(partition: Partition, producer_id: int, producer_epoch:
             ErrorCode.invalid_producer_epoch,
             f"producer {producer_id} epoch {producer_epoch} is older than {entry.epoch}",
         )
+
+
+def encode_group_record(key: object, value: object) -> tuple[bytes, bytes | None]:
+    """Key and value bytes of any `__consumer_offsets` record: a classic group's, a
+    consumer group's (KIP-848) or a share group's (KIP-932)."""
+    if isinstance(key, _SHARE_KEYS):
+        assert value is None or isinstance(value, _SHARE_VALUES)
+        return encode_share_key(key), None if value is None else encode_share_value(value)
+    return encode_record(key, value)
+
+
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
+    """The topic configs `__consumer_offsets` is created with."""
+    return {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(config.offsets_topic_segment_bytes),
+        "compression.type": "producer",
+    }

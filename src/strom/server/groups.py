@@ -6,9 +6,8 @@ storage in `__consumer_offsets`.
             -> close() (waiting requests answered NOT_COORDINATOR) -> closed
 
 The coordinator of a group is the leader of partition `partition_for(group)` of
-`__consumer_offsets`. The topic is created on
-first use (FindCoordinator or any group request), compacted, with
-`offsets.topic.num.partitions` partitions.
+`__consumer_offsets`. The topic is created on first use (FindCoordinator or any group
+request), compacted, with `offsets.topic.num.partitions` partitions.
 
 Every decision of the core is carried out by `apply`: its records are appended to the
 group's partition and committed (held by every in-sync replica, fsynced with the
@@ -45,7 +44,6 @@ from strom.group import offsets as group_offsets
 from strom.group import txn_offsets
 from strom.group.consumer.coordinator import ConsumerCoordinator
 from strom.group.consumer.heartbeat import ConsumerRecord
-from strom.group.consumer.records import encode_record
 from strom.group.coordinator import (
     Discarded,
     GroupCoordinator,
@@ -60,6 +58,9 @@ from strom.group.coordinator import (
 from strom.group.offsets import CommitRequest
 from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.records import OffsetCommitValue
+from strom.group.share.coordinator import ShareCoordinator
+from strom.group.share.heartbeat import ShareRecord
+from strom.group.share.namespace import GroupType
 from strom.group.state import (
     GroupConfig,
     GroupDescription,
@@ -76,7 +77,12 @@ from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 from strom.server.group_loading import load_partition
 from strom.server.group_storage import COORDINATOR_ERRORS as _COORDINATOR_ERRORS
-from strom.server.group_storage import StorageError, check_producer_epoch
+from strom.server.group_storage import (
+    StorageError,
+    check_producer_epoch,
+    encode_group_record,
+    offsets_topic_configs,
+)
 from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
@@ -87,8 +93,7 @@ log = logging.getLogger(__name__)
 C = TypeVar("C", CommitRequest, TxnCommitRequest)
 
 COMMIT_TIMEOUT_S = 5.0
-_TIMER_RETRY_S = 0.5
-"""After a failed timer write (the group is as before it): wait before trying again."""
+_TIMER_RETRY_S = 0.5  # after a failed timer write (the group is as before it)
 
 
 class CoordinatorUnavailable(Exception):
@@ -103,14 +108,6 @@ def _retrieve(future: asyncio.Future[None]) -> None:
     """Mark a write's outcome as seen even if its caller went away."""
     if not future.cancelled():
         future.exception()
-
-
-def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
-    return {
-        "cleanup.policy": "compact",
-        "segment.bytes": str(config.offsets_topic_segment_bytes),
-        "compression.type": "producer",
-    }
 
 
 class OffsetsPartitions(Protocol):
@@ -163,6 +160,9 @@ class GroupService:
         self.consumer = ConsumerCoordinator(  # KIP-848 groups: server/consumer_groups.py
             config_now.consumer_group, random.Random(), label=f"[node {node_id}]"
         )
+        self.share = ShareCoordinator(  # KIP-932 groups: server/share_groups.py
+            config_now.share_group, label=f"[node {node_id}]"
+        )
         self._tokens = itertools.count()
         self._waiting: dict[int, asyncio.Future[Reply]] = {}
         self._pending: dict[int, tuple[Output, asyncio.Future[None]]] = {}
@@ -201,7 +201,9 @@ class GroupService:
             if partition is None:
                 continue
             belongs = self._in_partition(index)
-            count = load_partition(self.core, partition, current, belongs, self.consumer)
+            count = load_partition(
+                self.core, partition, current, belongs, self.consumer, self.share
+            )
             self.consumer.loaded(belongs)
             self._loaded.add(index)
             log.info(
@@ -220,6 +222,7 @@ class GroupService:
         self.consumer.forget(
             g for g in self.consumer.group_ids() if partition_for(g, count) == index
         )
+        self.share.forget(g for g in self.share.group_ids() if partition_for(g, count) == index)
         log.info(
             "[node %d] no longer coordinating the groups of %s-%d",
             self._node_id,
@@ -292,6 +295,8 @@ class GroupService:
         Raises CoordinatorUnavailable."""
         if self.consumer.group(join.group_id) is not None:  # no classic<->consumer migration
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=join.member_id)
+        if self.share.group(join.group_id) is not None:  # a share group: Kafka's answer too
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id="")
         reply = await self.request(
             join.group_id, lambda token: self.core.join(join, token, now_ms())
         )
@@ -322,13 +327,19 @@ class GroupService:
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """The committed state of `group_id`; None when there is no such group here."""
-        group = None if self.consumer.group(group_id) else self.core.groups.get(group_id)
+        other = self.consumer.group(group_id) or self.share.group(group_id)
+        group = None if other else self.core.groups.get(group_id)
         return None if group is None else description_of(group)
 
     def describe_all(self) -> list[GroupDescription]:
         """Every committed classic group this broker coordinates (ListGroups)."""
         groups = self.core.groups.values()
-        return [description_of(g) for g in groups if self.consumer.group(g.group_id) is None]
+        return [description_of(g) for g in groups if self.group_type(g.group_id) is None]
+
+    def group_type(self, group_id: str) -> GroupType | None:
+        """The type of the consumer or share group of this id (None: none, or classic)."""
+        consumer, share = self.consumer.group(group_id), self.share.group(group_id)
+        return GroupType.CONSUMER if consumer else GroupType.SHARE if share else None
 
     def delete_groups(self, group_ids: list[str]) -> tuple[list[ErrorCode], Output]:
         """The core's decision on a DeleteGroups: one error per group, the output to `apply`."""
@@ -347,6 +358,9 @@ class GroupService:
         """A commit to a KIP-848 group: refused (each offset `stale` for a stale member
         epoch), or the commit as the classic core takes it (a "simple" one)."""
         version = commit.api_version if isinstance(commit, CommitRequest) else 9
+        if self.share.group(commit.group_id) is not None:  # "is not a consumer group"
+            refused = [ErrorCode.group_id_not_found] * len(commit.offsets)
+            return (refused, self.core.decide(now_ms(), lambda _: None)), commit
         verdict = self.consumer.check_offset_commit(
             commit.group_id, commit.member_id, commit.generation_id, version
         )
@@ -504,7 +518,7 @@ class GroupService:
 
     async def append_and_wait(
         self,
-        records: Sequence[GroupRecord | ConsumerRecord],
+        records: Sequence[GroupRecord | ConsumerRecord | ShareRecord],
         *,
         producer_id: int = -1,
         producer_epoch: int = -1,
@@ -529,7 +543,7 @@ class GroupService:
                 if producer_id >= 0:
                     check_producer_epoch(partition, producer_id, producer_epoch)
                 batch = encode_batch(
-                    [(*encode_record(key, value), ()) for key, value in items],
+                    [(*encode_group_record(key, value), ()) for key, value in items],
                     base_timestamp_ms=current,
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,

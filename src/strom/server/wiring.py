@@ -17,6 +17,7 @@ from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.share_coordinator import ShareCoordinatorService
 from strom.server.share_state_client import ShareStateClient
+from strom.server.share_groups import ShareGroupService
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
 from strom.server.txn_verifier import TxnVerifier, VerifierPorts
@@ -47,8 +48,10 @@ def metadata_fetcher(broker: Broker) -> MetadataFetcher:
     )
 
 
-def group_services(broker: Broker) -> tuple[GroupService, ConsumerGroupService]:
-    """The group coordinator's shell, and that of its KIP-848 groups."""
+def group_services(
+    broker: Broker,
+) -> tuple[GroupService, ConsumerGroupService, ShareGroupService]:
+    """The group coordinator's shell, and those of its KIP-848 and KIP-932 groups."""
 
     async def create(topics: list[NewTopic]) -> list[TopicResult]:
         return await create_topics(broker.admin_context, topics)
@@ -65,7 +68,13 @@ def group_services(broker: Broker) -> tuple[GroupService, ConsumerGroupService]:
         lambda: broker.metadata.image,
         lambda: broker.config.offsets_retention_check_interval_ms,
     )
-    return groups, consumer
+    share = ShareGroupService(  # on_member_left: the share-partitions' release_member
+        groups,
+        lambda: broker.metadata.image,
+        lambda: broker.share_state,
+        enabled=lambda: broker.config.share_group_enable,
+    )
+    return groups, consumer, share
 
 
 def share_state(broker: Broker) -> ShareStateClient:

@@ -1,16 +1,9 @@
 """The consumer group coordinator of one `__consumer_offsets` partition: a pure core.
 
-It holds the committed groups (what durable records say), the writes not yet durable
-(each a list of records, in the order they were decided), and the tip: the committed
-groups with every pending write's records replayed on top, which the next decision
-reads. A write's transitions:
-
-    decided --durable(write_id)--> its records replayed into the committed groups
-                                   (in order: a write is durable only after the older
-                                   ones of its partition)
-    decided --failed(write_id)--> dropped with every later write of the same groups;
-                                  the tip of those groups is rebuilt from the committed
-                                  groups and the writes that remain
+Its committed groups, the writes not yet durable and the tip the next decision reads
+are kept by `strom.group.pending.PendingWrites` (where a write's transitions are listed):
+a decision's records are pushed there, `durable(write_id)` replays them into the
+committed groups, `failed(write_id)` drops them with the later writes of their group.
 
 A decision that writes nothing may still have read pending writes of its group: its
 answer waits for them (`after_write_id`). Timers (session and rebalance timeouts) are
@@ -57,6 +50,7 @@ from strom.group.consumer.state import (
     OwnershipError,
     replay_consumer,
 )
+from strom.group.pending import PendingWrites
 
 __all__ = ["ConsumerCoordinator", "ConsumerDecision"]
 
@@ -75,14 +69,6 @@ class ConsumerDecision:
     after_write_id: int = 0
 
 
-@dataclass(slots=True)
-class _Pending:
-    write_id: int
-    group_id: str
-    records: list[ConsumerRecord]
-    durable: bool = False
-
-
 def new_member_id(rng: Random) -> str:
     """A random UUID in Kafka's text form (URL-safe base64, no padding)."""
     raw = uuid.UUID(int=rng.getrandbits(128), version=4).bytes
@@ -94,10 +80,9 @@ class ConsumerCoordinator:
         self.config = config
         self._rng = rng
         self._label = label
-        self.committed: dict[str, ConsumerGroup] = {}
-        self._tip: dict[str, ConsumerGroup] = {}
-        self._pending: list[_Pending] = []
-        self._next_write_id = 0
+        self._writes: PendingWrites[ConsumerGroup, ConsumerKey, ConsumerValue] = PendingWrites(
+            replay_consumer, self._retry_removals
+        )
         self._sessions: dict[tuple[str, str], int] = {}
         """(group, member) -> the session deadline, ms."""
         self._revocations: dict[tuple[str, str], tuple[int, int]] = {}
@@ -116,8 +101,16 @@ class ConsumerCoordinator:
         return sorted(self._tip)
 
     @property
+    def committed(self) -> dict[str, ConsumerGroup]:
+        return self._writes.committed
+
+    @property
+    def _tip(self) -> dict[str, ConsumerGroup]:
+        return self._writes.tip
+
+    @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._writes)
 
     # --- loading ------------------------------------------------------------------
 
@@ -205,21 +198,17 @@ class ConsumerCoordinator:
         self._revocations.pop((group_id, member_id), None)
 
     def _last(self, group_id: str) -> int:
-        ids = [p.write_id for p in self._pending if p.group_id == group_id]
-        return ids[-1] if ids else 0
+        return self._writes.last(group_id)
 
     def _finish(self, work: Work, result: ConsumerHeartbeatResult | None) -> ConsumerDecision:
         group_id = work.group.group_id
         if not work.records:
             return ConsumerDecision(group_id, result=result, after_write_id=self._last(group_id))
-        self._next_write_id += 1
-        self._pending.append(_Pending(self._next_write_id, group_id, list(work.records)))
         self._log_changes(work)
-        if work.deleted:
-            self._tip.pop(group_id, None)
-        else:
-            self._tip[group_id] = work.group
-        return ConsumerDecision(group_id, list(work.records), result, self._next_write_id)
+        write_id = self._writes.push(
+            group_id, list(work.records), None if work.deleted else work.group
+        )
+        return ConsumerDecision(group_id, list(work.records), result, write_id)
 
     def _log_changes(self, work: Work) -> None:
         """One INFO line per member that joined or left and per new target assignment."""
@@ -285,60 +274,21 @@ class ConsumerCoordinator:
     # --- the shell reports ----------------------------------------------------------
 
     def durable(self, write_id: int) -> None:
-        for pending in self._pending:
-            if pending.write_id == write_id:
-                pending.durable = True
-        while self._pending and self._pending[0].durable:
-            done = self._pending.pop(0)
-            for key, value in done.records:
-                replay_consumer(self.committed, key, value)
-            if not any(p.group_id == done.group_id for p in self._pending):
-                self._settle(done.group_id)
-
-    def _settle(self, group_id: str) -> None:
-        """No write of the group is pending: its tip is a copy of the committed group."""
-        group = self.committed.get(group_id)
-        if group is None:
-            self._tip.pop(group_id, None)
-        else:
-            self._tip[group_id] = group.copy()
+        self._writes.durable(write_id)
 
     def failed(self, write_id: int) -> list[int]:
         """Drop the write and the later writes of its group; returns their ids."""
-        failed = next((p for p in self._pending if p.write_id == write_id), None)
-        if failed is None:
-            return []
-        dropped = [
-            p.write_id
-            for p in self._pending
-            if p.group_id == failed.group_id and p.write_id >= write_id
-        ]
-        self._pending = [p for p in self._pending if p.write_id not in dropped]
-        self._rebuild(failed.group_id)
-        return dropped
+        return self._writes.failed(write_id)
 
-    def _rebuild(self, group_id: str) -> None:
-        base = self.committed.get(group_id)
-        groups = {group_id: base.copy()} if base is not None else {}
-        for pending in self._pending:
-            if pending.group_id == group_id:
-                for key, value in pending.records:
-                    replay_consumer(groups, key, value)
-        if group_id in groups:
-            self._tip[group_id] = groups[group_id]
-            for member_id in groups[group_id].members:  # a failed removal: try it again
-                self._sessions.setdefault((group_id, member_id), 0)
-        else:
-            self._tip.pop(group_id, None)
+    def _retry_removals(self, group: ConsumerGroup) -> None:
+        """A failed write's group is as before it: a removal it held is tried again."""
+        for member_id in group.members:
+            self._sessions.setdefault((group.group_id, member_id), 0)
 
     def forget(self, group_ids: Iterable[str]) -> list[int]:
         """This coordinator no longer owns these groups: drop them and their writes."""
         gone = set(group_ids)
-        dropped = [p.write_id for p in self._pending if p.group_id in gone]
-        self._pending = [p for p in self._pending if p.group_id not in gone]
-        for group_id in gone:
-            self.committed.pop(group_id, None)
-            self._tip.pop(group_id, None)
+        dropped = self._writes.forget(gone)
         for key in [k for k in self._sessions if k[0] in gone]:
             self._forget_timers(*key)
         for key in [k for k in self._revocations if k[0] in gone]:

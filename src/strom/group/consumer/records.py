@@ -22,14 +22,22 @@ A null value is a tombstone. docs/groups.md lists the fields.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from strom.group import records as classic
+from strom.group.member_layout import (
+    Assignment,
+    decode_member_key,
+    encode_member_key,
+    read_assignment,
+    write_assignment,
+)
 from strom.protocol.layout import LayoutReader, LayoutWriter, RecordLayoutError
 
 __all__ = [
+    "Assignment",
     "ConsumerGroupEpochKey",
     "ConsumerGroupEpochValue",
     "ConsumerKey",
@@ -51,9 +59,6 @@ __all__ = [
     "encode_consumer_value",
     "is_consumer_key_version",
 ]
-
-Assignment = Mapping[uuid.UUID, frozenset[int]]
-"""Topic id -> partitions. Treated as immutable wherever it is held."""
 
 EPOCH_KEY_VERSION = 3
 PARTITION_METADATA_KEY_VERSION = 4
@@ -237,15 +242,15 @@ def encode_record(key: object, value: object) -> tuple[bytes, bytes | None]:
 
 
 def encode_consumer_key(key: ConsumerKey) -> bytes:
-    w = LayoutWriter()
+    member_id = (
+        key.member_id
+        if isinstance(key, MemberSubscriptionKey | TargetAssignmentKey | CurrentAssignmentKey)
+        else None
+    )
     try:
-        w.i16(_KEY_VERSIONS[type(key)])
-        w.string(key.group_id, compact=False)
-        if isinstance(key, MemberSubscriptionKey | TargetAssignmentKey | CurrentAssignmentKey):
-            w.string(key.member_id, compact=False)
+        return encode_member_key(_KEY_VERSIONS[type(key)], key.group_id, member_id)
     except RecordLayoutError as exc:
         raise ConsumerRecordError(str(exc)) from None
-    return w.bytes()
 
 
 def encode_consumer_value(value: ConsumerValue) -> bytes:
@@ -284,50 +289,38 @@ def _write_value(w: LayoutWriter, value: ConsumerValue) -> None:
         w.i32(value.rebalance_timeout_ms)
         w.string(value.server_assignor, compact=True)
     elif isinstance(value, TargetAssignmentValue):
-        _write_assignment(w, value.partitions)
+        write_assignment(w, value.partitions)
     else:
         w.i32(value.member_epoch)
         w.i32(value.previous_member_epoch)
         w.i8(value.state)
-        _write_assignment(w, value.assigned)
-        _write_assignment(w, value.pending_revocation)
-
-
-def _write_assignment(w: LayoutWriter, assignment: Assignment) -> None:
-    w.array_length(len(assignment), compact=True)
-    for topic_id in sorted(assignment):
-        w.out += topic_id.bytes
-        partitions = sorted(assignment[topic_id])
-        w.array_length(len(partitions), compact=True)
-        for partition in partitions:
-            w.i32(partition)
-        w.tagged_fields({})
+        write_assignment(w, value.assigned)
+        write_assignment(w, value.pending_revocation)
 
 
 # --------------------------------------------------------------------------- reading
 
 
+_GROUP_KEYS: dict[int, Callable[[str], ConsumerKey]] = {
+    EPOCH_KEY_VERSION: ConsumerGroupEpochKey,
+    PARTITION_METADATA_KEY_VERSION: PartitionMetadataKey,
+    TARGET_EPOCH_KEY_VERSION: TargetAssignmentEpochKey,
+}
+_MEMBER_KEYS: dict[int, Callable[[str, str], ConsumerKey]] = {
+    MEMBER_KEY_VERSION: MemberSubscriptionKey,
+    TARGET_MEMBER_KEY_VERSION: TargetAssignmentKey,
+    CURRENT_ASSIGNMENT_KEY_VERSION: CurrentAssignmentKey,
+}
+
+
 def decode_consumer_key(data: bytes) -> ConsumerKey:
-    r = LayoutReader(data)
     try:
-        version = r.i16()
-        group_id = r.string(compact=False)
-        if version == EPOCH_KEY_VERSION:
-            return ConsumerGroupEpochKey(group_id)
-        if version == PARTITION_METADATA_KEY_VERSION:
-            return PartitionMetadataKey(group_id)
-        if version == TARGET_EPOCH_KEY_VERSION:
-            return TargetAssignmentEpochKey(group_id)
-        member_id = r.string(compact=False)
+        key = decode_member_key(data, _GROUP_KEYS, _MEMBER_KEYS)
     except RecordLayoutError as exc:
         raise ConsumerRecordError(str(exc)) from None
-    if version == MEMBER_KEY_VERSION:
-        return MemberSubscriptionKey(group_id, member_id)
-    if version == TARGET_MEMBER_KEY_VERSION:
-        return TargetAssignmentKey(group_id, member_id)
-    if version == CURRENT_ASSIGNMENT_KEY_VERSION:
-        return CurrentAssignmentKey(group_id, member_id)
-    raise ConsumerRecordError(f"not a consumer group key version: {version}")
+    if isinstance(key, int):
+        raise ConsumerRecordError(f"not a consumer group key version: {key}")
+    return key
 
 
 def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
@@ -362,13 +355,13 @@ def _read_value(r: LayoutReader, kind: type) -> ConsumerValue:
             server_assignor=r.nullable_string(compact=True),
         )
     if kind is TargetAssignmentValue:
-        return TargetAssignmentValue(_read_assignment(r))
+        return TargetAssignmentValue(read_assignment(r))
     return CurrentAssignmentValue(
         member_epoch=r.i32(),
         previous_member_epoch=r.i32(),
         state=r.i8(),
-        assigned=_read_assignment(r),
-        pending_revocation=_read_assignment(r),
+        assigned=read_assignment(r),
+        pending_revocation=read_assignment(r),
     )
 
 
@@ -387,13 +380,3 @@ def _read_topic(r: LayoutReader) -> TopicMetadata:
         r.tagged_fields()
     r.tagged_fields()
     return TopicMetadata(topic_id, name, partitions)
-
-
-def _read_assignment(r: LayoutReader) -> dict[uuid.UUID, frozenset[int]]:
-    assignment: dict[uuid.UUID, frozenset[int]] = {}
-    for _ in range(r.array_length(compact=True) or 0):
-        topic_id = uuid.UUID(bytes=r.take(16))
-        partitions = [r.i32() for _ in range(r.array_length(compact=True) or 0)]
-        r.tagged_fields()
-        assignment[topic_id] = assignment.get(topic_id, frozenset()) | frozenset(partitions)
-    return assignment

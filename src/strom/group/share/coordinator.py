@@ -3,12 +3,9 @@
 Shaped as the consumer groups' coordinator (`strom.group.consumer.coordinator`): the
 committed groups (what durable records say), the writes not yet durable, and the tip
 (the committed groups with every pending write replayed on top), which the next
-decision reads. A write's transitions:
-
-    decided --durable(write_id)--> its records replayed into the committed groups, in
-                                   the order they were decided
-    decided --failed(write_id)--> dropped with every later write of the same group;
-                                  the group's tip rebuilt from what remains
+decision reads, are kept by `strom.group.pending.PendingWrites`, which lists a write's
+transitions (durable: replayed into the committed groups; failed: dropped with the
+later writes of its group, the group's tip rebuilt from what remains).
 
 A decision that writes nothing waits for the pending writes of its group it read
 (`after_write_id`). Session deadlines are kept here, not in records, as in Kafka;
@@ -24,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.pending import PendingWrites
 from strom.group.share.heartbeat import (
     LEAVE_GROUP_EPOCH,
     ShareDescribedGroup,
@@ -80,22 +78,13 @@ class ShareGroupDecision:
     then reports with `state_initialized` or `state_not_initialized`."""
 
 
-@dataclass(slots=True)
-class _PendingShareWrite:
-    write_id: int
-    group_id: str
-    records: list[ShareRecord]
-    durable: bool = False
-
-
 class ShareCoordinator:
     def __init__(self, config: ShareGroupConfig, *, label: str = "") -> None:
         self.config = config
         self._label = label
-        self.committed: dict[str, ShareGroup] = {}
-        self._tip: dict[str, ShareGroup] = {}
-        self._pending: list[_PendingShareWrite] = []
-        self._next_write_id = 0
+        self._writes: PendingWrites[ShareGroup, ShareKey, ShareValue] = PendingWrites(
+            replay_share, self._retry_removals
+        )
         self._sessions: dict[tuple[str, str], int] = {}
         """(group, member) -> its session deadline, ms."""
         self._initializing_since: dict[str, int] = {}
@@ -103,6 +92,14 @@ class ShareCoordinator:
         initializing share-partitions were asked for then (as Kafka keeps it)."""
 
     # --- reading ------------------------------------------------------------------
+
+    @property
+    def committed(self) -> dict[str, ShareGroup]:
+        return self._writes.committed
+
+    @property
+    def _tip(self) -> dict[str, ShareGroup]:
+        return self._writes.tip
 
     def group(self, group_id: str) -> ShareGroup | None:
         """The newest version of a group (pending writes included). Read only."""
@@ -133,10 +130,9 @@ class ShareCoordinator:
         replay_share(self.committed, key, value)
         if isinstance(key, ShareStatePartitionsKey):
             self._initializing_since[key.group_id] = now_ms
-        self._tip.pop(key.group_id, None)
+        self._writes.settle(key.group_id)
         group = self.committed.get(key.group_id)
         if group is not None:
-            self._tip[key.group_id] = group.copy()
             deadline_ms = now_ms + self.config.session_timeout_ms
             for member_id in group.members:
                 self._sessions.setdefault((key.group_id, member_id), deadline_ms)
@@ -267,8 +263,7 @@ class ShareCoordinator:
         return min(self._sessions.values()) if self._sessions else None
 
     def _last(self, group_id: str) -> int:
-        ids = [p.write_id for p in self._pending if p.group_id == group_id]
-        return ids[-1] if ids else 0
+        return self._writes.last(group_id)
 
     def _finish(self, work: ShareWork, result: ShareHeartbeatResult | None) -> ShareGroupDecision:
         group_id = work.group.group_id
@@ -280,65 +275,32 @@ class ShareCoordinator:
             log.info("%s share group %s: member %s joined", self._label, group_id, member_id)
         for member_id in sorted(old - set(work.group.members)):
             log.info("%s share group %s: member %s left", self._label, group_id, member_id)
-        self._next_write_id += 1
-        self._pending.append(_PendingShareWrite(self._next_write_id, group_id, list(work.records)))
-        if work.deleted:
-            self._tip.pop(group_id, None)
-        else:
-            self._tip[group_id] = work.group
-        return ShareGroupDecision(group_id, list(work.records), result, self._next_write_id)
+        write_id = self._writes.push(
+            group_id, list(work.records), None if work.deleted else work.group
+        )
+        return ShareGroupDecision(group_id, list(work.records), result, write_id)
 
     # --- the shell reports ----------------------------------------------------------
 
     def durable(self, write_id: int) -> None:
-        for pending in self._pending:
-            if pending.write_id == write_id:
-                pending.durable = True
-        while self._pending and self._pending[0].durable:
-            done = self._pending.pop(0)
-            for key, value in done.records:
-                replay_share(self.committed, key, value)
-            if not any(p.group_id == done.group_id for p in self._pending):
-                self._rebuild(done.group_id)
+        self._writes.durable(write_id)
 
     def failed(self, write_id: int) -> list[int]:
         """Drop the write and the later writes of its group; returns their ids."""
-        failed = next((p for p in self._pending if p.write_id == write_id), None)
-        if failed is None:
-            return []
-        dropped = [
-            p.write_id
-            for p in self._pending
-            if p.group_id == failed.group_id and p.write_id >= write_id
-        ]
-        self._pending = [p for p in self._pending if p.write_id not in dropped]
-        self._rebuild(failed.group_id)
-        return dropped
+        return self._writes.failed(write_id)
+
+    def _retry_removals(self, group: ShareGroup) -> None:
+        """A failed write's group is as before it: a removal it held is tried again."""
+        for member_id in group.members:
+            self._sessions.setdefault((group.group_id, member_id), 0)
 
     def forget(self, group_ids: Iterable[str]) -> list[int]:
         """This coordinator no longer owns these groups (the partition moved): drop them,
         their pending writes (returned) and their timers."""
         gone = set(group_ids)
-        dropped = [p.write_id for p in self._pending if p.group_id in gone]
-        self._pending = [p for p in self._pending if p.group_id not in gone]
+        dropped = self._writes.forget(gone)
         for group_id in gone:
-            self.committed.pop(group_id, None)
-            self._tip.pop(group_id, None)
             self._initializing_since.pop(group_id, None)
         for key in [k for k in self._sessions if k[0] in gone]:
             del self._sessions[key]
         return dropped
-
-    def _rebuild(self, group_id: str) -> None:
-        base = self.committed.get(group_id)
-        groups = {group_id: base.copy()} if base is not None else {}
-        for pending in self._pending:
-            if pending.group_id == group_id:
-                for key, value in pending.records:
-                    replay_share(groups, key, value)
-        if group_id in groups:
-            self._tip[group_id] = groups[group_id]
-            for member_id in groups[group_id].members:  # a failed removal: try it again
-                self._sessions.setdefault((group_id, member_id), 0)
-        else:
-            self._tip.pop(group_id, None)

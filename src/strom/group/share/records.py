@@ -29,9 +29,16 @@ has the request schemas, not the coordinator's record schemas.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from strom.group.member_layout import (
+    Assignment,
+    decode_member_key,
+    encode_member_key,
+    read_assignment,
+    write_assignment,
+)
 from strom.protocol.layout import LayoutReader, LayoutWriter, RecordLayoutError
 
 __all__ = [
@@ -59,8 +66,8 @@ __all__ = [
     "is_share_key",
 ]
 
-ShareAssignment = Mapping[uuid.UUID, frozenset[int]]
-"""Topic id -> partitions. Treated as immutable wherever it is held."""
+ShareAssignment = Assignment
+"""Topic id -> partitions (`strom.group.member_layout.Assignment`)."""
 
 MEMBER_KEY_VERSION = 10
 EPOCH_KEY_VERSION = 11
@@ -215,15 +222,11 @@ _VALUE_OF_KEY: dict[type, type] = {
 
 
 def encode_share_key(key: ShareKey) -> bytes:
-    w = LayoutWriter()
+    member_id = key.member_id if isinstance(key, _MEMBER_KEYS) else None
     try:
-        w.i16(_KEY_VERSIONS[type(key)])
-        w.string(key.group_id, compact=False)
-        if isinstance(key, _MEMBER_KEYS):
-            w.string(key.member_id, compact=False)
+        return encode_member_key(_KEY_VERSIONS[type(key)], key.group_id, member_id)
     except RecordLayoutError as exc:
         raise ShareRecordError(str(exc)) from None
-    return w.bytes()
 
 
 def encode_share_value(value: ShareValue) -> bytes:
@@ -248,12 +251,12 @@ def encode_share_value(value: ShareValue) -> bytes:
                     8, "big", signed=True
                 )
         elif isinstance(value, ShareTargetValue):
-            _write_assignment(w, value.partitions)
+            write_assignment(w, value.partitions)
         elif isinstance(value, ShareCurrentAssignmentValue):
             w.i32(value.member_epoch)
             w.i32(value.previous_member_epoch)
             w.i8(value.state)
-            _write_assignment(w, value.assigned)
+            write_assignment(w, value.assigned)
         else:
             _write_topics(w, value.initializing, with_partitions=True)
             _write_topics(w, value.initialized, with_partitions=True)
@@ -262,17 +265,6 @@ def encode_share_value(value: ShareValue) -> bytes:
         raise ShareRecordError(str(exc)) from None
     w.tagged_fields(tags)
     return w.bytes()
-
-
-def _write_assignment(w: LayoutWriter, assignment: ShareAssignment) -> None:
-    w.array_length(len(assignment), compact=True)
-    for topic_id in sorted(assignment):
-        w.out += topic_id.bytes
-        partitions = sorted(assignment[topic_id])
-        w.array_length(len(partitions), compact=True)
-        for partition in partitions:
-            w.i32(partition)
-        w.tagged_fields({})
 
 
 def _write_topics(
@@ -293,31 +285,26 @@ def _write_topics(
 # --------------------------------------------------------------------------- reading
 
 
+_GROUP_KEYS: dict[int, Callable[[str], ShareKey]] = {
+    EPOCH_KEY_VERSION: ShareGroupEpochKey,
+    TARGET_EPOCH_KEY_VERSION: ShareTargetEpochKey,
+    STATE_PARTITIONS_KEY_VERSION: ShareStatePartitionsKey,
+}
+_MEMBER_KEY_TYPES: dict[int, Callable[[str, str], ShareKey]] = {
+    MEMBER_KEY_VERSION: ShareMemberKey,
+    TARGET_MEMBER_KEY_VERSION: ShareTargetKey,
+    CURRENT_ASSIGNMENT_KEY_VERSION: ShareCurrentAssignmentKey,
+}
+
+
 def decode_share_key(data: bytes) -> ShareKey:
-    r = LayoutReader(data)
     try:
-        version = r.i16()
-        group_id = r.string(compact=False)
-        if version == EPOCH_KEY_VERSION:
-            return ShareGroupEpochKey(group_id)
-        if version == TARGET_EPOCH_KEY_VERSION:
-            return ShareTargetEpochKey(group_id)
-        if version == STATE_PARTITIONS_KEY_VERSION:
-            return ShareStatePartitionsKey(group_id)
-        if version not in (
-            MEMBER_KEY_VERSION,
-            TARGET_MEMBER_KEY_VERSION,
-            CURRENT_ASSIGNMENT_KEY_VERSION,
-        ):
-            raise ShareRecordError(f"not a share group key version: {version}")
-        member_id = r.string(compact=False)
+        key = decode_member_key(data, _GROUP_KEYS, _MEMBER_KEY_TYPES)
     except RecordLayoutError as exc:
         raise ShareRecordError(str(exc)) from None
-    if version == MEMBER_KEY_VERSION:
-        return ShareMemberKey(group_id, member_id)
-    if version == TARGET_MEMBER_KEY_VERSION:
-        return ShareTargetKey(group_id, member_id)
-    return ShareCurrentAssignmentKey(group_id, member_id)
+    if isinstance(key, int):
+        raise ShareRecordError(f"not a share group key version: {key}")
+    return key
 
 
 def decode_share_value(key: ShareKey, data: bytes) -> ShareValue:
@@ -353,26 +340,16 @@ def _read_value(r: LayoutReader, kind: type) -> ShareValue:
     if kind is ShareTargetEpochValue:
         return ShareTargetEpochValue(r.i32())
     if kind is ShareTargetValue:
-        return ShareTargetValue(_read_assignment(r))
+        return ShareTargetValue(read_assignment(r))
     if kind is ShareCurrentAssignmentValue:
         member_epoch = r.i32()
         previous = r.i32()
         state = r.i8()
-        return ShareCurrentAssignmentValue(member_epoch, previous, state, _read_assignment(r))
+        return ShareCurrentAssignmentValue(member_epoch, previous, state, read_assignment(r))
     initializing = _read_topics(r, with_partitions=True)
     initialized = _read_topics(r, with_partitions=True)
     deleting = _read_topics(r, with_partitions=False)
     return ShareStatePartitionsValue(initializing, initialized, deleting)
-
-
-def _read_assignment(r: LayoutReader) -> dict[uuid.UUID, frozenset[int]]:
-    assignment: dict[uuid.UUID, frozenset[int]] = {}
-    for _ in range(r.array_length(compact=True) or 0):
-        topic_id = uuid.UUID(bytes=r.take(16))
-        partitions = [r.i32() for _ in range(r.array_length(compact=True) or 0)]
-        r.tagged_fields()
-        assignment[topic_id] = assignment.get(topic_id, frozenset()) | frozenset(partitions)
-    return assignment
 
 
 def _read_topics(r: LayoutReader, *, with_partitions: bool) -> tuple[ShareStateTopic, ...]:

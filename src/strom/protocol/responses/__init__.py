@@ -84,6 +84,10 @@ from strom.protocol.responses.share_state import (
     ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateResponse,
 )
+from strom.protocol.responses.share_groups import (
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatResponse,
+)
 from strom.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -136,6 +140,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.HEARTBEAT: HeartbeatResponse,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
+    ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatResponse,
+    ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeResponse,
     ApiKey.LEAVE_GROUP: LeaveGroupResponse,
     ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.DESCRIBE_GROUPS: DescribeGroupsResponse,

@@ -33,6 +33,7 @@ from strom.server.handlers import (
     reassignments,
     sasl,
     scram,
+    share_groups,
     share_state,
     topic_partitions,
     transactions,
@@ -108,6 +109,12 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ),
         ApiKey.CONSUMER_GROUP_DESCRIBE: partial(
             consumer_groups.handle_consumer_group_describe, contexts.groups
+        ),
+        ApiKey.SHARE_GROUP_HEARTBEAT: partial(
+            share_groups.handle_share_group_heartbeat, contexts.groups
+        ),
+        ApiKey.SHARE_GROUP_DESCRIBE: partial(
+            share_groups.handle_share_group_describe, contexts.groups
         ),
         ApiKey.OFFSET_COMMIT: partial(offsets.handle_offset_commit, contexts.groups),
         ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),

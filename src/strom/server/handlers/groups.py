@@ -229,6 +229,23 @@ async def handle_list_groups(context: GroupContext, request: Request) -> Any:
                 "group_type": "consumer",
             }
         )
+    share = context.share
+    for group_id in share.group_ids() if share is not None else []:
+        _, _, found = share.describe(group_id) if share is not None else (None, None, None)
+        if found is None or (states and found.group_state.lower() not in states):
+            continue
+        if (types and "share" not in types) or not (
+            every or access.allows(AclOperation.DESCRIBE, _GROUP, group_id)
+        ):
+            continue
+        groups.append(
+            {
+                "group_id": group_id,
+                "protocol_type": "share",
+                "group_state": found.group_state,
+                "group_type": "share",
+            }
+        )
     response: ListGroupsResponse = {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -325,6 +342,10 @@ async def handle_delete_groups(context: GroupContext, request: Request) -> Any:
             else:
                 results[group_id] = error
                 local.remove(group_id)
+    if context.share is not None:  # a share group: its share state and records
+        for group_id in [g for g in local if g in context.share.group_ids()]:
+            results[group_id] = await context.share.delete(group_id)
+            local.remove(group_id)
     errors, out = context.groups.delete_groups(local)
     errors = [
         ErrorCode.none if g in consumer_deleted and e is ErrorCode.group_id_not_found else e

@@ -177,6 +177,8 @@ async def _fetch_group(
     with committed offsets."""
     if not access.allows(_DESCRIBE, _GROUP, group_id):
         return ErrorCode.group_authorization_failed, []
+    if context.share is not None and group_id in context.share.group_ids():
+        return ErrorCode.group_id_not_found, []  # "is not a consumer group", as Kafka
     describable = allowed_topics(access, _DESCRIBE)
     if topics is None:
         error, found = await _committed(context, group_id, None, require_stable)

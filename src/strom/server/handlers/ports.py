@@ -24,6 +24,11 @@ from strom.group.consumer.state import ConsumerGroup
 from strom.group.offsets import CommitRequest
 from strom.group.records import OffsetCommitValue
 from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
+from strom.group.share.heartbeat import (
+    ShareDescribedGroup,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResult,
+)
 from strom.group.state import GroupDescription, JoinResult, SyncResult, TopicPartition
 from strom.group.txn_offsets import StableOffsets, TxnCommitRequest
 from strom.metadata.brokers import BrokerResult
@@ -285,6 +290,32 @@ class ConsumerCoordination(Protocol):
         ...
 
 
+class ShareCoordination(Protocol):
+    """KIP-932 share groups' membership (server/share_groups.py: ShareGroupService)."""
+
+    enabled: Callable[[], bool]
+    """group.share.enable: when False the share-group APIs answer UNSUPPORTED_VERSION."""
+
+    async def heartbeat(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat, answered once its records are durable (and the state of
+        share-partitions it asked for initialized); raises CoordinatorUnavailable."""
+        ...
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, str | None, ShareDescribedGroup | None]:
+        """ShareGroupDescribe of a group coordinated here: its error and message, or
+        its view (GROUP_ID_NOT_FOUND also for a group of another type)."""
+        ...
+
+    async def delete(self, group_id: str) -> ErrorCode:
+        """Delete an empty share group and its share-partitions' state: NONE,
+        NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND or an error."""
+        ...
+
+    def group_ids(self) -> list[str]:
+        """The share groups this broker coordinates."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class GroupContext:
     """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
@@ -300,6 +331,8 @@ class GroupContext:
     """The ACL decisions now; None: no authorizer configured."""
     consumer: ConsumerCoordination | None = None
     """KIP-848 consumer groups; None where they are not served (some unit tests)."""
+    share: ShareCoordination | None = None
+    """KIP-932 share groups; None where they are not served (some unit tests)."""
 
 
 class ShareStateLookup(Protocol):
