@@ -153,13 +153,10 @@ class BrokerConfig:
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     group_max_size: int
-    consumer_group: ConsumerGroupConfig
-    """The group.consumer.* settings of KIP-848 consumer groups."""
-    share_coordinator: ShareCoordinatorSettings
-    share_group: ShareGroupConfig
-    """The group.share.* settings of KIP-932 share groups' membership."""
-    share_group_enable: bool
-    """group.share.enable: whether share groups are served."""
+    consumer_group: ConsumerGroupConfig  # group.consumer.*: KIP-848 consumer groups
+    share_coordinator: ShareCoordinatorSettings  # share.coordinator.*
+    share_group: ShareGroupConfig  # group.share.*: KIP-932 share groups' membership
+    share_group_enable: bool  # group.share.enable: whether share groups are served
     offsets_topic_segment_bytes: int
     offset_metadata_max_bytes: int
     transaction_state_log_num_partitions: int

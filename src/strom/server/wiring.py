@@ -16,8 +16,8 @@ from strom.server.groups import GroupService
 from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.share_coordinator import ShareCoordinatorService
-from strom.server.share_state_client import ShareStateClient
 from strom.server.share_groups import ShareGroupService
+from strom.server.share_state_client import ShareStateClient
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
 from strom.server.txn_verifier import TxnVerifier, VerifierPorts

@@ -143,7 +143,7 @@ def test_find_coordinator_needs_describe_on_each_group_key() -> None:
         9000 + NODE_ID,
     )
     assert (refused.key, refused.error_code) == (SECRET, DENIED)
-    assert (found.error_message, refused.error_message) == (None, "Group authorization failed.")
+    assert (found.error_message, refused.error_message) == ("NONE", "Group authorization failed.")
     assert (refused.node_id, refused.host, refused.port) == (-1, "", -1)
     assert lookup.groups.ensured == 1  # the refused key created nothing
 

@@ -77,16 +77,16 @@ from strom.protocol.responses.scram import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsResponse,
 )
+from strom.protocol.responses.share_groups import (
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatResponse,
+)
 from strom.protocol.responses.share_state import (
     DeleteShareGroupStateResponse,
     InitializeShareGroupStateResponse,
     ReadShareGroupStateResponse,
     ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateResponse,
-)
-from strom.protocol.responses.share_groups import (
-    ShareGroupDescribeResponse,
-    ShareGroupHeartbeatResponse,
 )
 from strom.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
