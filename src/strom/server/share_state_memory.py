@@ -46,7 +46,15 @@ class MemoryShareState:
     async def read(self, key: ShareStateKey, leader_epoch: int) -> ShareStateRead:
         kept = self._kept.get(key)
         if kept is None:
-            return ShareStateRead(ErrorCode.unknown_topic_or_partition, "not initialized")
+            # The stand-in's shortcut until share-group membership is merged: there the
+            # group coordinator initializes a share-partition before it assigns it (and a
+            # read of a key never initialized answers UNKNOWN_TOPIC_OR_PARTITION, as
+            # Kafka's share coordinator does); here a share consumer fetches with no
+            # membership, so an unknown key reads as initialized, to be placed by its
+            # leader.
+            kept = self._kept[key] = _Kept(
+                DurableShareState(start_offset=UNINITIALIZED_START_OFFSET)
+            )
         if leader_epoch < kept.durable.leader_epoch:
             return ShareStateRead(ErrorCode.fenced_leader_epoch, "leader epoch is older")
         kept.durable.leader_epoch = leader_epoch
