@@ -30,6 +30,7 @@ __all__ = [
     "SHARE_AUTO_OFFSET_RESET",
     "GroupConfigKey",
     "check_group_broker_keys",
+    "duration_ms",
     "group_config_defaults",
     "validate_group_configs",
 ]
@@ -241,6 +242,20 @@ def _dead_letter_topic(name: str, text: str) -> str:
     if topic.startswith("__"):
         raise invalid_value(name, text, "DLQ topic name must not start with '__'")
     return topic
+
+
+def duration_ms(text: str) -> int:
+    """A checked ISO-8601 duration (by_duration's) in milliseconds."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    sign, days, _, hours, minutes, seconds, fraction = match.groups()
+    total_ms = sum(
+        int(part or 0) * unit_ms
+        for part, unit_ms in ((days, 86_400_000), (hours, 3_600_000), (minutes, 60_000))
+    )
+    total_ms += int(seconds or 0) * 1000 + int((fraction or "").ljust(3, "0")[:3])
+    return -total_ms if sign == "-" else total_ms
 
 
 def _duration_problem(text: str) -> str | None:

@@ -70,6 +70,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,10 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
     # KIP-966: Kafka 4.0's kafka-topics.sh --describe asks this, page by page, when served.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: VersionRange(0, 0),
+    # KIP-932 share groups: v1 is what Kafka 4.1+ and librdkafka's ShareConsumer speak;
+    # v2 adds KIP-1222's renew acknowledgements and ShareFetch's acquire mode.
+    ApiKey.SHARE_FETCH: VersionRange(1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
 }
 
 # Served on the controller listener only, between strom's own nodes (Kafka brokers do not

@@ -14,6 +14,8 @@ from strom.server.controller_channel import ControllerChannel
 from strom.server.groups import GroupService
 from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
+from strom.server.share_dead_letters import DeadLetterCopier
+from strom.server.share_partitions import SharePartitionManager
 from strom.server.share_state_memory import MemoryShareState
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
@@ -71,6 +73,21 @@ def share_state(broker: Broker) -> ShareStatePort:
     """Where share-partition states are kept, for share-partition leaders and the group
     coordinator."""
     return MemoryShareState()
+
+
+def share_services(broker: Broker) -> tuple[ShareStatePort, SharePartitionManager]:
+    """The share-state port (strom.share.state_port) and the share-partitions this broker
+    leads (ShareFetch, ShareAcknowledge) over it."""
+    state = share_state(broker)
+    image = lambda: broker.metadata.image  # noqa: E731 (one line in a small function)
+    return state, SharePartitionManager(
+        broker.node_id,
+        state,
+        broker.partitions,
+        image,
+        lambda: broker.config,
+        DeadLetterCopier(broker.node_id, image, broker.partitions),
+    )
 
 
 def marker_appender(broker: Broker) -> MarkerAppender:

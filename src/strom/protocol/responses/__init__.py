@@ -77,6 +77,7 @@ from strom.protocol.responses.scram import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsResponse,
 )
+from strom.protocol.responses.share import ShareAcknowledgeResponse, ShareFetchResponse
 from strom.protocol.responses.transactions import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -129,6 +130,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.HEARTBEAT: HeartbeatResponse,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatResponse,
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
+    ApiKey.SHARE_FETCH: ShareFetchResponse,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.LEAVE_GROUP: LeaveGroupResponse,
     ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.DESCRIBE_GROUPS: DescribeGroupsResponse,

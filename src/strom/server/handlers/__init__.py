@@ -33,6 +33,7 @@ from strom.server.handlers import (
     reassignments,
     sasl,
     scram,
+    share_fetch,
     topic_partitions,
     transactions,
     txn_admin,
@@ -68,6 +69,8 @@ class Contexts:
     txn_markers: txn_markers.TxnMarkersContext
     """WriteTxnMarkers, which transaction coordinators send to the partitions' leaders on
     their client listeners (Kafka: the inter-broker listener)."""
+    share: share_fetch.ShareContext
+    """ShareFetch and ShareAcknowledge (KIP-932)."""
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -105,6 +108,8 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.CONSUMER_GROUP_DESCRIBE: partial(
             consumer_groups.handle_consumer_group_describe, contexts.groups
         ),
+        ApiKey.SHARE_FETCH: partial(share_fetch.handle_share_fetch, contexts.share),
+        ApiKey.SHARE_ACKNOWLEDGE: partial(share_fetch.handle_share_acknowledge, contexts.share),
         ApiKey.OFFSET_COMMIT: partial(offsets.handle_offset_commit, contexts.groups),
         ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),
         ApiKey.OFFSET_DELETE: partial(offsets.handle_offset_delete, contexts.groups),
