@@ -35,7 +35,12 @@ SESSION = "consumer.session.timeout.ms"
 GROUP_KEYS = {
     "consumer.heartbeat.interval.ms",
     "consumer.session.timeout.ms",
+    "errors.deadletterqueue.copy.record.enable",
+    "errors.deadletterqueue.topic.name",
     "share.auto.offset.reset",
+    "share.delivery.count.limit",
+    "share.partition.max.record.locks",
+    "share.renew.acknowledge.enable",
     "share.heartbeat.interval.ms",
     "share.record.lock.duration.ms",
     "share.session.timeout.ms",

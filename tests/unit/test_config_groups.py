@@ -16,7 +16,12 @@ from strom.config.group_configs import (
 DEFAULTS = {
     "consumer.heartbeat.interval.ms": "5000",
     "consumer.session.timeout.ms": "45000",
+    "errors.deadletterqueue.copy.record.enable": "false",
+    "errors.deadletterqueue.topic.name": "",
     "share.auto.offset.reset": "latest",
+    "share.delivery.count.limit": "5",
+    "share.partition.max.record.locks": "2000",
+    "share.renew.acknowledge.enable": "true",
     "share.heartbeat.interval.ms": "5000",
     "share.record.lock.duration.ms": "30000",
     "share.session.timeout.ms": "45000",
@@ -49,11 +54,34 @@ def test_every_bound_is_a_broker_key_with_kafkas_default() -> None:
         "group.share.record.lock.duration.ms": "30000",
         "group.share.min.record.lock.duration.ms": "15000",
         "group.share.max.record.lock.duration.ms": "60000",
+        "group.share.delivery.count.limit": "5",
+        "group.share.min.delivery.count.limit": "2",
+        "group.share.max.delivery.count.limit": "10",
+        "group.share.partition.max.record.locks": "2000",
+        "group.share.min.partition.max.record.locks": "100",
+        "group.share.max.partition.max.record.locks": "4000",
     }
     assert {name: CONFIG_KEYS_BY_NAME[name].default for name in expected} == expected
     for key in GROUP_CONFIG_KEYS.values():
         for name in (key.broker_key, key.min_key, key.max_key):
             assert name is None or name in expected
+
+
+def test_share_keys_of_kafka_4_2() -> None:
+    overrides = {
+        "share.renew.acknowledge.enable": "FALSE",
+        "errors.deadletterqueue.topic.name": " dlq ",
+        "share.delivery.count.limit": "3",
+    }
+    assert validate_group_configs(overrides, {}) == {
+        "errors.deadletterqueue.topic.name": "dlq",
+        "share.delivery.count.limit": "3",
+        "share.renew.acknowledge.enable": "false",
+    }
+    with pytest.raises(ConfigError, match="must not start with '__'"):
+        validate_group_configs({"errors.deadletterqueue.topic.name": "__dlq"}, {})
+    with pytest.raises(ConfigError, match="less than or equal to"):
+        validate_group_configs({"share.delivery.count.limit": "11"}, {})
 
 
 def test_values_come_back_canonical() -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "SHARE_AUTO_OFFSET_RESET",
     "GroupConfigKey",
     "check_group_broker_keys",
+    "duration_ms",
     "group_config_defaults",
     "validate_group_configs",
 ]
@@ -57,6 +58,9 @@ class GroupConfigKey:
     """What the value may be at the least whatever the broker's bounds (Kafka's atLeast)."""
     default: str | None = None
     """The default of a key with no broker key."""
+    kind: str = "int"
+    """"int" (bounded by the broker keys), "reset" (share.auto.offset.reset), "bool", or
+    "dlq" (a dead-letter topic name: empty for none, never one of "__")."""
 
 
 def _int_key(name: str, broker_key: str, least: int = 1) -> GroupConfigKey:
@@ -69,15 +73,40 @@ def _int_key(name: str, broker_key: str, least: int = 1) -> GroupConfigKey:
 
 GROUP_CONFIG_KEYS: Mapping[str, GroupConfigKey] = {
     key.name: key
-    for key in (
-        _int_key("consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms"),
-        _int_key("consumer.session.timeout.ms", "group.consumer.session.timeout.ms"),
-        GroupConfigKey(SHARE_AUTO_OFFSET_RESET, None, None, None, default="latest"),
-        _int_key("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms"),
-        _int_key(
-            "share.record.lock.duration.ms", "group.share.record.lock.duration.ms", least=1000
+    for key in sorted(
+        (
+            _int_key("consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms"),
+            _int_key("consumer.session.timeout.ms", "group.consumer.session.timeout.ms"),
+            GroupConfigKey(
+                SHARE_AUTO_OFFSET_RESET, None, None, None, default="latest", kind="reset"
+            ),
+            _int_key("share.delivery.count.limit", "group.share.delivery.count.limit", least=2),
+            _int_key(
+                "share.partition.max.record.locks",
+                "group.share.partition.max.record.locks",
+                least=100,
+            ),
+            GroupConfigKey(
+                "share.renew.acknowledge.enable", None, None, None, default="true", kind="bool"
+            ),
+            GroupConfigKey(
+                "errors.deadletterqueue.topic.name", None, None, None, default="", kind="dlq"
+            ),
+            GroupConfigKey(
+                "errors.deadletterqueue.copy.record.enable",
+                None,
+                None,
+                None,
+                default="false",
+                kind="bool",
+            ),
+            _int_key("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms"),
+            _int_key(
+                "share.record.lock.duration.ms", "group.share.record.lock.duration.ms", least=1000
+            ),
+            _int_key("share.session.timeout.ms", "group.share.session.timeout.ms"),
         ),
-        _int_key("share.session.timeout.ms", "group.share.session.timeout.ms"),
+        key=lambda key: key.name,
     )
 }
 
@@ -177,8 +206,13 @@ def _out_of_bounds(name: str, value: int, bound: str) -> ConfigError:
 
 def _canonical(name: str, text: str) -> str:
     key = GROUP_CONFIG_KEYS[name]
-    if key.broker_key is None:
+    if key.kind == "reset":
         return _offset_reset(name, text)
+    if key.kind == "bool":
+        flag = parse_value(name, ConfigType.BOOLEAN, text)
+        return "true" if flag else "false"
+    if key.kind == "dlq":
+        return _dead_letter_topic(name, text)
     value = parse_value(name, ConfigType.INT, text)
     assert isinstance(value, int)
     if value < key.least:
@@ -200,6 +234,28 @@ def _offset_reset(name: str, text: str) -> str:
     raise invalid_value(
         name, text, "must be latest, earliest or by_duration:<ISO-8601 duration, e.g. PT1H>"
     )
+
+
+def _dead_letter_topic(name: str, text: str) -> str:
+    """KIP-1191: a dead-letter topic name must not start with "__" (internal topics)."""
+    topic = text.strip()
+    if topic.startswith("__"):
+        raise invalid_value(name, text, "DLQ topic name must not start with '__'")
+    return topic
+
+
+def duration_ms(text: str) -> int:
+    """A checked ISO-8601 duration (by_duration's) in milliseconds."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not an ISO-8601 duration")
+    sign, days, _, hours, minutes, seconds, fraction = match.groups()
+    total_ms = sum(
+        int(part or 0) * unit_ms
+        for part, unit_ms in ((days, 86_400_000), (hours, 3_600_000), (minutes, 60_000))
+    )
+    total_ms += int(seconds or 0) * 1000 + int((fraction or "").ljust(3, "0")[:3])
+    return -total_ms if sign == "-" else total_ms
 
 
 def _duration_problem(text: str) -> str | None:

@@ -172,6 +172,27 @@ _KEYS = (
         "segment.ms", LONG, "log.roll.ms", "Age at which a segment is rolled.", AtLeast(1)
     ),
     TopicConfigKey(
+        "strom.share.delivery.delay.ms",
+        LONG,
+        "strom.share.delivery.delay.ms",
+        "Share groups get a record only from its timestamp + this (strom's).",
+        AtLeast(0),
+    ),
+    TopicConfigKey(
+        "strom.share.redelivery.backoff.ms",
+        LONG,
+        "strom.share.redelivery.backoff.ms",
+        "A released share record waits this x 2^(deliveries-1) (strom's).",
+        AtLeast(0),
+    ),
+    TopicConfigKey(
+        "strom.share.redelivery.backoff.max.ms",
+        LONG,
+        "strom.share.redelivery.backoff.max.ms",
+        "The longest redelivery backoff of a share record (strom's).",
+        AtLeast(0),
+    ),
+    TopicConfigKey(
         "unclean.leader.election.enable",
         BOOLEAN,
         "unclean.leader.election.enable",

@@ -72,6 +72,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -162,6 +164,10 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: VersionRange(0, 1),
     ApiKey.DELETE_SHARE_GROUP_STATE: VersionRange(0, 0),
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: VersionRange(0, 1),
+    # KIP-932 share groups: v1 is what Kafka 4.1+ and librdkafka's ShareConsumer speak;
+    # v2 adds KIP-1222's renew acknowledgements and ShareFetch's acquire mode.
+    ApiKey.SHARE_FETCH: VersionRange(1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
 }
 
 # Served on the controller listener only, between strom's own nodes (Kafka brokers do not

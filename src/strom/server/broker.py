@@ -87,10 +87,9 @@ class Broker:
         self.observability = Observability(self)
         """Metrics, /health and /ready (server/observability.py)."""
         self.rng = random.Random()
-        self.fetch_sessions = FetchSessionCache(
-            config.max_incremental_fetch_session_cache_slots, self.rng
-        )
-        """The fetch sessions (KIP-227) of consumers and followers fetching here."""
+        slots = config.max_incremental_fetch_session_cache_slots
+        self.fetch_sessions = FetchSessionCache(slots, self.rng)  # KIP-227, also followers'
+
         self.local_cluster_id: str | None = None
         self.links = LinkContexts(self.node_id, NodeLinks(None, None))
         """How connections to other nodes are secured; from the config in `_bind`."""
@@ -138,7 +137,7 @@ class Broker:
             ),
         )
         self.groups, self.consumer_groups, self.share_groups = wiring.group_services(self)
-        self.share_state = wiring.share_state(self)  # a strom.share.state_port.ShareStatePort
+        self.share_state, self.share_partitions = wiring.share_services(self)
         self.producer_ids = ProducerIdBlocks(
             node_id=self.node_id, broker_epoch=self._broker_epoch, controller=self.to_controller
         )
@@ -318,6 +317,7 @@ class Broker:
             (housekeeping.checkpoint_loop(self.node_id, config, self.partitions), "hw-checkpoint"),
             (self.consumer_groups.run_timers(), "consumer-group-timers"),
             (self.share_groups.run_timers(), "share-group-timers"),
+            (self.share_partitions.run_timers(), "share-partition-timers"),
         ):
             self._background.spawn(loop, name)
         self.isr.start()

@@ -21,9 +21,11 @@ from strom.server.handlers.ports import (
     QuorumContext,
     TxnContext,
 )
+from strom.server.handlers.share_fetch import ShareContext
 from strom.server.handlers.share_state import ShareStateContext
 from strom.server.handlers.txn_markers import TxnMarkersContext
 from strom.server.throttling import ControllerMutationQuota
+from strom.share.sessions import ShareSessionCache
 
 if TYPE_CHECKING:
     from strom.server.broker import Broker
@@ -131,6 +133,14 @@ def handler_contexts(broker: Broker) -> Contexts:
             authorizer=current,
         ),
         admin=admin,
+        share=ShareContext(
+            metadata=broker.metadata,
+            partitions=broker.partitions,
+            shares=broker.share_partitions,
+            sessions=ShareSessionCache(int(broker.config.raw["group.share.max.share.sessions"])),
+            stopping=lambda: broker.stopping,
+            authorizer=current,
+        ),
         private=PrivateContext(
             node_id=broker.node_id,
             metadata=broker.metadata,

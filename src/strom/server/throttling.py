@@ -89,6 +89,8 @@ _CLIENT_THROTTLES_FROM: Mapping[int, int] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_GROUP_HEARTBEAT: 0,
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
 }
 """The first version of each API whose client waits out `throttle_time_ms` itself (Kafka's
 `shouldClientThrottle`); an API not named here never does."""

@@ -16,7 +16,9 @@ from strom.server.groups import GroupService
 from strom.server.handlers.admin import create_here, create_topics
 from strom.server.metadata_fetcher import MetadataFetcher
 from strom.server.share_coordinator import ShareCoordinatorService
+from strom.server.share_dead_letters import DeadLetterCopier
 from strom.server.share_groups import ShareGroupService
+from strom.server.share_partitions import SharePartitionManager
 from strom.server.share_state_client import ShareStateClient
 from strom.server.transactions import TxnService
 from strom.server.txn_markers import MarkerAppender, TxnMarkerSender
@@ -117,6 +119,24 @@ def close_coordinators(broker: Broker) -> None:
     broker.groups.close()
     broker.transactions.close()
     broker.share_state.close()
+
+
+def share_services(broker: Broker) -> tuple[ShareStateClient, SharePartitionManager]:
+    """The share-state port (strom.share.state_port) and the share-partitions this broker
+    leads (ShareFetch, ShareAcknowledge) over it; a member the share groups here remove
+    gives back what it holds on them."""
+    state = share_state(broker)
+    image = lambda: broker.metadata.image  # noqa: E731 (one line in a small function)
+    manager = SharePartitionManager(
+        broker.node_id,
+        state,
+        broker.partitions,
+        image,
+        lambda: broker.config,
+        DeadLetterCopier(broker.node_id, image, broker.partitions),
+    )
+    broker.share_groups.on_member_left = manager.member_left
+    return state, manager
 
 
 def marker_appender(broker: Broker) -> MarkerAppender:

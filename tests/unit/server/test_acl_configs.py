@@ -93,7 +93,7 @@ def test_describe_configs_checks_each_resource_first_and_answers_refusals_last(
             (GROUP, "group-b", E.group_authorization_failed, "Group authorization failed."),
         ]
         assert answer.results[0].configs != () and answer.results[1].configs != ()
-        assert len(answer.results[3].configs) == 6  # every group key, the group unknown
+        assert len(answer.results[3].configs) == 11  # every group key, the group unknown
         assert all(r.configs == () for r in (answer.results[2], *answer.results[4:]))
 
     run(scenario())

@@ -53,6 +53,11 @@ def test_a_group_is_described_with_its_own_values_and_the_brokers_defaults(
             "share.heartbeat.interval.ms": ("5000", DEFAULT),
             "share.record.lock.duration.ms": ("20000", DEFAULT),
             "share.auto.offset.reset": ("latest", DEFAULT),
+            "share.delivery.count.limit": ("5", DEFAULT),
+            "share.partition.max.record.locks": ("2000", DEFAULT),
+            "share.renew.acknowledge.enable": ("true", DEFAULT),
+            "errors.deadletterqueue.topic.name": ("", DEFAULT),
+            "errors.deadletterqueue.copy.record.enable": ("false", DEFAULT),
         }
         only = await answered(
             configs.handle_describe_configs,

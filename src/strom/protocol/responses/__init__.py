@@ -77,6 +77,7 @@ from strom.protocol.responses.scram import (
     AlterUserScramCredentialsResponse,
     DescribeUserScramCredentialsResponse,
 )
+from strom.protocol.responses.share import ShareAcknowledgeResponse, ShareFetchResponse
 from strom.protocol.responses.share_groups import (
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatResponse,
@@ -142,6 +143,8 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
     ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatResponse,
     ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeResponse,
+    ApiKey.SHARE_FETCH: ShareFetchResponse,
+    ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.LEAVE_GROUP: LeaveGroupResponse,
     ApiKey.LIST_GROUPS: ListGroupsResponse,
     ApiKey.DESCRIBE_GROUPS: DescribeGroupsResponse,

@@ -33,6 +33,7 @@ from strom.server.handlers import (
     reassignments,
     sasl,
     scram,
+    share_fetch,
     share_groups,
     share_state,
     topic_partitions,
@@ -73,6 +74,8 @@ class Contexts:
     share_state: share_state.ShareStateContext
     """The share-state RPCs, which share-partition leaders and group coordinators send to
     the share coordinator (KIP-932)."""
+    share: share_fetch.ShareContext
+    """ShareFetch and ShareAcknowledge (KIP-932)."""
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -116,6 +119,8 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ApiKey.SHARE_GROUP_DESCRIBE: partial(
             share_groups.handle_share_group_describe, contexts.groups
         ),
+        ApiKey.SHARE_FETCH: partial(share_fetch.handle_share_fetch, contexts.share),
+        ApiKey.SHARE_ACKNOWLEDGE: partial(share_fetch.handle_share_acknowledge, contexts.share),
         ApiKey.OFFSET_COMMIT: partial(offsets.handle_offset_commit, contexts.groups),
         ApiKey.OFFSET_FETCH: partial(offsets.handle_offset_fetch, contexts.groups),
         ApiKey.OFFSET_DELETE: partial(offsets.handle_offset_delete, contexts.groups),
