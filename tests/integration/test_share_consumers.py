@@ -190,7 +190,11 @@ def test_limit_and_rejects_go_to_the_dead_letter_topic(
     _topic(bootstrap, dlq)
     group = _group(
         bootstrap,
-        **{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq},
+        **{
+            "share.delivery.count.limit": "2",
+            "errors.deadletterqueue.topic.name": dlq,
+            "errors.deadletterqueue.copy.record.enable": "true",  # else no key and value
+        },
     )
     member = ShareMember(bootstrap, group, topic, release=["poison"], reject=["bad"])
     members.append(member)
@@ -244,13 +248,13 @@ def test_accepted_records_survive_a_broker_kill(
     _topic(bootstrap, topic)
     group = _group(bootstrap)
     members.extend(ShareMember(bootstrap, group, topic) for _ in range(2))
-    values = [f"v{i}" for i in range(400)]
-    _produce(bootstrap, topic, values)
+    _produce(bootstrap, topic, [f"v{i}" for i in range(400)])
     wait_until(lambda: sum(_accepted(members).values()) >= 100, 60, "100 accepted")
     share_broker.kill()  # SIGKILL in the middle of the work
     share_broker.start()
+    _produce(bootstrap, topic, [f"w{i}" for i in range(200)])  # and more work after it
     wait_until(
-        lambda: set(_accepted(members)) == set(range(len(values))),
+        lambda: set(_accepted(members)) == set(range(600)),
         90,
         "every record accepted after the restart",
         lambda: story(members),
@@ -266,13 +270,19 @@ def test_a_leader_change_keeps_accepted_records(tmp_path: Path, members: list[Sh
         _topic(bootstrap, topic, replication=3)
         group = _group(bootstrap)
         members.extend(ShareMember(bootstrap, group, topic) for _ in range(2))
-        values = [f"v{i}" for i in range(600)]
-        _produce(bootstrap, topic, values)
-        wait_until(lambda: sum(_accepted(members).values()) >= 150, 60, "150 accepted")
+        _produce(bootstrap, topic, [f"v{i}" for i in range(300)])
+        wait_until(lambda: sum(_accepted(members).values()) >= 100, 60, "100 accepted")
         leader = _leader(bootstrap, topic)
         cluster.kill(leader)  # SIGKILL: the partition's leadership moves
+        survivor = next(n for n in cluster.node_ids if n != leader)
         wait_until(
-            lambda: set(_accepted(members)) == set(range(len(values))),
+            lambda: _leader(cluster.address(survivor), topic) not in (leader, -1),
+            30,
+            "a new leader",
+        )
+        _produce(cluster.address(survivor), topic, [f"w{i}" for i in range(300)])
+        wait_until(
+            lambda: set(_accepted(members)) == set(range(600)),
             120,
             "every record accepted after the leader change",
             lambda: story(members),
