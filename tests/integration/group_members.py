@@ -20,7 +20,32 @@ KIP848_SESSION_MS = 4000
 """The session timeout of the `kip848_broker` fixture's consumer groups (conftest.py)."""
 
 
-class Member:
+class MemberProcess:
+    """A member's child process: alive, killed with SIGKILL, or stopped with SIGTERM (the
+    member then closes its consumer and leaves its group, unless it is static)."""
+
+    process: subprocess.Popen[bytes]
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive:
+            self.process.kill()
+        self.process.wait(10)
+
+    def stop(self, timeout_s: float = 15) -> None:
+        if self.alive:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+class Member(MemberProcess):
     """One `group_member.py` process: its events, current assignment, and records."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, **config: Any) -> None:
@@ -60,25 +85,6 @@ class Member:
     def snapshot(self) -> tuple[set[int], list[tuple[int, int, str]], list[dict[str, Any]]]:
         with self._lock:
             return set(self.assignment), list(self.records), list(self.history)
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        if self.alive:
-            self.process.kill()
-        self.process.wait(10)
-
-    def stop(self, timeout_s: float = 15) -> None:
-        """SIGTERM: the member closes its consumer (LeaveGroup unless static)."""
-        if self.alive:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 def wait_until(

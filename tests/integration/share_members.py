@@ -20,12 +20,13 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from group_members import MemberProcess
 
 MEMBER_SCRIPT = Path(__file__).with_name("share_member.py")
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
-class ShareMember:
+class ShareMember(MemberProcess):
     """One `share_member.py` process."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, **rules: Any) -> None:
@@ -66,25 +67,6 @@ class ShareMember:
     def snapshot(self) -> tuple[list[tuple[int, int, str, int]], list[tuple[int, int, int]]]:
         with self._lock:
             return list(self.got), list(self.acked)
-
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        if self.alive:
-            self.process.kill()
-        self.process.wait(10)
-
-    def stop(self, timeout_s: float = 15) -> None:
-        """SIGTERM: the member closes its consumer and leaves the group."""
-        if self.alive:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:

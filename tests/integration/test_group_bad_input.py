@@ -196,24 +196,6 @@ def others() -> st.SearchStrategy[Any]:
     )
 
 
-def error_codes(response: Any) -> list[int]:
-    """Every error_code in a response, however deeply nested."""
-    found: list[int] = []
-    stack = [response]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(item)
-        elif hasattr(item, "__dataclass_fields__"):
-            for name in item.__dataclass_fields__:
-                value = getattr(item, name)
-                if name == "error_code":
-                    found.append(int(value))
-                else:
-                    stack.append(value)
-    return found
-
-
 @settings(
     max_examples=150,
     deadline=None,
@@ -229,7 +211,7 @@ def test_hostile_group_requests_get_error_codes(
         sock.settimeout(10)
         response = wire.call(sock, request)
     known = {int(code) for code in ErrorCode}
-    assert set(error_codes(response)) <= known
+    assert set(wire.error_codes(response)) <= known
     log = caplog.text
     assert "Traceback" not in log and "bug while handling" not in log, log[-3000:]
     # A real client is still served by the coordinator.

@@ -157,23 +157,6 @@ def requests(real: uuid.UUID) -> st.SearchStrategy[Any]:
     )
 
 
-def error_codes(response: Any) -> list[int]:
-    found: list[int] = []
-    stack = [response]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):
-            stack.extend(item)
-        elif hasattr(item, "__dataclass_fields__"):
-            for name in item.__dataclass_fields__:
-                value = getattr(item, name)
-                if name == "error_code":
-                    found.append(int(value))
-                else:
-                    stack.append(value)
-    return found
-
-
 @pytest.fixture
 def share_target(strom_broker: StromCluster) -> tuple[StromCluster, uuid.UUID]:
     admin = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
@@ -229,14 +212,14 @@ def _still_keeps_state(broker: StromCluster, topic_id: uuid.UUID, group: str) ->
         )
         wire.call(sock, find, 1)
         for attempt in range(100):
-            codes = error_codes(wire.call(sock, init, 10 + attempt))
+            codes = wire.error_codes(wire.call(sock, init, 10 + attempt))
             if codes != [int(ErrorCode.coordinator_not_available)] and codes != [
                 int(ErrorCode.coordinator_load_in_progress)
             ]:
                 break
             time.sleep(0.1)
         assert codes == [0]
-        assert error_codes(wire.call(sock, write, 2)) == [0]
+        assert wire.error_codes(wire.call(sock, write, 2)) == [0]
         answer = wire.call(sock, read, 3).results[0].partitions[0]
     assert answer.error_code == ErrorCode.none
     assert [(b.first_offset, b.last_offset, b.delivery_state) for b in answer.state_batches] == [
@@ -263,7 +246,7 @@ def test_hostile_share_state_requests_get_error_codes(
             sock.settimeout(30)
             for correlation_id, request in enumerate(sent, start=1):
                 response = wire.call(sock, request, correlation_id)
-                assert set(error_codes(response)) <= known
+                assert set(wire.error_codes(response)) <= known
         log = caplog.text
         assert "Traceback" not in log and "bug while handling" not in log, log[-3000:]
 
