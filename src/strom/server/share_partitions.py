@@ -193,7 +193,17 @@ class SharePartitionManager:
             except OffsetOutOfRange:
                 return ShareAcquired(ErrorCode.offset_out_of_range)
             data = read.read_bytes() if read.size_bytes else b""
-            fetched = [r for r in fetched_records(data) if r.offset < visible]
+            delay = core.config.delivery_delay_ms > 0
+            # Without a delay every record from the end offset on is acquirable, so
+            # no more than this many are looked at (a 1 MB read holds thousands).
+            limit = None if delay else max_records + max(core.end_offset - fetch_offset, 0)
+            fetched = [
+                r
+                for r in fetched_records(
+                    data, timestamps=delay, limit=limit, from_offset=fetch_offset
+                )
+                if r.offset < visible
+            ]
             decision, retry_at_ms = core.acquire(
                 member_id, fetch_offset, fetched, max_records, current
             )

@@ -30,17 +30,36 @@ def batch_spans(data: bytes) -> list[tuple[int, int]]:
     return out
 
 
-def fetched_records(data: bytes) -> list[FetchedRecord]:
-    """Every record (offset, timestamp) of the whole batches in `data`, control batches
-    left out."""
+def fetched_records(
+    data: bytes, *, timestamps: bool = True, limit: int | None = None, from_offset: int = 0
+) -> list[FetchedRecord]:
+    """The records (offset, timestamp) at `from_offset` or above of the whole batches in
+    `data` (whose first batch may start below it), control batches left out, in offset
+    order; at most `limit` of them.
+
+    Without `timestamps` (no delivery delay reads them) a batch whose offsets have no
+    gap (its record count is its offset span: never compacted) is read from its header
+    alone, each record given the batch's max timestamp; the others are decoded."""
     records: list[FetchedRecord] = []
     view = memoryview(data)
     for pos, size in batch_spans(data):
-        header, decoded = decode_batch(view[pos : pos + size])
+        if limit is not None and len(records) >= limit:
+            break
+        header = parse_batch_header(view, pos)
         if header.is_control:
             continue
-        records.extend(FetchedRecord(r.offset, r.timestamp) for r in decoded)
-    return records
+        if not timestamps and header.records_count == header.last_offset_delta + 1:
+            stamp = header.max_timestamp
+            records.extend(
+                FetchedRecord(offset, stamp)
+                for offset in range(max(header.base_offset, from_offset), header.last_offset + 1)
+            )
+            continue
+        _, decoded = decode_batch(view[pos : pos + size])
+        records.extend(
+            FetchedRecord(r.offset, r.timestamp) for r in decoded if r.offset >= from_offset
+        )
+    return records if limit is None else records[:limit]
 
 
 def slice_batches(data: bytes, acquired: tuple[AcquiredRecords, ...]) -> bytes:
