@@ -222,3 +222,26 @@ def test_a_confluent_share_consumer_joins(share_broker: BrokerProcess) -> None:
         # list_consumer_groups() does not show share groups, so it is not asked here.
     finally:
         consumer.close()
+
+
+def test_a_lone_new_member_is_assigned_in_its_first_answer(share_broker: BrokerProcess) -> None:
+    """The first heartbeat of a new group's first member initializes the share-partitions;
+    strom answers it with them assigned (Kafka assigns them at the member's next
+    heartbeat, an interval later)."""
+    _topic(share_broker.bootstrap, "fresh")
+
+    async def first_answer() -> set[int]:
+        host, port = share_broker.bootstrap.split(":")
+        connection = await KafkaConnection.connect(host, int(port), client_id="share-test")
+        try:
+            member = Member(connection, "lone", "fresh")
+            deadline = time.monotonic() + 20
+            while (await member.beat()).error_code != ErrorCode.none:  # the coordinator loads
+                assert time.monotonic() < deadline
+                member.epoch = 0
+                await asyncio.sleep(0.1)
+            return member.partitions()
+        finally:
+            connection.close()
+
+    assert asyncio.run(first_answer()) == set(range(PARTITIONS))

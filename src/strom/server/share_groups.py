@@ -130,7 +130,31 @@ class ShareGroupService:
             error, message = await self._initialize(decision.initialize)
             if error is not ErrorCode.none:
                 return ShareHeartbeatResult(error, message, member_id=req.member_id)
+            return await self._assign_initialized(req, decision.result)
         return decision.result
+
+    async def _assign_initialized(
+        self, req: ShareHeartbeatRequest, first: ShareHeartbeatResult
+    ) -> ShareHeartbeatResult:
+        """Once the share-partitions a heartbeat asked for are initialized, the member is
+        answered as if it had heartbeated again at once, so it gets them now. strom's, not
+        Kafka's: there a member learns of them at its next heartbeat, an interval (5 s by
+        default) later, which is how long a lone new member of a new group waits."""
+        if first.error is not ErrorCode.none or first.member_epoch <= 0:
+            return first
+        again = dataclasses.replace(
+            req, member_epoch=first.member_epoch, subscribed_topic_names=None
+        )
+        decision = self.core.heartbeat(
+            again, self.topics(), now_ms(), self.other_type, self.config_of(req.group_id)
+        )
+        await self._carry_out(decision)
+        result = decision.result
+        if result is None or result.error is not ErrorCode.none:
+            return first
+        if result.assignment is None:  # unchanged since `first`
+            return dataclasses.replace(result, assignment=first.assignment)
+        return result
 
     async def _carry_out(self, decision: ShareGroupDecision) -> None:
         await self._core_writes.carry_out(
