@@ -18,6 +18,10 @@ strom's delivery delay or backoff coming due. `max_records` bounds the records a
 over all partitions and `max_bytes` the log bytes read; `batch_size` and v2's
 `share_acquire_mode` are read and not acted on (every fetch acquires at most
 `max_records`: Kafka's record-limit mode).
+
+A share session ends with the client connection that opened it
+(`share_connection_closed`, which the broker calls when a connection ends): its member's
+records here go back at once.
 """
 
 from __future__ import annotations
