@@ -152,7 +152,7 @@ def test_released_and_abandoned_records_come_back_counted(
     _produce(bootstrap, topic, [f"v{i}" for i in range(20)])
     wait_until(lambda: len(holder.snapshot()[0]) > 0, 60, "the holder's records")
     held = {o for _, o, _, _ in holder.snapshot()[0]}
-    holder.kill()  # SIGKILL while it holds its records: their locks run out
+    holder.kill()  # SIGKILL while it holds its records: its connections close, they return
     releaser = ShareMember(bootstrap, group, topic, release=["v3"])
     members.append(releaser)
     wait_until(

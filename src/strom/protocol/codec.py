@@ -56,6 +56,9 @@ class Request:
     """The name of the listener the request arrived on; "" when not on a listener."""
     principal: str = "User:ANONYMOUS"
     """Who the peer is: from its TLS certificate, or ANONYMOUS."""
+    connection_id: str = ""
+    """Which of the broker's connections the request came on, as the broker named it
+    (never from the request's bytes); "" when not on a connection (e.g. forwarded)."""
 
 
 def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
@@ -101,7 +104,12 @@ def _payload_class(module: Any, suffix: str) -> type[Any]:
 
 
 def decode_request(
-    frame: bytes, *, client_host: str = "", listener: str = "", principal: str = "User:ANONYMOUS"
+    frame: bytes,
+    *,
+    client_host: str = "",
+    listener: str = "",
+    principal: str = "User:ANONYMOUS",
+    connection_id: str = "",
 ) -> Request:
     """Decode one request frame (without its size prefix).
 
@@ -126,7 +134,15 @@ def decode_request(
     # Bytes after the body are ignored, as Kafka does: librdkafka leaves three
     # placeholder bytes after a null topic array in Metadata requests.
     return Request(
-        key, api_version, correlation_id, header.client_id, body, client_host, listener, principal
+        key,
+        api_version,
+        correlation_id,
+        header.client_id,
+        body,
+        client_host,
+        listener,
+        principal,
+        connection_id,
     )
 
 

@@ -467,6 +467,7 @@ class Broker:
                 principal=principal,
                 sasl=self.security.sasl_gate(listener, writer),
                 throttle=self.quotas,
+                connection_id=self.connections.new_id(listener),
             ),
             ip,
         )
@@ -506,6 +507,7 @@ class Broker:
                 principal=principal,
                 sasl=self.security.sasl_gate(listener, writer),
                 node_peer=functools.partial(node_peer, self),
+                connection_id=self.connections.new_id(listener),
             ),
             gated_ip,
         )

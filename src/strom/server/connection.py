@@ -107,11 +107,14 @@ class Connection:
         sasl: SaslGate | None = None,
         node_peer: Callable[[str, str], bool] | None = None,
         throttle: RequestThrottle | None = None,
+        connection_id: str = "",
     ) -> None:
         """`private` serves strom's own node-to-node APIs (server/private.py); a
         connection without it (a client listener) closes on any of them. `observe`
-        hears the timings of every Kafka API request answered."""
+        hears the timings of every Kafka API request answered. `connection_id`:
+        the broker's name for this connection, given to each request it reads."""
         self._observe = observe
+        self.connection_id = connection_id
         self._reader = reader
         self._private = private
         self._node_peer = node_peer
@@ -241,7 +244,11 @@ class Connection:
             return None if task is None else (task, None)
         try:
             request = decode_request(
-                frame, client_host=self.host, listener=self.listener, principal=self.principal
+                frame,
+                client_host=self.host,
+                listener=self.listener,
+                principal=self.principal,
+                connection_id=self.connection_id,
             )
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.API_VERSIONS:

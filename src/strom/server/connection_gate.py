@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import logging
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Protocol
@@ -222,6 +223,8 @@ def _shown(limits: ConnectionLimits) -> str:
 
 
 class Served(Entered, Protocol):
+    connection_id: str
+
     def drain(self) -> None: ...
 
     async def serve(self) -> None: ...
@@ -235,10 +238,20 @@ class OpenConnections:
         self, node_id: int, limits: ConnectionLimits, ip_rate: IpRate | None = None
     ) -> None:
         self.gate = ConnectionGate(node_id, limits, ip_rate)
+        self._node_id = node_id
         self.counts: dict[str, int] = {}
         """Open connections per listener name."""
         self._open: set[Served] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count()
+        self.on_closed: list[Callable[[str], None]] = []
+        """Called with a connection's id once it has ended (its requests answered or
+        dropped), e.g. to end the share sessions it opened."""
+
+    def new_id(self, listener: str) -> str:
+        """A name for a new connection, unique in this broker's life (Kafka's names the
+        addresses and a sequence number)."""
+        return f"{listener}-{next(self._ids)}"
 
     async def serve(self, listener: str, connection: Served, gated_ip: str | None) -> None:
         """Serves `connection` until it ends. `gated_ip`: the address `gate.enter` let
@@ -258,6 +271,16 @@ class OpenConnections:
             self._tasks.discard(task)
             if gated_ip is not None:
                 self.gate.leave(listener, gated_ip)
+            self._closed(connection.connection_id)
+
+    def _closed(self, connection_id: str) -> None:
+        for hear in self.on_closed:
+            try:
+                hear(connection_id)
+            except Exception:
+                log.exception(
+                    "[node %d] bug while ending connection %s", self._node_id, connection_id
+                )
 
     def abort(self) -> None:
         for connection in list(self._open):

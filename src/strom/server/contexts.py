@@ -4,6 +4,7 @@ lifecycle."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from strom.config import BrokerConfig
@@ -21,7 +22,7 @@ from strom.server.handlers.ports import (
     QuorumContext,
     TxnContext,
 )
-from strom.server.handlers.share_fetch import ShareContext
+from strom.server.handlers.share_fetch import ShareContext, share_connection_closed
 from strom.server.handlers.share_state import ShareStateContext
 from strom.server.handlers.txn_markers import TxnMarkersContext
 from strom.server.throttling import ControllerMutationQuota
@@ -79,6 +80,16 @@ def handler_contexts(broker: Broker) -> Contexts:
             lambda: broker.metadata.image, broker.config.controller_quota_windows
         ),
     )
+    share = ShareContext(
+        metadata=broker.metadata,
+        partitions=broker.partitions,
+        shares=broker.share_partitions,
+        sessions=ShareSessionCache(int(broker.config.raw["group.share.max.share.sessions"])),
+        stopping=lambda: broker.stopping,
+        authorizer=current,
+    )
+    # A share session ends with the connection that opened it (KIP-932, as Kafka's).
+    broker.connections.on_closed.append(functools.partial(share_connection_closed, share))
     return Contexts(
         produce=ProduceContext(
             node_id=broker.node_id,
@@ -133,14 +144,7 @@ def handler_contexts(broker: Broker) -> Contexts:
             authorizer=current,
         ),
         admin=admin,
-        share=ShareContext(
-            metadata=broker.metadata,
-            partitions=broker.partitions,
-            shares=broker.share_partitions,
-            sessions=ShareSessionCache(int(broker.config.raw["group.share.max.share.sessions"])),
-            stopping=lambda: broker.stopping,
-            authorizer=current,
-        ),
+        share=share,
         private=PrivateContext(
             node_id=broker.node_id,
             metadata=broker.metadata,

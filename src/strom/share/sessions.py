@@ -15,7 +15,16 @@ next; the broker moves it on after each accepted request:
     open        -- ShareFetch/ShareAcknowledge epoch -1 > closed once the request's
                                                          acknowledgements are done: the
                                                          member's acquired records go back
-    open        -- its connection closes --------------> closed the same way
+    open        -- the connection that opened it closes -> closed the same way
+
+A session belongs to the connection whose epoch-0 fetch opened it, as Kafka's does (its
+connection id comes from the broker's connection, never from the request): later
+requests may come on other connections without moving it. When that connection closes,
+`disconnected` ends its sessions and names the members whose records go back. A member
+that opens a new session at epoch 0 on another connection ties the new session to that
+one; the old connection's close then leaves it alone. Kafka maps a connection to the
+last session opened on it only; strom ends every session a connection opened (one, for
+any client that runs one member per connection).
 
 Refusals, with Kafka's codes: SHARE_SESSION_NOT_FOUND (an epoch other than 0 with no
 session), INVALID_SHARE_SESSION_EPOCH (the wrong epoch; ShareAcknowledge with 0),
@@ -36,6 +45,7 @@ __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "ShareFetchContext",
+    "ShareMemberKey",
     "ShareSession",
     "ShareSessionCache",
     "ShareSessionKind",
@@ -48,6 +58,8 @@ FINAL_EPOCH = -1
 _MAX_EPOCH = 0x7FFFFFFF
 
 TopicIdPartition = tuple[uuid.UUID, int]
+ShareMemberKey = tuple[str, str]
+"""(group id, member id): a session's key, and whose records a session's end gives back."""
 
 
 def next_epoch(epoch: int) -> int:
@@ -80,6 +92,8 @@ class ShareSession:
     """In fetch order (an ordered set): a partition that answered records moves last,
     so that a fetch bounded by max_bytes or max_records serves every partition in turn."""
     connection_id: str = ""
+    """The connection whose epoch-0 fetch opened the session ("": none, it never ends
+    by a connection closing)."""
     last_used_ms: int = 0
 
 
@@ -105,7 +119,9 @@ class ShareSessionCache:
 
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
-        self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._sessions: dict[ShareMemberKey, ShareSession] = {}
+        self._by_connection: dict[str, dict[ShareMemberKey, None]] = {}
+        """The sessions each connection opened (Kafka's connectionIdToSessionMap)."""
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -139,7 +155,7 @@ class ShareSessionCache:
         if epoch == INITIAL_EPOCH:
             if has_acknowledgements:
                 return ShareFetchContext(ShareSessionKind.REFUSED, ErrorCode.invalid_request)
-            self._sessions.pop(key, None)
+            self._remove(key)
             if len(self._sessions) >= self.max_sessions:
                 return ShareFetchContext(
                     ShareSessionKind.REFUSED, ErrorCode.share_session_limit_reached
@@ -148,6 +164,8 @@ class ShareSessionCache:
             self._sessions[key] = ShareSession(
                 group_id, member_id, next_epoch(INITIAL_EPOCH), wanted, connection_id, now_ms
             )
+            if connection_id:
+                self._by_connection.setdefault(connection_id, {})[key] = None
             return ShareFetchContext(ShareSessionKind.FULL, partitions=tuple(wanted))
         if session is None:
             return ShareFetchContext(ShareSessionKind.REFUSED, ErrorCode.share_session_not_found)
@@ -160,7 +178,6 @@ class ShareSessionCache:
         for gone in forgotten:
             session.partitions.pop(gone, None)
         session.epoch = next_epoch(session.epoch)
-        session.connection_id = connection_id
         session.last_used_ms = now_ms
         return ShareFetchContext(ShareSessionKind.SUBSEQUENT, partitions=tuple(session.partitions))
 
@@ -195,11 +212,28 @@ class ShareSessionCache:
 
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         """End the session (epoch -1 done); the caller releases the member's records."""
-        return self._sessions.pop((group_id, member_id), None)
+        return self._remove((group_id, member_id))
 
-    def disconnected(self, connection_id: str) -> list[ShareSession]:
-        """The sessions last used on a connection that closed, ended."""
-        gone = [s for s in self._sessions.values() if s.connection_id == connection_id]
-        for session in gone:
-            del self._sessions[(session.group_id, session.member_id)]
-        return gone
+    def disconnected(self, connection_id: str) -> list[ShareMemberKey]:
+        """A connection closed: the sessions it opened end (Kafka's
+        connectionDisconnectListener), and each member named here gets its records back
+        (as a member leaving does)."""
+        keys = list(self._by_connection.pop(connection_id, {})) if connection_id else []
+        for key in keys:
+            self._sessions.pop(key, None)
+        return keys
+
+    def _remove(self, key: ShareMemberKey) -> ShareSession | None:
+        session = self._sessions.pop(key, None)
+        if session is not None and session.connection_id:
+            opened = self._by_connection.get(session.connection_id)
+            if opened is not None:
+                opened.pop(key, None)
+                if not opened:
+                    del self._by_connection[session.connection_id]
+        return session
+
+    def connections(self) -> int:
+        """How many connections have sessions open (for the tests: none is kept after
+        its last session ends)."""
+        return len(self._by_connection)

@@ -28,6 +28,7 @@ def fetch(
     partitions: tuple[TopicIdPartition, ...] = (),
     forgotten: tuple[TopicIdPartition, ...] = (),
     acks: bool = False,
+    connection: str | None = None,
 ):
     return cache.fetch(
         "g",
@@ -36,7 +37,7 @@ def fetch(
         partitions,
         forgotten,
         has_acknowledgements=acks,
-        connection_id="c-" + member,
+        connection_id="c-" + member if connection is None else connection,
         now_ms=0,
     )
 
@@ -104,8 +105,55 @@ def test_a_closed_connection_ends_its_sessions() -> None:
     cache = ShareSessionCache(10)
     fetch(cache, "a", 0, (P0,))
     fetch(cache, "b", 0, (P0,))
-    gone = cache.disconnected("c-a")
-    assert [s.member_id for s in gone] == ["a"] and len(cache) == 1
+    assert cache.disconnected("c-a") == [("g", "a")]
+    assert cache.get("g", "a") is None and len(cache) == 1
+    assert cache.disconnected("c-a") == []  # once
+    assert cache.connections() == 1
+
+
+def test_a_session_belongs_to_the_connection_that_opened_it() -> None:
+    """Kafka records the connection of the epoch-0 fetch only: later requests on another
+    connection do not move the session, and its opener's close ends it."""
+    cache = ShareSessionCache(10)
+    fetch(cache, "m", 0, (P0,), connection="one")
+    fetch(cache, "m", 1, connection="two")
+    assert cache.acknowledge("g", "m", 2, 0) is ErrorCode.none
+    assert cache.disconnected("two") == []
+    assert cache.disconnected("one") == [("g", "m")] and len(cache) == 0
+
+
+def test_a_new_session_on_another_connection_outlives_the_old_connection() -> None:
+    """Epoch 0 on a new connection replaces the member's session (Kafka marks the old
+    connection's entry stale): the old connection's close leaves the new one alone."""
+    cache = ShareSessionCache(10)
+    fetch(cache, "m", 0, (P0,), connection="old")
+    fetch(cache, "m", 0, (P1,), connection="new")
+    assert cache.disconnected("old") == []
+    session = cache.get("g", "m")
+    assert session is not None and session.connection_id == "new"
+    assert cache.disconnected("new") == [("g", "m")]
+    assert cache.connections() == 0
+
+
+def test_a_closed_session_is_not_ended_again_by_its_connection() -> None:
+    cache = ShareSessionCache(10)
+    fetch(cache, "m", 0, (P0,), connection="one")
+    assert fetch(cache, "m", FINAL_EPOCH, connection="one").kind is ShareSessionKind.FINAL
+    cache.close("g", "m")
+    assert cache.connections() == 0 and cache.disconnected("one") == []
+
+
+def test_every_session_a_connection_opened_ends_with_it() -> None:
+    cache = ShareSessionCache(10)
+    fetch(cache, "a", 0, (P0,), connection="shared")
+    fetch(cache, "b", 0, (P0,), connection="shared")
+    assert sorted(cache.disconnected("shared")) == [("g", "a"), ("g", "b")]
+
+
+def test_a_session_without_a_connection_never_ends_by_one() -> None:
+    cache = ShareSessionCache(10)
+    fetch(cache, "m", 0, (P0,), connection="")
+    assert cache.disconnected("") == [] and len(cache) == 1 and cache.connections() == 0
 
 
 def test_next_epoch_wraps_to_one() -> None:
@@ -116,11 +164,12 @@ def test_next_epoch_wraps_to_one() -> None:
 
 _steps = st.lists(
     st.tuples(
-        st.sampled_from(["fetch", "ack", "close"]),
+        st.sampled_from(["fetch", "ack", "close", "disconnect"]),
         st.sampled_from(["a", "b", "c"]),
         st.integers(-1, 4),
         st.sets(st.sampled_from([P0, P1, P2])),
         st.sets(st.sampled_from([P0, P1, P2])),
+        st.sampled_from(["x", "y"]),
     ),
     max_size=40,
 )
@@ -129,13 +178,23 @@ _steps = st.lists(
 @settings(max_examples=200)
 @given(_steps, st.integers(1, 3))
 def test_sessions_follow_the_model(
-    steps: list[tuple[str, str, int, set[TopicIdPartition], set[TopicIdPartition]]],
+    steps: list[tuple[str, str, int, set[TopicIdPartition], set[TopicIdPartition], str]],
     limit: int,
 ) -> None:
     cache = ShareSessionCache(limit)
     model: dict[str, tuple[int, list[TopicIdPartition]]] = {}
-    for kind, member, epoch, added, forgotten in steps:
+    opened_on: dict[str, str] = {}  # member -> the connection that opened its session
+    for kind, member, epoch, added, forgotten, connection in steps:
         adds, drops = tuple(sorted(added)), tuple(sorted(forgotten))
+        for gone in set(opened_on) - set(model):
+            del opened_on[gone]
+        if kind == "disconnect":
+            ended = sorted(m for _, m in cache.disconnected(connection))
+            assert ended == sorted(m for m, c in opened_on.items() if c == connection)
+            for name in ended:
+                del model[name]
+            assert len(cache) == len(model)
+            continue
         if kind == "close":
             closed = cache.close("g", member)
             assert (closed is not None) == (member in model)
@@ -154,13 +213,14 @@ def test_sessions_follow_the_model(
                 if epoch != -1:
                     model[member] = (model[member][0] + 1, model[member][1])
             continue
-        context = fetch(cache, member, epoch, adds, drops)
+        context = fetch(cache, member, epoch, adds, drops, connection=connection)
         if epoch == 0:
             model.pop(member, None)
             if len(model) >= limit:
                 assert context.error is ErrorCode.share_session_limit_reached
             else:
                 model[member] = (1, list(adds))
+                opened_on[member] = connection
                 assert context.partitions == adds
         elif member not in model:
             assert context.error is ErrorCode.share_session_not_found
@@ -177,3 +237,5 @@ def test_sessions_follow_the_model(
         for name, (expected, _) in model.items():
             session = cache.get("g", name)
             assert session is not None and session.epoch == expected
+            assert session.connection_id == opened_on[name]
+        assert cache.connections() == len({opened_on[name] for name in model})

@@ -18,6 +18,10 @@ strom's delivery delay or backoff coming due. `max_records` bounds the records a
 over all partitions and `max_bytes` the log bytes read; `batch_size` and v2's
 `share_acquire_mode` are read and not acted on (every fetch acquires at most
 `max_records`: Kafka's record-limit mode).
+
+A share session ends with the client connection that opened it
+(`share_connection_closed`, which the broker calls when a connection ends): its member's
+records here go back at once.
 """
 
 from __future__ import annotations
@@ -58,7 +62,12 @@ from strom.share.sessions import (
 )
 from strom.share.values import AckBatch, AcknowledgeType
 
-__all__ = ["ShareContext", "handle_share_acknowledge", "handle_share_fetch"]
+__all__ = [
+    "ShareContext",
+    "handle_share_acknowledge",
+    "handle_share_fetch",
+    "share_connection_closed",
+]
 
 _RENEW_VERSION = 2
 
@@ -74,6 +83,16 @@ class ShareContext:
     sessions: ShareSessionCache
     stopping: Callable[[], bool]
     authorizer: Callable[[], Authorizer | None] = field(default=lambda: None)
+
+
+def share_connection_closed(context: ShareContext, connection_id: str) -> None:
+    """A client connection ended: the share sessions it opened end, and their members'
+    records on the share-partitions led here go back now (Kafka's
+    connectionDisconnectListener and releaseSession), not when their locks run out.
+    While the broker stops, the sessions only end: the records' locks do not outlive it."""
+    for group_id, member_id in context.sessions.disconnected(connection_id):
+        if not context.stopping():
+            context.shares.member_left(group_id, member_id)
 
 
 @dataclass(slots=True)
@@ -196,7 +215,7 @@ async def handle_share_fetch(context: ShareContext, request: Request) -> Any:
         [(t.topic_id, int(p.partition_index)) for t in body.topics for p in t.partitions],
         [(t.topic_id, int(i)) for t in body.forgotten_topics_data for i in t.partitions],
         has_acknowledgements=bool(acks),
-        connection_id="",
+        connection_id=request.connection_id,
         now_ms=now_ms(),
     )
     if session.kind is ShareSessionKind.REFUSED:
