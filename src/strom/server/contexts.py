@@ -22,8 +22,11 @@ from strom.server.handlers.ports import (
     TxnContext,
 )
 from strom.server.handlers.share_fetch import ShareContext
+from strom.server.handlers.share_offsets import ShareOffsetsContext
 from strom.server.handlers.share_state import ShareStateContext
 from strom.server.handlers.txn_markers import TxnMarkersContext
+from strom.server.log_ends import LogEnds
+from strom.server.share_group_offsets import ShareOffsetAdmin
 from strom.server.throttling import ControllerMutationQuota
 from strom.share.sessions import ShareSessionCache
 
@@ -139,6 +142,23 @@ def handler_contexts(broker: Broker) -> Contexts:
             shares=broker.share_partitions,
             sessions=ShareSessionCache(int(broker.config.raw["group.share.max.share.sessions"])),
             stopping=lambda: broker.stopping,
+            authorizer=current,
+        ),
+        share_offsets=ShareOffsetsContext(
+            offsets=ShareOffsetAdmin(
+                broker.share_groups,
+                LogEnds(
+                    broker.node_id,
+                    lambda: broker.metadata.image,
+                    broker.partitions,
+                    lambda: broker.links.inter_broker(),
+                ),
+                broker.share_partitions.state_reset,
+            ),
+            enabled=lambda: broker.config.share_group_enable,
+            topic_ids=lambda: {
+                name: t.topic_id for name, t in broker.metadata.image.topics_by_name.items()
+            },
             authorizer=current,
         ),
         private=PrivateContext(
