@@ -79,6 +79,9 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,11 @@ SUPPORTED_APIS: dict[ApiKey, VersionRange] = {
     # v2 adds KIP-1222's renew acknowledgements and ShareFetch's acquire mode.
     ApiKey.SHARE_FETCH: VersionRange(1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
+    # KIP-932's share-group offset admin APIs, at Kafka 4.1+'s versions (Describe v1 adds
+    # KIP-1226's lag).
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: VersionRange(0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: VersionRange(0, 0),
 }
 
 # Served on the controller listener only, between strom's own nodes (Kafka brokers do not

@@ -23,8 +23,11 @@ from strom.server.handlers.ports import (
     TxnContext,
 )
 from strom.server.handlers.share_fetch import ShareContext, share_connection_closed
+from strom.server.handlers.share_offsets import ShareOffsetsContext
 from strom.server.handlers.share_state import ShareStateContext
 from strom.server.handlers.txn_markers import TxnMarkersContext
+from strom.server.log_ends import LogEnds
+from strom.server.share_group_offsets import ShareOffsetAdmin
 from strom.server.throttling import ControllerMutationQuota
 from strom.share.sessions import ShareSessionCache
 
@@ -145,6 +148,23 @@ def handler_contexts(broker: Broker) -> Contexts:
         ),
         admin=admin,
         share=share,
+        share_offsets=ShareOffsetsContext(
+            offsets=ShareOffsetAdmin(
+                broker.share_groups,
+                LogEnds(
+                    broker.node_id,
+                    lambda: broker.metadata.image,
+                    broker.partitions,
+                    lambda: broker.links.inter_broker(),
+                ),
+                broker.share_partitions.state_reset,
+            ),
+            enabled=lambda: broker.config.share_group_enable,
+            topic_ids=lambda: {
+                name: t.topic_id for name, t in broker.metadata.image.topics_by_name.items()
+            },
+            authorizer=current,
+        ),
         private=PrivateContext(
             node_id=broker.node_id,
             metadata=broker.metadata,

@@ -156,6 +156,29 @@ class ShareGroupService:
             return dataclasses.replace(result, assignment=first.assignment)
         return result
 
+    async def coordinate(self, group_id: str) -> None:
+        """Raises CoordinatorUnavailable unless the group is coordinated here, loaded."""
+        await self._groups.coordinate(group_id)
+
+    def port(self) -> ShareStatePort:
+        return self._share_state()
+
+    def now_ms(self) -> int:
+        return now_ms()
+
+    async def carry_out(self, decision: ShareGroupDecision) -> None:
+        """Write a decision's records (raises CoordinatorUnavailable when they fail)."""
+        await self._carry_out(decision)
+
+    async def initialize_each(
+        self, ask: ShareInitialize
+    ) -> tuple[
+        dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]], tuple[ErrorCode, str | None]
+    ]:
+        """Initialize share-partitions' states and record which were: each one's answer,
+        and the error of recording them (NONE: recorded)."""
+        return await self._initialize_each(ask)
+
     async def _carry_out(self, decision: ShareGroupDecision) -> None:
         await self._core_writes.carry_out(
             decision.group_id, decision.records, decision.write_id, decision.after_write_id
@@ -164,6 +187,20 @@ class ShareGroupService:
     async def _initialize(self, ask: ShareInitialize) -> tuple[ErrorCode, str | None]:
         """Initialize the share-partitions' state, then record the outcome in the group.
         Returns the first error (NONE when every partition was initialized)."""
+        answers, recorded = await self._initialize_each(ask)
+        if recorded[0] is not ErrorCode.none:
+            return recorded
+        for answer in answers.values():
+            if answer[0] is not ErrorCode.none:
+                return answer
+        return ErrorCode.none, None
+
+    async def _initialize_each(
+        self, ask: ShareInitialize
+    ) -> tuple[
+        dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]], tuple[ErrorCode, str | None]
+    ]:
+        """Each share-partition's answer, and whether the outcome was recorded (NONE)."""
         port = self._share_state()
         calls = [
             (topic.topic_id, partition, topic.start_offset)
@@ -179,15 +216,14 @@ class ShareGroupService:
         )
         done: dict[uuid.UUID, frozenset[int]] = {}
         failed: dict[uuid.UUID, frozenset[int]] = {}
-        first: tuple[ErrorCode, str | None] = (ErrorCode.none, None)
+        each: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
         for (topic_id, partition, _), answer in zip(calls, answers, strict=True):
             if isinstance(answer, BaseException):
                 log.error("cannot initialize share state of %s: %s", ask.group_id, answer)
                 answer = (ErrorCode.coordinator_not_available, str(answer))
             into = done if answer[0] is ErrorCode.none else failed
             into[topic_id] = into.get(topic_id, frozenset()) | {partition}
-            if first[0] is ErrorCode.none and answer[0] is not ErrorCode.none:
-                first = answer
+            each[(topic_id, partition)] = answer
         current = now_ms()
         try:
             if failed:
@@ -199,8 +235,8 @@ class ShareGroupService:
                     self.core.state_initialized(ask.group_id, done, self.topics(), current)
                 )
         except CoordinatorUnavailable as exc:
-            return exc.error_code, str(exc)
-        return first
+            return each, (exc.error_code, str(exc))
+        return each, (ErrorCode.none, None)
 
     async def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group here: its share-partitions' state first (the

@@ -340,6 +340,12 @@ class SharePartitionManager:
                 config, snapshot_update_records=held.core.config.snapshot_update_records
             )
 
+    def state_reset(self, key: ShareStateKey) -> None:
+        """The group coordinator started this share-partition's state again (altered or
+        deleted offsets): the next use reads it anew."""
+        self._drop(key)
+        self._wake()
+
     def _drop(self, key: ShareStateKey) -> None:
         if self._held.pop(key, None) is not None:
             log.info("%sshare-partition %s: no longer held here", self._label, key)

@@ -91,6 +91,9 @@ _CLIENT_THROTTLES_FROM: Mapping[int, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
 }
 """The first version of each API whose client waits out `throttle_time_ms` itself (Kafka's
 `shouldClientThrottle`); an API not named here never does."""

@@ -16,6 +16,7 @@ member ids come from the clients (ShareGroupHeartbeat v1).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -44,8 +45,16 @@ from strom.group.share.initialize import (
     mark_uninitialized,
 )
 from strom.group.share.namespace import GroupType, group_type_error
+from strom.group.share.offsets import (
+    AlterPlan,
+    DeletePlan,
+    plan_alter,
+    plan_delete,
+    without_deleting,
+)
 from strom.group.share.records import (
     ShareGroupEpochKey,
+    ShareGroupEpochValue,
     ShareKey,
     ShareStatePartitionsKey,
     ShareStatePartitionsValue,
@@ -258,6 +267,74 @@ class ShareCoordinator:
         self._initializing_since.pop(group_id, None)
         log.info("%s share group %s deleted", self._label, group_id)
         return ErrorCode.none, self._finish(work, None)
+
+    def alter_offsets(
+        self,
+        group_id: str,
+        asked: list[tuple[str, list[tuple[int, int]]]],
+        topics: Mapping[str, ShareTopic],
+        other: OtherGroupType,
+        now_ms: int,
+    ) -> tuple[ErrorCode, str | None, AlterPlan | None, ShareGroupDecision]:
+        """AlterShareGroupOffsets: only an empty group (NON_EMPTY_GROUP), created when it
+        does not exist; GROUP_ID_NOT_FOUND for another type's. The decision bumps the
+        group epoch and records the altered partitions initializing; the plan says which
+        states the shell starts again (then `state_initialized`/`state_not_initialized`)."""
+        group = self._tip.get(group_id)
+        if group is None and other(group_id) is not None:
+            code, message = group_type_error(group_id, GroupType.SHARE)
+            return code, message, None, ShareGroupDecision(group_id)
+        if group is not None and group.members:
+            return ErrorCode.non_empty_group, None, None, ShareGroupDecision(group_id)
+        work = ShareWork(group.copy() if group is not None else ShareGroup(group_id))
+        epoch = work.group.group_epoch + 1
+        plan = plan_alter(group_id, work.group.state_partitions, epoch, asked, topics)
+        work.emit(
+            ShareGroupEpochKey(group_id), ShareGroupEpochValue(epoch, work.group.metadata_hash)
+        )
+        if plan.state != work.group.state_partitions:
+            work.emit(ShareStatePartitionsKey(group_id), plan.state)
+            self._initializing_since[group_id] = now_ms
+        log.info("%s share group %s: offsets altered at epoch %d", self._label, group_id, epoch)
+        return ErrorCode.none, None, plan, self._finish(work, None)
+
+    def delete_offsets(
+        self,
+        group_id: str,
+        asked: list[str],
+        topics: Mapping[str, ShareTopic],
+        other: OtherGroupType,
+    ) -> tuple[ErrorCode, str | None, DeletePlan | None, ShareGroupDecision]:
+        """DeleteShareGroupOffsets: only an empty share group (NON_EMPTY_GROUP,
+        GROUP_ID_NOT_FOUND). The decision moves the named topics to deleting; the shell
+        deletes the plan's states, then reports `offsets_deleted`."""
+        group = self._tip.get(group_id)
+        if group is None:
+            if other(group_id) is not None:
+                code, message = group_type_error(group_id, GroupType.SHARE)
+            else:
+                code, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
+            return code, message, None, ShareGroupDecision(group_id)
+        if group.members:
+            return ErrorCode.non_empty_group, None, None, ShareGroupDecision(group_id)
+        plan = plan_delete(group.state_partitions, asked, topics)
+        work = ShareWork(group.copy())
+        if plan.state != group.state_partitions:
+            work.emit(ShareStatePartitionsKey(group_id), plan.state)
+        return ErrorCode.none, None, plan, self._finish(work, None)
+
+    def offsets_deleted(self, group_id: str, topic_ids: frozenset[uuid.UUID]) -> ShareGroupDecision:
+        """The states of these topics' share-partitions are deleted: they leave the
+        group's deleting list."""
+        group = self._tip.get(group_id)
+        if group is None:
+            return ShareGroupDecision(group_id)
+        new = without_deleting(group.state_partitions, topic_ids)
+        if new == group.state_partitions:
+            return ShareGroupDecision(group_id, after_write_id=self._last(group_id))
+        work = ShareWork(group.copy())
+        work.emit(ShareStatePartitionsKey(group_id), new)
+        return self._finish(work, None)
 
     def next_deadline_ms(self) -> int | None:
         return min(self._sessions.values()) if self._sessions else None

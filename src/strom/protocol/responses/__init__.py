@@ -79,6 +79,9 @@ from strom.protocol.responses.scram import (
 )
 from strom.protocol.responses.share import ShareAcknowledgeResponse, ShareFetchResponse
 from strom.protocol.responses.share_groups import (
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponse,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatResponse,
 )
@@ -143,6 +146,9 @@ SHAPES: dict[ApiKey, type] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeResponse,
     ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatResponse,
     ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeResponse,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: DescribeShareGroupOffsetsResponse,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: AlterShareGroupOffsetsResponse,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: DeleteShareGroupOffsetsResponse,
     ApiKey.SHARE_FETCH: ShareFetchResponse,
     ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeResponse,
     ApiKey.LEAVE_GROUP: LeaveGroupResponse,

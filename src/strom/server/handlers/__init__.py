@@ -35,6 +35,7 @@ from strom.server.handlers import (
     scram,
     share_fetch,
     share_groups,
+    share_offsets,
     share_state,
     topic_partitions,
     transactions,
@@ -76,6 +77,8 @@ class Contexts:
     the share coordinator (KIP-932)."""
     share: share_fetch.ShareContext
     """ShareFetch and ShareAcknowledge (KIP-932)."""
+    share_offsets: share_offsets.ShareOffsetsContext
+    """Describe, Alter and DeleteShareGroupOffsets (KIP-932)."""
     private: PrivateContext
     """Not a dispatch table's: each node-to-node connection's PrivateSession gets it."""
 
@@ -118,6 +121,15 @@ def _contextual(contexts: Contexts) -> dict[ApiKey, Handler]:
         ),
         ApiKey.SHARE_GROUP_DESCRIBE: partial(
             share_groups.handle_share_group_describe, contexts.groups
+        ),
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: partial(
+            share_offsets.handle_describe_share_group_offsets, contexts.share_offsets
+        ),
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: partial(
+            share_offsets.handle_alter_share_group_offsets, contexts.share_offsets
+        ),
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: partial(
+            share_offsets.handle_delete_share_group_offsets, contexts.share_offsets
         ),
         ApiKey.SHARE_FETCH: partial(share_fetch.handle_share_fetch, contexts.share),
         ApiKey.SHARE_ACKNOWLEDGE: partial(share_fetch.handle_share_acknowledge, contexts.share),
