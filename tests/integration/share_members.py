@@ -4,6 +4,7 @@ broker confirmed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -22,8 +23,11 @@ from confluent_kafka.admin import (
 )
 from group_members import MemberProcess
 
+from strom.client import KafkaConnection
+
 MEMBER_SCRIPT = Path(__file__).with_name("share_member.py")
 ACCEPT, RELEASE, REJECT = 1, 2, 3
+SHARE_GROUP_DESCRIBE = 77
 
 
 class ShareMember(MemberProcess):
@@ -93,3 +97,25 @@ def story(members: list[ShareMember]) -> str:
             f"{len(acked)} acked, errors {member.errors[-3:]}"
         )
     return "\n".join(lines)
+
+
+def assigned_members(bootstrap: str, group: str) -> int:
+    """How many members of the share group hold an assignment (ShareGroupDescribe v1)."""
+
+    async def ask() -> int:
+        host, port = bootstrap.rsplit(":", 1)
+        connection = await KafkaConnection.connect(host, int(port), client_id="share-test")
+        try:
+            response = await connection.request(
+                SHARE_GROUP_DESCRIBE,
+                1,
+                {"group_ids": [group], "include_authorized_operations": False},
+            )
+        finally:
+            connection.close()
+        described = response.groups[0]
+        if described.error_code != 0:
+            return 0
+        return sum(1 for m in described.members if m.assignment.topic_partitions)
+
+    return asyncio.run(ask())

@@ -19,7 +19,7 @@ from cluster import running_cluster
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from group_members import wait_until
-from share_members import ACCEPT, ShareMember, set_group_configs, story
+from share_members import ACCEPT, ShareMember, assigned_members, set_group_configs, story
 
 LOCK_MS = 2000
 SHARE_SETTINGS = [
@@ -109,21 +109,24 @@ def test_three_share_consumers_read_one_partition_once(
     _topic(bootstrap, topic)
     group = _group(bootstrap)
     members.extend(ShareMember(bootstrap, group, topic) for _ in range(3))
-    values = [f"v{i}" for i in range(3000)]
-    for start in range(0, len(values), 100):  # in steps, so every member gets a turn
-        _produce(bootstrap, topic, values[start : start + 100])
+    wait_until(lambda: assigned_members(bootstrap, group) == 3, 30, "three assigned members")
+    # A fetch takes at most 500 records (librdkafka's default), and a member waiting in
+    # a long poll is woken by new records: bursts of 1,500 reach every waiting member.
+    # (Trickles of fewer records than one fetch takes can all go to one member: share
+    # groups promise each record to one member, not an even spread.)
+    values: list[str] = []
+    while len(values) < 15_000 and not all(m.snapshot()[0] for m in members):
+        burst = [f"v{i}" for i in range(len(values), len(values) + 1500)]
+        _produce(bootstrap, topic, burst)
+        values += burst
+        total = len(values)
         wait_until(
-            lambda start=start: sum(_accepted(members).values()) >= start,
+            lambda total=total: len(_accepted(members)) == total,
             60,
-            f"{start} records accepted",
+            f"{len(values)} records accepted",
             lambda: story(members),
         )
-    wait_until(
-        lambda: set(_accepted(members)) == set(range(len(values))),
-        60,
-        "every record accepted",
-        lambda: story(members),
-    )
+    assert set(_accepted(members)) == set(range(len(values)))
     accepted = _accepted(members)
     assert max(accepted.values()) == 1, "a record was accepted twice"
     got = Counter(o for m in members for _, o, _, _ in m.snapshot()[0])

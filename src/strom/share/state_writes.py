@@ -63,4 +63,9 @@ def consumer_error(port_error: ErrorCode) -> ErrorCode:
         return port_error
     if port_error in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch):
         return ErrorCode.not_leader_or_follower
+    if port_error is ErrorCode.invalid_request:
+        # The share coordinator's answer for a share-partition never initialized: the
+        # group coordinator assigned it to no member, so no member should fetch it.
+        # Kafka answers UNKNOWN_SERVER_ERROR; INVALID_REQUEST says what is wrong.
+        return ErrorCode.invalid_request
     return ErrorCode.unknown_server_error

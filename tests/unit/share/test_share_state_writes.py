@@ -88,4 +88,6 @@ def test_port_errors_become_consumer_errors() -> None:
     assert consumer_error(ErrorCode.unknown_topic_or_partition) is (
         ErrorCode.unknown_topic_or_partition
     )
-    assert consumer_error(ErrorCode.invalid_request) is ErrorCode.unknown_server_error
+    # Kafka answers UNKNOWN_SERVER_ERROR for a share-partition never initialized.
+    assert consumer_error(ErrorCode.invalid_request) is ErrorCode.invalid_request
+    assert consumer_error(ErrorCode.kafka_storage_error) is ErrorCode.unknown_server_error
