@@ -400,3 +400,32 @@ def test_share_session_epochs(strom_broker: StromCluster) -> None:
             connection.close()
 
     run(story())
+
+
+def test_latest_starts_where_the_log_ended_when_the_group_took_the_partition(
+    strom_broker: StromCluster,
+) -> None:
+    """share.auto.offset.reset=latest (the default): a member joins, records are written,
+    and only then does it fetch; it gets them, since the share-partition starts at the
+    log end as the group took it (Kafka places it at its first fetch, past them)."""
+    admin = AdminClient({"bootstrap.servers": strom_broker.bootstrap_servers})
+    for future in admin.create_topics([NewTopic("later", 1, 1)]).values():
+        future.result(10)
+    producer = Producer({"bootstrap.servers": strom_broker.bootstrap_servers})
+    producer.produce("later", b"before the group")
+    assert producer.flush(30) == 0
+    topic_id = _topic_id(admin, "later")
+
+    async def story() -> dict[int, int]:
+        connection = await KafkaConnection.connect("127.0.0.1", port(strom_broker))
+        try:
+            m = ShareMember(connection, "g-later", "m")
+            await join(m, topic="later")
+            for i in range(3):
+                producer.produce("later", f"after {i}".encode())
+            assert producer.flush(30) == 0
+            return await until_acquired(m, topic_id, 20)
+        finally:
+            connection.close()
+
+    assert run(story()) == {1: 1, 2: 1, 3: 1}

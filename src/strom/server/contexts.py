@@ -91,6 +91,13 @@ def handler_contexts(broker: Broker) -> Contexts:
         stopping=lambda: broker.stopping,
         authorizer=current,
     )
+    log_ends = LogEnds(
+        broker.node_id,
+        lambda: broker.metadata.image,
+        broker.partitions,
+        lambda: broker.links.inter_broker(),
+    )
+    broker.share_groups.log_end = log_ends  # where `latest` places a new share-partition
     # A share session ends with the connection that opened it (KIP-932, as Kafka's).
     broker.connections.on_closed.append(functools.partial(share_connection_closed, share))
     return Contexts(
@@ -151,12 +158,7 @@ def handler_contexts(broker: Broker) -> Contexts:
         share_offsets=ShareOffsetsContext(
             offsets=ShareOffsetAdmin(
                 broker.share_groups,
-                LogEnds(
-                    broker.node_id,
-                    lambda: broker.metadata.image,
-                    broker.partitions,
-                    lambda: broker.links.inter_broker(),
-                ),
+                log_ends,
                 broker.share_partitions.state_reset,
             ),
             enabled=lambda: broker.config.share_group_enable,

@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -38,7 +38,7 @@ from strom.group.share.heartbeat import (
     ShareHeartbeatResult,
     ShareTopic,
 )
-from strom.group.share.initialize import ShareInitialize
+from strom.group.share.initialize import ShareInitialize, ShareInitializeTopic
 from strom.group.share.namespace import GroupType
 from strom.group.share.records import ShareMemberKey
 from strom.group.state import GroupState
@@ -46,7 +46,7 @@ from strom.metadata.image import MetadataImage
 from strom.server.clock import now_ms
 from strom.server.group_writes import CoreWrites
 from strom.server.groups import CoordinatorUnavailable, GroupService
-from strom.share.state_port import ShareStateKey, ShareStatePort
+from strom.share.state_port import UNINITIALIZED_START_OFFSET, ShareStateKey, ShareStatePort
 
 __all__ = ["ShareGroupService"]
 
@@ -74,6 +74,8 @@ class ShareGroupService:
         self._image = image
         self._share_state = share_state
         self.on_member_left = on_member_left
+        self.log_end: Callable[[str, int], Awaitable[tuple[ErrorCode, int]]] = _no_log_end
+        """A partition's log end (high watermark), from its leader (server/log_ends.py)."""
         self.enabled = enabled
         self._core_writes = CoreWrites(groups, groups.share, "share")
         self._wake = asyncio.Event()
@@ -203,7 +205,7 @@ class ShareGroupService:
         """Each share-partition's answer, and whether the outcome was recorded (NONE)."""
         port = self._share_state()
         calls = [
-            (topic.topic_id, partition, topic.start_offset)
+            (topic.topic_id, partition, await self._start_of(ask.group_id, topic, partition))
             for topic in ask.topics
             for partition in sorted(topic.partitions)
         ]
@@ -237,6 +239,19 @@ class ShareGroupService:
         except CoordinatorUnavailable as exc:
             return each, (exc.error_code, str(exc))
         return each, (ErrorCode.none, None)
+
+    async def _start_of(self, group_id: str, topic: ShareInitializeTopic, partition: int) -> int:
+        """Where a share-partition starts. strom's, beyond Kafka: with
+        share.auto.offset.reset=latest (the default) it starts at the log end as the
+        group takes it, so a member that subscribed before records were written reads
+        them; Kafka places it at the log end when the leader first loads it (the first
+        ShareFetch), which skips what was written in between. -1 leaves it to the leader
+        (earliest, by_duration, or the log end unknown)."""
+        reset = self._image().group_configs(group_id).get("share.auto.offset.reset", "latest")
+        if topic.start_offset != UNINITIALIZED_START_OFFSET or reset != "latest":
+            return topic.start_offset
+        error, end = await self.log_end(topic.name, partition)
+        return end if error is ErrorCode.none and end >= 0 else UNINITIALIZED_START_OFFSET
 
     async def delete(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a share group here: its share-partitions' state first (the
@@ -288,3 +303,7 @@ class ShareGroupService:
                 for key, value in decision.records:
                     if isinstance(key, ShareMemberKey) and value is None:
                         self.on_member_left(key.group_id, key.member_id)
+
+
+async def _no_log_end(topic: str, partition: int) -> tuple[ErrorCode, int]:
+    return ErrorCode.leader_not_available, -1
