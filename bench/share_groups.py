@@ -10,9 +10,9 @@ joins) with `--consumers` confluent-kafka ShareConsumers, each polling in its ow
 with implicit acknowledgement, reads until every record was delivered once and
 acknowledged. The figure is distinct records per second from the first record's arrival
 until the last one's; the time from the first subscribe to the first record (joining the
-group: its first heartbeat initializes the share-partition, the next one, a heartbeat
-interval later, assigns it) is given apart. Also how many were delivered more than once
-means a lock ran out or a consumer's acknowledgement was refused: none is expected).
+group: its first heartbeat initializes the share-partition; Kafka assigns it at the next
+heartbeat, an interval later, strom in the same answer) is given apart. Also how many were delivered more than once
+(a redelivery means a lock ran out or a consumer's acknowledgement was refused: none is expected).
 Each consumer count is measured `--rounds` times, the counts taking turns, each round
 with a fresh group on the same topic.
 
@@ -21,8 +21,8 @@ and times `commit_sync()` (a ShareAcknowledge answered once the share-partition'
 is written to `__share_group_state` and fsynced), `--acks` times; p50, p99 and max.
 
 A warm-up group reads 1,000 records first, unmeasured: the first share group makes the
-broker create `__share_group_state`. Without --bootstrap the script starts strom itself (fsync before every acknowledgement,
-the default) as bench/produce_consume.py does.
+broker create `__share_group_state`. Without --bootstrap the script starts strom itself
+(fsync before every acknowledgement, the default) as bench/produce_consume.py does.
 """
 
 from __future__ import annotations
