@@ -21,8 +21,8 @@ and times `commit_sync()` (a ShareAcknowledge answered once the share-partition'
 is written to `__share_group_state` and fsynced), `--acks` times; p50, p99 and max.
 
 A warm-up group reads 1,000 records first, unmeasured: the first share group makes the
-broker create `__share_group_state`. Without --bootstrap the script starts strom itself (fsync before every acknowledgement,
-the default) as bench/produce_consume.py does.
+broker create `__share_group_state`. Without --bootstrap the script starts strom itself
+(fsync before every acknowledgement, the default) as bench/produce_consume.py does.
 """
 
 from __future__ import annotations
