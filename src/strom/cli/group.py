@@ -3,6 +3,8 @@
 Through confluent-kafka's admin client (ListGroups, DescribeGroups, OffsetFetch,
 ListOffsets, OffsetCommit, DeleteGroups), so it works against any Kafka-compatible
 broker. What needs no broker (parsing, tables, the reset plan) is in group_model.py.
+KIP-848 groups are described, and share groups (which the admin client does not see)
+listed and described, through strom's own client: group_consumer.py, group_share.py.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ from strom.cli.group_model import (
     reset_target,
     selected_partitions,
     total_lag,
+)
+from strom.cli.group_share import (
+    SHARE_MEMBER_HEADERS,
+    SHARE_PARTITION_HEADERS,
+    ShareGroupView,
+    describe_share_group,
+    list_share_groups,
+    share_header,
+    share_member_rows,
+    share_partition_rows,
+    total_share_lag,
 )
 
 if TYPE_CHECKING:
@@ -184,6 +197,57 @@ def describe_consumer_groups(
     return run(bootstrap, timeout_s, work, command_config)
 
 
+def describe_share_groups(
+    bootstrap: str, timeout_s: float, groups: Sequence[str], command_config: Path | None
+) -> dict[str, tuple[ShareGroupView, BrokerAddress]]:
+    """The groups among `groups` that are share groups (which confluent-kafka's admin
+    client does not see), described by their coordinators."""
+    if not groups:
+        return {}
+    from strom.cli.txn import TxnCluster, run
+
+    async def work(cluster: TxnCluster) -> dict[str, tuple[ShareGroupView, BrokerAddress]]:
+        found = {}
+        for group in groups:
+            described = await describe_share_group(cluster, group)
+            if described is not None:
+                found[group] = described
+        return found
+
+    return run(bootstrap, timeout_s, work, command_config)
+
+
+def share_groups(
+    bootstrap: str, timeout_s: float, metadata: ClusterMetadata, command_config: Path | None
+) -> list[tuple[str, str, str, str, str]]:
+    """`strom group list` rows of the share groups, which confluent-kafka does not list."""
+    from strom.cli.txn import TxnCluster, run
+    from strom.cli.txn_model import BrokerAddress
+
+    brokers = [BrokerAddress(b.id, str(b.host), b.port) for b in metadata.brokers.values()]
+
+    async def work(cluster: TxnCluster) -> list[tuple[str, str, str, str, str]]:
+        return await list_share_groups(cluster, brokers)
+
+    return run(bootstrap, timeout_s, work, command_config)
+
+
+def print_share_group(view: ShareGroupView, coordinator: BrokerAddress) -> None:
+    print(share_header(view, coordinator) + "\n")
+    if view.members:
+        print_table(SHARE_MEMBER_HEADERS, share_member_rows(view.members))
+    else:
+        print("No active members.")
+    print()
+    if not view.partitions:
+        print("No share-partition state.")
+        return
+    print_table(SHARE_PARTITION_HEADERS, share_partition_rows(view.partitions))
+    lag = total_share_lag(view.partitions)
+    if lag is not None:
+        print(f"\nTotal lag: {lag}")
+
+
 def _connect(
     bootstrap: str, timeout: float, command_config: Path | None
 ) -> tuple[ConnectionSettings, AdminClient, ClusterMetadata]:
@@ -203,7 +267,7 @@ def list_groups(
     """List consumer groups with their type (classic or consumer), state, protocol type
     and member count."""
     with reporting_errors():
-        connection, admin, _ = _connect(bootstrap, timeout, command_config)
+        connection, admin, metadata = _connect(bootstrap, timeout, command_config)
         future = admin.list_consumer_groups(request_timeout=timeout)
         listing, error = admin_outcome(future, connection, "listing groups")
         if error is not None:
@@ -211,12 +275,11 @@ def list_groups(
         for failure in listing.errors or []:
             echo_status(f"strom: warning: a broker did not list its groups: {failure}")
         groups = listing.valid or []
-        if not groups:
-            echo_status("no groups")
-            return
         counts: dict[str, int] = {}
-        futures = admin.describe_consumer_groups(
-            [g.group_id for g in groups], request_timeout=timeout
+        futures = (
+            admin.describe_consumer_groups([g.group_id for g in groups], request_timeout=timeout)
+            if groups
+            else {}
         )
         for group_id, each in futures.items():
             description, error = admin_outcome(each, connection, f"group {group_id!r}")
@@ -225,9 +288,14 @@ def list_groups(
         kip848 = [g.group_id for g in groups if group_type_name(g) == "CONSUMER"]
         views = describe_consumer_groups(bootstrap, timeout, kip848, command_config, quiet=True)
         states = {group_id: view.state for group_id, (view, _) in views.items()}
+        rows = list_rows(groups, counts, states) + share_groups(
+            bootstrap, timeout, metadata, command_config
+        )
+        if not rows:
+            echo_status("no groups")
+            return
         print_table(
-            ("GROUP", "TYPE", "STATE", "PROTOCOL TYPE", "MEMBERS"),
-            list_rows(groups, counts, states),
+            ("GROUP", "TYPE", "STATE", "PROTOCOL TYPE", "MEMBERS"), sorted(rows, key=lambda r: r[0])
         )
 
 
@@ -246,20 +314,25 @@ def describe(
         names = list(dict.fromkeys(groups))
         connection, admin, _ = _connect(bootstrap, timeout, command_config)
         descriptions = describe_groups(admin, connection, names)
-        for name in names:
-            if not group_exists(descriptions[name]):
+        missing = [n for n in names if not group_exists(descriptions[n])]
+        share_views = describe_share_groups(bootstrap, timeout, missing, command_config)
+        for name in missing:
+            if name not in share_views:
                 raise CommandError(group_missing_message(name))
         kip848 = [n for n in names if group_type_name(descriptions[n]) == "CONSUMER"]
         consumer_views = describe_consumer_groups(bootstrap, timeout, kip848, command_config)
         for index, name in enumerate(names):
+            if index:
+                print()
+            if name in share_views:
+                print_share_group(*share_views[name])
+                continue
             description = descriptions[name]
             committed = committed_offsets(admin, connection, name)
             owners = partition_owners(description.members)
             partitions = set(committed) | set(owners)
             log_ends, _ = list_offsets(admin, connection, partitions, offset_spec("latest"))
             progress = group_progress(committed, log_ends, owners)
-            if index:
-                print()
             if name in consumer_views:
                 view, coordinator = consumer_views[name]
                 print(consumer_header(view, coordinator) + "\n")
