@@ -11,8 +11,9 @@ with implicit acknowledgement, reads until every record was delivered once and
 acknowledged. The figure is distinct records per second from the first record's arrival
 until the last one's; the time from the first subscribe to the first record (joining the
 group: its first heartbeat initializes the share-partition; Kafka assigns it at the next
-heartbeat, an interval later, strom in the same answer) is given apart. Also how many were delivered more than once
-(a redelivery means a lock ran out or a consumer's acknowledgement was refused: none is expected).
+heartbeat, an interval later, strom in the same answer) is given apart, and so is how
+many records were delivered more than once (a redelivery means a lock ran out or a
+consumer's acknowledgement was refused: none is expected).
 Each consumer count is measured `--rounds` times, the counts taking turns, each round
 with a fresh group on the same topic.
 
