@@ -23,7 +23,8 @@ kept per leader. The batch is neither idempotent nor transactional (producer id 
 What differs from Kafka (docs/share-groups.md): the topic must already exist (it is not
 created), and its `errors.deadletterqueue.group.enable` topic config is not asked for. A
 copy that cannot be made is logged and dropped: the state write before it already
-archived the records.
+archived the records. A copy tried again after a timeout may be written twice (the
+Produce is not idempotent).
 """
 
 from __future__ import annotations
