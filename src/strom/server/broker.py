@@ -390,6 +390,7 @@ class Broker:
         await self.txn_verifier.stop()
         await self.connections.drain(SHUTDOWN_GRACE_S)
         await self._background.stop()
+        self.share_partitions.close()
         if self.store is not None:
             await self.store.stop()
         if self.controller is not None:

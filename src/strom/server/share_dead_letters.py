@@ -8,19 +8,38 @@ carrying KIP-1191's `__dlq.errors.*` headers. With the group's
 `errors.deadletterqueue.copy.record.enable` it also carries the record's key, value and
 headers; without (Kafka's default) only the headers.
 
-What differs from Kafka (docs/share-groups.md): the copy is made only when this broker
-leads the destination partition, the topic must already exist (it is not created), and
-its `errors.deadletterqueue.group.enable` topic config is not asked for. A copy that
-cannot be made is logged and dropped: the state write before it already archived the
-records.
+The copy is appended here when this broker leads the destination partition, else sent
+to its leader as a Produce (v12, the newest that names topics; acks=-1, so it is
+committed as a local copy is waited for) over the inter-broker link, with one client
+kept per leader. The batch is neither idempotent nor transactional (producer id -1).
+
+    copy -> led here: append, wait until committed
+         -> led elsewhere: Produce to the leader the image names
+    NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+    REQUEST_TIMED_OUT, a lost connection -> again, after a pause, to the leader of then,
+        for at most DELIVERY_BOUND_S
+    anything else, or the bound spent -> logged and dropped
+
+What differs from Kafka (docs/share-groups.md): the topic must already exist (it is not
+created), and its `errors.deadletterqueue.group.enable` topic config is not asked for. A
+copy that cannot be made is logged and dropped: the state write before it already
+archived the records. A copy tried again after a timeout may be written twice (the
+Produce is not idempotent).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from strom.client import ClientError, NodeClient
+from strom.client.security import ClientSecurity
 from strom.metadata.image import MetadataImage
+from strom.protocol.apis import ApiKey
 from strom.protocol.batch_header import RecordsError, parse_batch_header
 from strom.protocol.record_codec import Header, NewRecord, decode_batch, encode_batch
 from strom.server.clock import now_ms
@@ -37,32 +56,83 @@ from strom.share.values import (
     DeadLetter,
 )
 
-__all__ = ["DeadLetterCopier"]
+__all__ = [
+    "DeadLetterCopier",
+    "dead_letter_partition",
+    "produce_answer",
+    "produce_request",
+    "retriable",
+    "with_retries",
+]
 
 log = logging.getLogger(__name__)
 
 _COMMIT_TIMEOUT_S = 5.0
 _READ_BYTES = 1 << 20
+PRODUCE_VERSION = 12
+"""The newest Produce version whose requests name topics (v13 names topic ids)."""
+DELIVERY_BOUND_S = 5.0
+"""How long one copy is tried, over all its attempts."""
+RETRY_S = 0.2
+"""Pause before a copy is tried again."""
+_PRODUCE_TIMEOUT_MS = 4000
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.leader_not_available,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    }
+)
+
+
+def dead_letter_partition(source_partition: int, partitions: int) -> int:
+    """The dead-letter topic's partition a source partition's records are copied to."""
+    return source_partition % partitions
+
+
+def retriable(error: ErrorCode) -> bool:
+    """Whether a copy that failed so is tried again (a lost connection counts as
+    REQUEST_TIMED_OUT)."""
+    return error in _RETRIABLE
 
 
 class DeadLetterCopier:
+    """Ports, read at each use: `image`, the committed metadata (leaders, where brokers
+    listen, group configs); `partitions`, those held here; `security`, how connections
+    to other brokers are secured (inter-broker)."""
+
     def __init__(
         self,
         node_id: int,
         image: Callable[[], MetadataImage],
         partitions: PartitionManager,
+        security: Callable[[], ClientSecurity | None] = lambda: None,
+        retry_s: float = RETRY_S,
     ) -> None:
+        self._node_id = node_id
         self._label = f"[node {node_id}] "
         self._image = image
         self._partitions = partitions
+        self._security = security
+        self._retry_s = retry_s
+        self._clients: dict[int, NodeClient] = {}
 
     async def copy(self, source: Partition, letters: Sequence[DeadLetter]) -> None:
         """Append each letter's records to the dead-letter topic; wait until committed."""
         for letter in letters:
             try:
                 await self._copy_one(source, letter)
-            except (LeadershipMoved, RecordsError, TimeoutError) as exc:
+            except RecordsError as exc:
                 log.warning("%sdead letters %s not copied: %r", self._label, letter, exc)
+
+    def close(self) -> None:
+        """Close the clients of other brokers (the broker stops)."""
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
 
     async def _copy_one(self, source: Partition, letter: DeadLetter) -> None:
         image = self._image()
@@ -80,18 +150,7 @@ class DeadLetterCopier:
                 letter.partition,
             )
             return
-        index = letter.partition % len(topic.partitions)
-        target = self._partitions.get(letter.dead_letter_topic, index)
-        if target is None or not target.is_leader:
-            log.warning(
-                "%sdead-letter partition %s-%d is not led here: offsets %d-%d not copied",
-                self._label,
-                letter.dead_letter_topic,
-                index,
-                letter.first_offset,
-                letter.last_offset,
-            )
-            return
+        index = dead_letter_partition(letter.partition, len(topic.partitions))
         copy_record = (
             image.group_configs(letter.group_id).get("errors.deadletterqueue.copy.record.enable")
             == "true"
@@ -101,11 +160,87 @@ class DeadLetterCopier:
         for offset in range(letter.first_offset, letter.last_offset + 1):
             key, value, headers = originals.get(offset, (None, None, ()))
             records.append(NewRecord(key, value, (*headers, *_dlq_headers(letter, offset))))
-        current = now_ms()
-        batch = encode_batch(records, base_timestamp_ms=current)
-        view = memoryview(batch)
-        result = target.append([(view, parse_batch_header(view))], now_ms=current)
-        await target.committed(result.last_offset + 1, _COMMIT_TIMEOUT_S)
+        batch = encode_batch(records, base_timestamp_ms=now_ms())
+        error = await self._deliver(letter.dead_letter_topic, index, batch)
+        if error is not ErrorCode.none:
+            log.warning(
+                "%sdead letters offsets %d-%d of %s-%d (share group %s) not copied to %s-%d: %s",
+                self._label,
+                letter.first_offset,
+                letter.last_offset,
+                letter.topic,
+                letter.partition,
+                letter.group_id,
+                letter.dead_letter_topic,
+                index,
+                error.name,
+            )
+
+    async def _deliver(self, topic: str, index: int, batch: bytes) -> ErrorCode:
+        """Write the batch to its partition, here or at its leader (see the module
+        docstring); the last answer."""
+        return await with_retries(
+            lambda: self._attempt(topic, index, batch),
+            retry_s=self._retry_s,
+            bound_s=DELIVERY_BOUND_S,
+        )
+
+    async def _attempt(self, topic: str, index: int, batch: bytes) -> ErrorCode:
+        local = self._partitions.get(topic, index)
+        if local is not None and local.is_leader:
+            view = memoryview(batch)
+            current = now_ms()
+            try:
+                result = local.append([(view, parse_batch_header(view))], now_ms=current)
+                await local.committed(result.last_offset + 1, _COMMIT_TIMEOUT_S)
+            except LeadershipMoved:
+                return ErrorCode.not_leader_or_follower
+            except TimeoutError:
+                return ErrorCode.request_timed_out
+            return ErrorCode.none
+        leader = _leader_of(self._image(), topic, index)
+        if leader is None:
+            return ErrorCode.unknown_topic_or_partition
+        client = None if leader in (-1, self._node_id) else self._client(leader)
+        if client is None:
+            return ErrorCode.leader_not_available
+        try:
+            response = await client.request(
+                ApiKey.PRODUCE,
+                produce_request(topic, index, batch),
+                api_version=PRODUCE_VERSION,
+                timeout_s=_PRODUCE_TIMEOUT_MS / 1000 + 1.0,
+            )
+        except (ClientError, OSError, TimeoutError) as exc:
+            log.info("%sProduce of dead letters to broker %d: %s", self._label, leader, exc)
+            return ErrorCode.request_timed_out
+        return produce_answer(response, topic, index)
+
+    def _client(self, broker_id: int) -> NodeClient | None:
+        """A client of `broker_id` where the image says it listens, with the inter-broker
+        security of now (a new one when either changed); None while it is unregistered
+        or fenced."""
+        broker = self._image().brokers.get(broker_id)
+        client = self._clients.get(broker_id)
+        if broker is None or broker.fenced:
+            return None
+        security = self._security()
+        if (
+            client is not None
+            and (client.host, client.port) == (broker.host, broker.port)
+            and client.security is security
+        ):
+            return client
+        if client is not None:
+            client.close()
+        client = self._clients[broker_id] = NodeClient(
+            broker.host,
+            broker.port,
+            client_id=f"strom-dead-letters-{self._node_id}",
+            node_id=broker_id,
+            security=security,
+        )
+        return client
 
     def _read(
         self, source: Partition, letter: DeadLetter
@@ -138,3 +273,52 @@ def _dlq_headers(letter: DeadLetter, offset: int) -> tuple[Header, ...]:
         (DLQ_HEADER_DELIVERY_COUNT, str(letter.delivery_count).encode()),
         (DLQ_HEADER_MESSAGE, letter.reason.value.encode()),
     )
+
+
+async def with_retries(
+    attempt: Callable[[], Awaitable[ErrorCode]], *, retry_s: float, bound_s: float
+) -> ErrorCode:
+    """`attempt()` until it answers an error that is not retriable, pausing `retry_s`
+    between attempts, for at most `bound_s`; the last answer (REQUEST_TIMED_OUT if the
+    bound cut the first one short)."""
+    error = ErrorCode.request_timed_out
+    try:
+        async with asyncio.timeout(bound_s):
+            while True:
+                error = await attempt()
+                if not retriable(error):
+                    return error
+                await asyncio.sleep(retry_s)
+    except TimeoutError:
+        return error
+
+
+def _leader_of(image: MetadataImage, topic: str, index: int) -> int | None:
+    """The partition's leader (-1 while it has none); None when the image has no such
+    partition."""
+    found = image.topics_by_name.get(topic)
+    partition = None if found is None else found.partitions.get(index)
+    if partition is None:
+        return None
+    broker = image.brokers.get(partition.leader)
+    return -1 if broker is None or broker.fenced else partition.leader
+
+
+def produce_request(topic: str, index: int, batch: bytes) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": _PRODUCE_TIMEOUT_MS,
+        "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": batch}]}],
+    }
+
+
+def produce_answer(response: Any, topic: str, index: int) -> ErrorCode:
+    """The partition's error code; REQUEST_TIMED_OUT if the response left it out."""
+    for answer in response.responses:
+        if str(answer.name) != topic:
+            continue
+        for partition in answer.partition_responses:
+            if int(partition.index) == index:
+                return ErrorCode(partition.error_code)
+    return ErrorCode.request_timed_out

@@ -143,6 +143,10 @@ class SharePartitionManager:
         """Futures of waiting ShareFetches: set when records may have become acquirable."""
         self._releasing: set[asyncio.Task[None]] = set()
 
+    def close(self) -> None:
+        """The broker stops: the dead-letter copier closes its clients of other brokers."""
+        self._dead_letters.close()
+
     # ------------------------------------------------------------------ configs
 
     def config_of(self, group_id: str, topic: str) -> SharePartitionConfig:

@@ -133,7 +133,9 @@ def share_services(broker: Broker) -> tuple[ShareStateClient, SharePartitionMana
         broker.partitions,
         image,
         lambda: broker.config,
-        DeadLetterCopier(broker.node_id, image, broker.partitions),
+        DeadLetterCopier(
+            broker.node_id, image, broker.partitions, lambda: broker.links.inter_broker()
+        ),
     )
     broker.share_groups.on_member_left = manager.member_left
     return state, manager
