@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -34,7 +33,7 @@ from strom.group.consumer.state import ConsumerGroup
 from strom.group.state import GroupState
 from strom.metadata.image import MetadataImage
 from strom.server.clock import now_ms
-from strom.server.group_writes import CoreWrites
+from strom.server.group_writes import CoreWrites, with_group_timeouts
 from strom.server.groups import CoordinatorUnavailable, GroupService
 
 __all__ = ["ConsumerGroupService"]
@@ -94,19 +93,8 @@ class ConsumerGroupService:
         """The coordinator's settings with the group's own session timeout and heartbeat
         interval (config resource GROUP: consumer.session.timeout.ms and
         consumer.heartbeat.interval.ms, checked against the broker's bounds when set)."""
-        config = self.core.config
         own = self._image().group_configs(group_id)
-        session = own.get("consumer.session.timeout.ms")
-        interval = own.get("consumer.heartbeat.interval.ms")
-        if session is None and interval is None:
-            return config
-        return dataclasses.replace(
-            config,
-            session_timeout_ms=int(session) if session is not None else config.session_timeout_ms,
-            heartbeat_interval_ms=(
-                int(interval) if interval is not None else config.heartbeat_interval_ms
-            ),
-        )
+        return with_group_timeouts(self.core.config, own, "consumer")
 
     async def _carry_out(self, decision: ConsumerDecision) -> None:
         await self._core_writes.carry_out(

@@ -12,16 +12,17 @@ that wrote nothing waits for the group's write it read (`after_write_id`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from strom.server.group_storage import COORDINATOR_ERRORS, StorageError
 from strom.server.groups import CoordinatorUnavailable, GroupService
 
-__all__ = ["CoreWrites"]
+__all__ = ["CoreWrites", "with_group_timeouts"]
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +83,30 @@ class CoreWrites:
             future = self._writes.get(dropped)
             if future is not None and not future.done():
                 future.set_exception(CoordinatorUnavailable(error, "group state not written"))
+
+
+class _Timeouts(Protocol):
+    @property
+    def session_timeout_ms(self) -> int: ...
+    @property
+    def heartbeat_interval_ms(self) -> int: ...
+
+
+C = TypeVar("C", bound=_Timeouts)
+
+
+def with_group_timeouts(config: C, own: Mapping[str, str], prefix: str) -> C:
+    """A coordinator's settings with a group's own `<prefix>.session.timeout.ms` and
+    `<prefix>.heartbeat.interval.ms` (config resource GROUP; `prefix` "consumer" or
+    "share"), where it has them: they were checked against the broker's bounds when set."""
+    session = own.get(f"{prefix}.session.timeout.ms")
+    interval = own.get(f"{prefix}.heartbeat.interval.ms")
+    if session is None and interval is None:
+        return config
+    return dataclasses.replace(  # type: ignore[type-var]
+        config,
+        session_timeout_ms=int(session) if session is not None else config.session_timeout_ms,
+        heartbeat_interval_ms=(
+            int(interval) if interval is not None else config.heartbeat_interval_ms
+        ),
+    )

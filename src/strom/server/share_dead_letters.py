@@ -36,12 +36,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from strom.client import ClientError, NodeClient
+from strom.client import ClientError
 from strom.client.security import ClientSecurity
 from strom.metadata.image import MetadataImage
 from strom.protocol.apis import ApiKey
 from strom.protocol.batch_header import RecordsError, parse_batch_header
 from strom.protocol.record_codec import Header, NewRecord, decode_batch, encode_batch
+from strom.server.broker_clients import BrokerClients
 from strom.server.clock import now_ms
 from strom.server.partition import LeadershipMoved, Partition
 from strom.server.partitions import PartitionManager
@@ -116,9 +117,8 @@ class DeadLetterCopier:
         self._label = f"[node {node_id}] "
         self._image = image
         self._partitions = partitions
-        self._security = security
         self._retry_s = retry_s
-        self._clients: dict[int, NodeClient] = {}
+        self._clients = BrokerClients(f"strom-dead-letters-{node_id}", image, security)
 
     async def copy(self, source: Partition, letters: Sequence[DeadLetter]) -> None:
         """Append each letter's records to the dead-letter topic; wait until committed."""
@@ -130,9 +130,7 @@ class DeadLetterCopier:
 
     def close(self) -> None:
         """Close the clients of other brokers (the broker stops)."""
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()
 
     async def _copy_one(self, source: Partition, letter: DeadLetter) -> None:
         image = self._image()
@@ -201,7 +199,7 @@ class DeadLetterCopier:
         leader = _leader_of(self._image(), topic, index)
         if leader is None:
             return ErrorCode.unknown_topic_or_partition
-        client = None if leader in (-1, self._node_id) else self._client(leader)
+        client = None if leader in (-1, self._node_id) else self._clients.get(leader)
         if client is None:
             return ErrorCode.leader_not_available
         try:
@@ -215,32 +213,6 @@ class DeadLetterCopier:
             log.info("%sProduce of dead letters to broker %d: %s", self._label, leader, exc)
             return ErrorCode.request_timed_out
         return produce_answer(response, topic, index)
-
-    def _client(self, broker_id: int) -> NodeClient | None:
-        """A client of `broker_id` where the image says it listens, with the inter-broker
-        security of now (a new one when either changed); None while it is unregistered
-        or fenced."""
-        broker = self._image().brokers.get(broker_id)
-        client = self._clients.get(broker_id)
-        if broker is None or broker.fenced:
-            return None
-        security = self._security()
-        if (
-            client is not None
-            and (client.host, client.port) == (broker.host, broker.port)
-            and client.security is security
-        ):
-            return client
-        if client is not None:
-            client.close()
-        client = self._clients[broker_id] = NodeClient(
-            broker.host,
-            broker.port,
-            client_id=f"strom-dead-letters-{self._node_id}",
-            node_id=broker_id,
-            security=security,
-        )
-        return client
 
     def _read(
         self, source: Partition, letter: DeadLetter

@@ -44,7 +44,7 @@ from strom.group.share.records import ShareMemberKey
 from strom.group.state import GroupState
 from strom.metadata.image import MetadataImage
 from strom.server.clock import now_ms
-from strom.server.group_writes import CoreWrites
+from strom.server.group_writes import CoreWrites, with_group_timeouts
 from strom.server.groups import CoordinatorUnavailable, GroupService
 from strom.share.state_port import UNINITIALIZED_START_OFFSET, ShareStateKey, ShareStatePort
 
@@ -103,19 +103,8 @@ class ShareGroupService:
     def config_of(self, group_id: str) -> ShareGroupConfig:
         """The coordinator's settings with the group's own share.session.timeout.ms and
         share.heartbeat.interval.ms (config resource GROUP), when it has them."""
-        config = self.core.config
         own = self._image().group_configs(group_id)
-        session = own.get("share.session.timeout.ms")
-        interval = own.get("share.heartbeat.interval.ms")
-        if session is None and interval is None:
-            return config
-        return dataclasses.replace(
-            config,
-            session_timeout_ms=int(session) if session is not None else config.session_timeout_ms,
-            heartbeat_interval_ms=(
-                int(interval) if interval is not None else config.heartbeat_interval_ms
-            ),
-        )
+        return with_group_timeouts(self.core.config, own, "share")
 
     async def heartbeat(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
         """Raises CoordinatorUnavailable."""

@@ -34,12 +34,13 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
 
-from strom.client import ClientError, NodeClient
+from strom.client import ClientError
 from strom.client.security import ClientSecurity
 from strom.group.placement import OFFSETS_TOPIC
 from strom.log.results import AppendResult
 from strom.metadata.image import MetadataImage
 from strom.protocol.records import RecordsError
+from strom.server.broker_clients import BrokerClients
 from strom.server.clock import now_ms
 from strom.server.flusher import PartitionGone
 from strom.server.partition import LeadershipMoved
@@ -220,9 +221,8 @@ class TxnMarkerSender:
         self._node_id = node_id
         self._image = image
         self._here = here
-        self._security = security
         self._retry_s = retry_s
-        self._clients: dict[int, NodeClient] = {}
+        self._clients = BrokerClients(f"strom-txn-markers-{node_id}", image, security)
 
     async def write(
         self, job: MarkerJob, coordinator_epoch: int, current: Callable[[], bool]
@@ -286,7 +286,7 @@ class TxnMarkerSender:
     async def _send(self, leader: int, marker: TxnMarker) -> dict[TopicPartition, ErrorCode]:
         if leader == self._node_id:
             return await self._here.write(marker)
-        client = self._client(leader)
+        client = self._clients.get(leader)
         if client is None:
             return dict.fromkeys(marker.partitions, ErrorCode.not_leader_or_follower)
         try:
@@ -301,36 +301,8 @@ class TxnMarkerSender:
             return dict.fromkeys(marker.partitions, ErrorCode.request_timed_out)
         return _answers(response, marker)
 
-    def _client(self, broker_id: int) -> NodeClient | None:
-        """A client of `broker_id` where the image says it listens, with the inter-broker
-        security of now (a new one when either changed: the broker moved, or a dynamic
-        config changed how brokers connect); None while it is unregistered or fenced."""
-        broker = self._image().brokers.get(broker_id)
-        client = self._clients.get(broker_id)
-        if broker is None or broker.fenced:
-            return None
-        security = self._security()
-        if (
-            client is not None
-            and (client.host, client.port) == (broker.host, broker.port)
-            and client.security is security
-        ):
-            return client
-        if client is not None:
-            client.close()
-        client = self._clients[broker_id] = NodeClient(
-            broker.host,
-            broker.port,
-            client_id=f"strom-txn-markers-{self._node_id}",
-            node_id=broker_id,
-            security=security,
-        )
-        return client
-
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
+        self._clients.close()
 
 
 def _leader_of(image: MetadataImage, key: TopicPartition) -> int | None:

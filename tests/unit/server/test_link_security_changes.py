@@ -25,11 +25,11 @@ def test_the_marker_sender_makes_a_new_client_when_the_security_changes() -> Non
         here=appender(lambda: image, {})[0],
         security=lambda: now[0],
     )
-    client = markers._client(2)
+    client = markers._clients.get(2)
     assert client is not None and client.security is FIRST
-    assert markers._client(2) is client  # nothing changed: kept
+    assert markers._clients.get(2) is client  # nothing changed: kept
     now[0] = SECOND
-    renewed = markers._client(2)
+    renewed = markers._clients.get(2)
     assert renewed is not None and renewed is not client and renewed.security is SECOND
     assert client.is_closed
     markers.close()

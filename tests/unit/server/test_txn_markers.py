@@ -189,7 +189,7 @@ def sender(
     markers = TxnMarkerSender(
         node_id=NODE_ID, image=image, here=appender(image, local)[0], retry_s=0
     )
-    markers._clients[2] = remote  # type: ignore[assignment]
+    markers._clients._clients[2] = remote  # type: ignore[assignment]
     return markers
 
 
