@@ -7,7 +7,7 @@ Kafka's names and (unless noted) Kafka's defaults; `keys` assembles every key.
 
 from __future__ import annotations
 
-from strom.config.schema import AtLeast, Between, ConfigKey, ConfigType
+from strom.config.schema import AtLeast, Between, ConfigKey, ConfigType, OneOf
 
 __all__ = ["GROUP_KEYS", "REPLICATION_KEYS", "TXN_KEYS"]
 
@@ -151,6 +151,13 @@ GROUP_KEYS: tuple[ConfigKey, ...] = (
         ConfigType.LIST,
         "uniform,range",
         "Server assignors of consumer groups (KIP-848), the first the default: uniform, range.",
+    ),
+    ConfigKey(
+        "group.consumer.migration.policy",
+        ConfigType.STRING,
+        "bidirectional",
+        "How a live group may move between the classic and consumer protocols.",
+        OneOf(("bidirectional", "upgrade", "downgrade", "disabled")),
     ),
     ConfigKey(
         "group.consumer.max.size",

@@ -2,7 +2,8 @@
 coordinator takes them: its server assignors (each one strom has, the first the
 default), the broker-wide session timeout and heartbeat interval (a group's own
 `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` override them; their
-bounds are checked with the other group keys, group_configs.py) and the most members.
+bounds are checked with the other group keys, group_configs.py), the most members, and
+which way a group may move between the protocols (`group.consumer.migration.policy`).
 The group.share.* settings of KIP-932 share groups likewise (`share_group_config`)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from strom.config.schema import invalid_value
 from strom.config.typed_values import TypedValues
 from strom.group.consumer.assignors import ASSIGNORS
-from strom.group.consumer.heartbeat import ConsumerGroupConfig
+from strom.group.consumer.heartbeat import ConsumerGroupConfig, MigrationPolicy
 from strom.group.share.assignor import SIMPLE_ASSIGNOR
 from strom.group.share.heartbeat import ShareGroupConfig
 
@@ -35,6 +36,8 @@ def consumer_group_config(v: TypedValues) -> ConsumerGroupConfig:
         session_timeout_ms=v.integer("group.consumer.session.timeout.ms"),
         heartbeat_interval_ms=v.integer("group.consumer.heartbeat.interval.ms"),
         max_size=v.integer("group.consumer.max.size"),
+        migration_policy=MigrationPolicy(v.string("group.consumer.migration.policy").lower()),
+        classic_max_size=v.integer("group.max.size"),
     )
 
 

@@ -67,6 +67,10 @@ class GroupCoordinator:
         self._rebalance = Rebalancer(config, label)
 
     @property
+    def rebalancer(self) -> Rebalancer:
+        return self._rebalance
+
+    @property
     def groups(self) -> dict[str, Group]:
         """The committed groups: what durable records say (read them, never change them)."""
         return self.store.committed

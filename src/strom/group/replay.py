@@ -52,7 +52,7 @@ def replay(
     `producer_id` is that of the record's batch when the batch is transactional."""
     if isinstance(key, GroupMetadataKey):
         if value is None:
-            groups.pop(key.group_id, None)
+            _drop_membership(groups, key.group_id, now_ms)
         elif loading:
             assert isinstance(value, GroupMetadataValue)
             load_group(groups, key.group_id, value, now_ms)
@@ -79,6 +79,21 @@ def replay(
     if pending is not None:
         for each, offset in pending.items():
             pending[each] = PendingOffset(offset.value, superseded=True)
+
+
+def _drop_membership(groups: MutableMapping[str, Group], group_id: str, now_ms: int) -> None:
+    """A group metadata tombstone: the classic membership is gone. The group goes too,
+    unless it still has offsets: deleting a group writes their tombstones first, and a
+    group moving to the consumer protocol keeps them (`strom.group.handover`)."""
+    old = groups.pop(group_id, None)
+    if old is not None and (old.offsets or old.pending_offsets):
+        groups[group_id] = Group(
+            group_id,
+            GroupState.EMPTY,
+            now_ms,
+            offsets=old.offsets,
+            pending_offsets=old.pending_offsets,
+        )
 
 
 def end_transaction(group: Group, producer_id: int, *, commit: bool) -> bool:

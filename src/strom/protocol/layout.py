@@ -83,6 +83,11 @@ class LayoutWriter:
         self.i32(len(value))
         self.out += value
 
+    def compact_blob(self, value: bytes) -> None:
+        """Compact bytes: an unsigned varint length + 1 and the bytes."""
+        self.uvarint(len(value) + 1)
+        self.out += value
+
     def array_length(self, count: int | None, *, compact: bool) -> None:
         if compact:
             self.uvarint(0 if count is None else count + 1)
@@ -155,6 +160,11 @@ class LayoutReader:
     def blob(self) -> bytes:
         """Classic bytes: an int32 length (-1: none, read as empty) and the bytes."""
         size = self.i32()
+        return b"" if size == -1 else self.take(size)
+
+    def compact_blob(self) -> bytes:
+        """Compact bytes: an unsigned varint length + 1 (0: null, read as empty)."""
+        size = self.uvarint() - 1
         return b"" if size == -1 else self.take(size)
 
     def array_length(self, *, compact: bool) -> int | None:

@@ -30,7 +30,9 @@ from strom.group.consumer.heartbeat import (
     assignor_of,
 )
 from strom.group.consumer.state import ConsumerGroup
-from strom.group.state import GroupState
+from strom.group.handover import adopt, hand_over
+from strom.group.requests import JoinRequest, LeavingMember, Output, SyncRequest
+from strom.group.state import GroupState, JoinResult, SyncResult
 from strom.metadata.image import MetadataImage
 from strom.server.clock import now_ms
 from strom.server.group_writes import CoreWrites, with_group_timeouts
@@ -60,6 +62,7 @@ class ConsumerGroupService:
         self._cleanup_interval_ms = cleanup_interval_ms
         self._core_writes = CoreWrites(groups, groups.consumer, "consumer")
         self._wake = asyncio.Event()
+        groups.classic_members = self
 
     @property
     def core(self) -> ConsumerCoordinator:
@@ -74,20 +77,60 @@ class ConsumerGroupService:
     async def heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         """Raises CoordinatorUnavailable."""
         await self._groups.coordinate(req.group_id)
+        not_consumer = ConsumerHeartbeatResult(
+            ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+        )
+        if self._groups.share.group(req.group_id) is not None:
+            return not_consumer
         classic = self._groups.core.store.peek(req.group_id)
-        if self._groups.share.group(req.group_id) is not None or (
-            classic is not None
-            and classic.state not in (GroupState.EMPTY, GroupState.DEAD)
-            and self.core.group(req.group_id) is None
-        ):  # a share group, or a live classic group: no migration between the protocols
-            return ConsumerHeartbeatResult(
-                ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
-            )
-        decision = self.core.heartbeat(req, self.topics(), now_ms(), self._config_of(req.group_id))
+        if (
+            classic is None
+            or classic.state in (GroupState.EMPTY, GroupState.DEAD)
+            or self.core.group(req.group_id) is not None
+        ):
+            classic = None
+        elif req.member_epoch != 0:  # only a member joining upgrades a live classic group
+            return not_consumer
+        config = self._config_of(req.group_id)
+        decision = self.core.heartbeat(req, self.topics(), now_ms(), config, classic)
+        handed = None
+        if classic is not None and decision.records:
+            _, handed = hand_over(self._groups.core, req.group_id, now_ms())
         self._wake.set()
-        await self._carry_out(decision)
+        await self._carry_out(decision, handed)
         assert decision.result is not None
         return decision.result
+
+    # --- members using the classic protocol, as GroupService sends their requests --------
+
+    async def classic_join(self, join: JoinRequest) -> JoinResult:
+        config = self._config_of(join.group_id)
+        result, decision = self.core.classic_join(join, self.topics(), now_ms(), config)
+        self._wake.set()
+        await self._carry_out(decision)
+        return result
+
+    async def classic_sync(self, sync: SyncRequest) -> SyncResult:
+        result, decision = self.core.classic_sync(sync, self.topics(), now_ms())
+        self._wake.set()
+        await self._carry_out(decision)
+        return result
+
+    async def classic_heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error, decision = self.core.classic_heartbeat(
+            group_id, member_id, instance_id, generation_id, now_ms()
+        )
+        self._wake.set()
+        await self._carry_out(decision)
+        return error
+
+    async def classic_leave(self, group_id: str, leaving: list[LeavingMember]) -> list[ErrorCode]:
+        errors, decision = self.core.classic_leave(group_id, leaving, self.topics(), now_ms())
+        self._wake.set()
+        await self._carry_out(decision)
+        return errors
 
     def _config_of(self, group_id: str) -> ConsumerGroupConfig:
         """The coordinator's settings with the group's own session timeout and heartbeat
@@ -96,9 +139,33 @@ class ConsumerGroupService:
         own = self._image().group_configs(group_id)
         return with_group_timeouts(self.core.config, own, "consumer")
 
-    async def _carry_out(self, decision: ConsumerDecision) -> None:
+    def _adopted(self, decision: ConsumerDecision) -> Output | None:
+        """The classic core's decision adopting the classic group a consumer group became
+        (a downgrade), made at once, before anything else is decided."""
+        if decision.classic is None:
+            return None
+        reason = "the group moved back to the classic protocol"
+        return adopt(self._groups.core, decision.classic, now_ms(), reason)
+
+    async def _carry_out(
+        self,
+        decision: ConsumerDecision,
+        classic: Output | None = None,
+        *,
+        classic_first: bool = True,
+    ) -> None:
+        """Write a decision, with the classic core's side of a move between the protocols
+        in the same batch: an upgrade's hand-over (the classic membership's tombstone
+        first) or a downgrade's adoption (after the consumer group's tombstones)."""
+        if classic is None and decision.classic is not None:
+            classic, classic_first = self._adopted(decision), False
         await self._core_writes.carry_out(
-            decision.group_id, decision.records, decision.write_id, decision.after_write_id
+            decision.group_id,
+            decision.records,
+            decision.write_id,
+            decision.after_write_id,
+            classic=classic,
+            classic_first=classic_first,
         )
 
     async def delete(self, group_id: str) -> ErrorCode:
@@ -156,9 +223,10 @@ class ConsumerGroupService:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(deadline - now_ms(), 0) / 1000):
                     await self._wake.wait()
-            for decision in self.core.tick(now_ms(), self.topics()):
+            decided = [(d, self._adopted(d)) for d in self.core.tick(now_ms(), self.topics())]
+            for decision, adopted in decided:
                 try:
-                    await self._carry_out(decision)
+                    await self._carry_out(decision, adopted, classic_first=False)
                 except CoordinatorUnavailable:
                     await asyncio.sleep(_TIMER_RETRY_S)
             if now_ms() >= cleanup_at:

@@ -1,15 +1,24 @@
 """How a group coordinator's write to `__consumer_offsets` fails, for both kinds of group
-(server/groups.py and server/consumer_groups.py): the storage error, the error a client
-sees instead (Kafka's mapping), and the producer epoch check of a transactional batch."""
+(server/groups.py and server/consumer_groups.py): the one function that appends their
+records (`append_group_records`), the storage error, the error a client sees instead
+(Kafka's mapping), and the producer epoch check of a transactional batch."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, get_args
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, get_args
 
 from kio.schema.errors import ErrorCode
 
 from strom.group.consumer.records import encode_record
+from strom.group.placement import OFFSETS_TOPIC, partition_for
 from strom.group.share.records import ShareKey, ShareValue, encode_share_key, encode_share_value
+from strom.protocol.records import RecordsError, encode_batch, parse_batch_header
+from strom.server.clock import now_ms
+from strom.server.flusher import PartitionGone
+from strom.server.partition import LeadershipMoved
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
@@ -18,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COORDINATOR_ERRORS",
     "StorageError",
+    "append_group_records",
     "check_producer_epoch",
     "encode_group_record",
     "offsets_topic_configs",
@@ -75,3 +85,54 @@ def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
         "segment.bytes": str(config.offsets_topic_segment_bytes),
         "compression.type": "producer",
     }
+
+
+async def append_group_records(
+    partition_of: Callable[[str, int], Partition | None],
+    num_partitions: int,
+    records: Sequence[tuple[Any, Any]],
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    timeout_s: float,
+) -> None:
+    """Append group records to their groups' partitions of `__consumer_offsets` (one batch
+    per partition, so a decision's records land together) and wait until they are
+    durable; with a `producer_id`, as a transactional batch of that producer (a
+    TxnOffsetCommit: INVALID_PRODUCER_EPOCH if the partition has seen a newer epoch of
+    it, as Kafka's log checks a coordinator's batch). Raises StorageError."""
+    by_partition: dict[int, list[tuple[Any, Any]]] = defaultdict(list)
+    for key, value in records:
+        by_partition[partition_for(key.group_id, num_partitions)].append((key, value))
+    waits: list[tuple[Partition, int]] = []
+    current = now_ms()
+    try:
+        for index, items in by_partition.items():
+            partition = partition_of(OFFSETS_TOPIC, index)
+            if partition is None:
+                raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
+            if producer_id >= 0:
+                check_producer_epoch(partition, producer_id, producer_epoch)
+            batch = encode_batch(
+                [(*encode_group_record(key, value), ()) for key, value in items],
+                base_timestamp_ms=current,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                is_transactional=producer_id >= 0,
+            )
+            view = memoryview(batch)
+            result = partition.append(
+                [(view, parse_batch_header(view))], now_ms=current, producer_check=False
+            )
+            waits.append((partition, result.last_offset + 1))
+        await asyncio.gather(*(p.committed(end, timeout_s) for p, end in waits))
+    except LeadershipMoved as exc:
+        raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
+    except TimeoutError as exc:
+        raise StorageError(ErrorCode.request_timed_out, "not committed in time") from exc
+    except PartitionGone as exc:
+        raise StorageError(ErrorCode.unknown_topic_or_partition, str(exc)) from exc
+    except (RecordsError, ValueError) as exc:
+        raise StorageError(ErrorCode.message_too_large, str(exc)) from exc
+    except OSError as exc:
+        raise StorageError(ErrorCode.kafka_storage_error, str(exc)) from exc

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.requests import Output
 from strom.server.group_storage import COORDINATOR_ERRORS, StorageError
 from strom.server.groups import CoordinatorUnavailable, GroupService
 
@@ -45,10 +46,20 @@ class CoreWrites:
         self._doomed: set[int] = set()
 
     async def carry_out(
-        self, group_id: str, records: Sequence[Any], write_id: int, after_write_id: int
+        self,
+        group_id: str,
+        records: Sequence[Any],
+        write_id: int,
+        after_write_id: int,
+        *,
+        classic: Output | None = None,
+        classic_first: bool = True,
     ) -> None:
         """Write a decision's records (write `write_id`) and return once they are durable;
-        with no records, once write `after_write_id` is. Raises CoordinatorUnavailable."""
+        with no records, once write `after_write_id` is. Raises CoordinatorUnavailable.
+        `classic`: a decision of the classic core written in the same batch, before or
+        after these records (a group moving between the protocols); the two cores hear
+        the same outcome."""
         if not records:
             waiting = self._writes.get(after_write_id)
             if waiting is not None:
@@ -58,11 +69,19 @@ class CoreWrites:
         done.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._writes[write_id] = done
         try:
-            await self._groups.append_and_wait(records)
+            if classic is None:
+                await self._groups.append_and_wait(records)
+            elif classic_first:
+                await self._groups.apply(classic, after=records)
+            else:
+                await self._groups.apply(classic, before=records)
         except StorageError as exc:
             error = COORDINATOR_ERRORS.get(exc.error_code, exc.error_code)
             log.error("cannot write %s group %s: %s", self._kind, group_id, exc)
             self._fail(write_id, error)
+        except CoordinatorUnavailable as exc:
+            log.error("cannot write %s group %s: %s", self._kind, group_id, exc)
+            self._fail(write_id, exc.error_code)
         except BaseException:
             self._fail(write_id, ErrorCode.not_coordinator)
             raise

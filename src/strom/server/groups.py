@@ -33,7 +33,6 @@ import dataclasses
 import itertools
 import logging
 import random
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -72,20 +71,13 @@ from strom.group.state import describe as description_of
 from strom.group.txn_offsets import StableOffsets, TxnCommitRequest
 from strom.metadata import controller
 from strom.metadata.image import MetadataImage
-from strom.protocol.records import RecordsError, encode_batch, parse_batch_header
 from strom.server.clock import now_ms
-from strom.server.flusher import PartitionGone
 from strom.server.group_loading import load_partition
 from strom.server.group_storage import COORDINATOR_ERRORS as _COORDINATOR_ERRORS
-from strom.server.group_storage import (
-    StorageError,
-    check_producer_epoch,
-    encode_group_record,
-    offsets_topic_configs,
-)
-from strom.server.partition import LeadershipMoved
+from strom.server.group_storage import StorageError, append_group_records, offsets_topic_configs
 
 if TYPE_CHECKING:
+    from strom.server.consumer_groups import ConsumerGroupService
     from strom.server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -172,6 +164,8 @@ class GroupService:
         self._loaded: set[int] = set()
         self._creating: asyncio.Task[None] | None = None
         self._closed = False
+        self.classic_members: ConsumerGroupService | None = None
+        """Where the classic requests to a consumer group go (set by its service)."""
 
     # --- loading ----------------------------------------------------------------------
 
@@ -293,8 +287,9 @@ class GroupService:
     async def join(self, join: JoinRequest) -> JoinResult:
         """JoinGroup, answered when the core replies (a rebalance may park it first).
         Raises CoordinatorUnavailable."""
-        if self.consumer.group(join.group_id) is not None:  # no classic<->consumer migration
-            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=join.member_id)
+        await self.coordinate(join.group_id)
+        if self.consumer.group(join.group_id) is not None and self.classic_members is not None:
+            return await self.classic_members.classic_join(join)
         if self.share.group(join.group_id) is not None:  # a share group: Kafka's answer too
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id="")
         reply = await self.request(
@@ -306,24 +301,42 @@ class GroupService:
     async def sync(self, sync: SyncRequest) -> SyncResult:
         """SyncGroup, answered once the leader's assignment is durable. Raises
         CoordinatorUnavailable."""
+        await self.coordinate(sync.group_id)
+        if self.consumer.group(sync.group_id) is not None and self.classic_members is not None:
+            return await self.classic_members.classic_sync(sync)
         reply = await self.request(
             sync.group_id, lambda token: self.core.sync(sync, token, now_ms())
         )
         assert isinstance(reply, SyncResult)
         return reply
 
-    def heartbeat(
+    async def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
-    ) -> tuple[ErrorCode, Output]:
-        """The core's decision on a Heartbeat: its error and the output to `apply`."""
-        return self.core.heartbeat(group_id, member_id, group_instance_id, generation_id, now_ms())
+    ) -> ErrorCode:
+        """A Heartbeat, answered once the state it read is durable. Raises
+        CoordinatorUnavailable."""
+        await self.coordinate(group_id)
+        if self.consumer.group(group_id) is not None and self.classic_members is not None:
+            return await self.classic_members.classic_heartbeat(
+                group_id, member_id, group_instance_id, generation_id
+            )
+        error, out = self.core.heartbeat(
+            group_id, member_id, group_instance_id, generation_id, now_ms()
+        )
+        await self.apply(out)
+        return error
 
-    def leave(
+    async def leave(
         self, group_id: str, leaving: list[LeavingMember]
-    ) -> tuple[ErrorCode, list[ErrorCode], Output]:
-        """The core's decision on a LeaveGroup: the group's error, one per member, and
-        the output to `apply`."""
-        return self.core.leave(group_id, leaving, now_ms())
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """A LeaveGroup: the group's error and one per member, once durable. Raises
+        CoordinatorUnavailable."""
+        await self.coordinate(group_id)
+        if self.consumer.group(group_id) is not None and self.classic_members is not None:
+            return ErrorCode.none, await self.classic_members.classic_leave(group_id, leaving)
+        error, member_errors, out = self.core.leave(group_id, leaving, now_ms())
+        await self.apply(out)
+        return error, member_errors
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """The committed state of `group_id`; None when there is no such group here."""
@@ -445,25 +458,35 @@ class GroupService:
             self._fail(token, exc.error_code)
         return await future
 
-    async def apply(self, out: Output) -> None:
+    async def apply(
+        self,
+        out: Output,
+        *,
+        before: Sequence[ConsumerRecord] = (),
+        after: Sequence[ConsumerRecord] = (),
+    ) -> None:
         """Carry out one decision of the core: write its records; once they are durable the
         core commits the decision's state and its replies go out. Raises
         CoordinatorUnavailable when the write, or one it was decided on, failed: the core
-        then discarded the decision and is as before it."""
+        then discarded the decision and is as before it. `before` and `after`: a
+        consumer group's records written in the same batch (a group moving between the
+        protocols), which stand or fall with the decision's."""
         self._wake.set()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.add_done_callback(_retrieve)
         self._pending[out.write_id] = (out, done)
-        task = asyncio.create_task(self._carry_out(out))
+        task = asyncio.create_task(self._carry_out(out, [*before, *out.records, *after]))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         await asyncio.shield(done)
 
-    async def _carry_out(self, out: Output) -> None:
+    async def _carry_out(
+        self, out: Output, records: Sequence[GroupRecord | ConsumerRecord]
+    ) -> None:
         """Write and report back to the core, whatever happens to the caller."""
         error = ErrorCode.not_coordinator  # if cancelled: the broker is stopping
         try:
-            error = await self._write(out) if out.records else ErrorCode.none
+            error = await self._write(out, records) if records else ErrorCode.none
         finally:
             if error is ErrorCode.none:
                 self._settle(self.core.durable(out.write_id))
@@ -497,7 +520,9 @@ class GroupService:
         if future is not None and not future.done():
             future.set_exception(CoordinatorUnavailable(error, "group state not written"))
 
-    async def _write(self, out: Output) -> ErrorCode:
+    async def _write(
+        self, out: Output, records: Sequence[GroupRecord | ConsumerRecord]
+    ) -> ErrorCode:
         """Append and wait until durable; a failure becomes the error code the client sees.
 
         Storage errors are mapped as Kafka's coordinator maps them: GroupMetadataManager
@@ -509,7 +534,7 @@ class GroupService:
         """
         try:
             await self.append_and_wait(
-                out.records, producer_id=out.producer_id, producer_epoch=out.producer_epoch
+                records, producer_id=out.producer_id, producer_epoch=out.producer_epoch
             )
         except StorageError as exc:
             log.error("[node %d] cannot write group state: %s", self._node_id, exc)
@@ -523,48 +548,17 @@ class GroupService:
         producer_id: int = -1,
         producer_epoch: int = -1,
     ) -> None:
-        """Append records to their groups' partitions and wait until they are durable;
-        with a `producer_id`, as a transactional batch of that producer (a TxnOffsetCommit:
-        INVALID_PRODUCER_EPOCH if the partition has seen a newer epoch of it, as Kafka's
-        log checks a coordinator's batch).
-
-        The one place the coordinator writes through `Partition`; raises StorageError.
-        """
-        by_partition: dict[int, list[tuple[object, object]]] = defaultdict(list)
-        for key, value in records:
-            by_partition[partition_for(key.group_id, self.num_partitions)].append((key, value))
-        waits: list[tuple[Partition, int]] = []
-        current = now_ms()
-        try:
-            for index, items in by_partition.items():
-                partition = self._partitions.get(OFFSETS_TOPIC, index)
-                if partition is None:
-                    raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
-                if producer_id >= 0:
-                    check_producer_epoch(partition, producer_id, producer_epoch)
-                batch = encode_batch(
-                    [(*encode_group_record(key, value), ()) for key, value in items],
-                    base_timestamp_ms=current,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    is_transactional=producer_id >= 0,
-                )
-                view = memoryview(batch)
-                result = partition.append(
-                    [(view, parse_batch_header(view))], now_ms=current, producer_check=False
-                )
-                waits.append((partition, result.last_offset + 1))
-            await asyncio.gather(*(p.committed(end, COMMIT_TIMEOUT_S) for p, end in waits))
-        except LeadershipMoved as exc:
-            raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
-        except TimeoutError as exc:
-            raise StorageError(ErrorCode.request_timed_out, "not committed in time") from exc
-        except PartitionGone as exc:
-            raise StorageError(ErrorCode.unknown_topic_or_partition, str(exc)) from exc
-        except (RecordsError, ValueError) as exc:
-            raise StorageError(ErrorCode.message_too_large, str(exc)) from exc
-        except OSError as exc:
-            raise StorageError(ErrorCode.kafka_storage_error, str(exc)) from exc
+        """Append records to their groups' partitions and wait until they are durable
+        (group_storage.append_group_records, the one place the coordinator writes through
+        `Partition`); raises StorageError."""
+        await append_group_records(
+            self._partitions.get,
+            self.num_partitions,
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timeout_s=COMMIT_TIMEOUT_S,
+        )
 
     # --- background -------------------------------------------------------------------
 

@@ -17,12 +17,18 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from random import Random
 
 from kio.schema.errors import ErrorCode
 
+from strom.group.consumer.classic_members import (
+    classic_heartbeat,
+    classic_join,
+    classic_leave,
+    classic_sync,
+)
 from strom.group.consumer.heartbeat import (
     ConsumerGroupConfig,
     ConsumerHeartbeatRequest,
@@ -31,10 +37,10 @@ from strom.group.consumer.heartbeat import (
     HeartbeatRefused,
     TopicInfo,
     Work,
-    fence_member,
     run_heartbeat,
     validate,
 )
+from strom.group.consumer.migration import check_upgrade, fence_members, upgrade
 from strom.group.consumer.records import (
     ConsumerGroupEpochKey,
     ConsumerKey,
@@ -51,6 +57,8 @@ from strom.group.consumer.state import (
     replay_consumer,
 )
 from strom.group.pending import PendingWrites
+from strom.group.requests import JoinRequest, LeavingMember, SyncRequest
+from strom.group.state import Group, JoinResult, SyncResult
 
 __all__ = ["ConsumerCoordinator", "ConsumerDecision"]
 
@@ -67,6 +75,18 @@ class ConsumerDecision:
     result: ConsumerHeartbeatResult | None = None
     write_id: int = 0
     after_write_id: int = 0
+    classic: Group | None = None
+    """The classic group this consumer group became (its last consumer-protocol member
+    left): the classic coordinator adopts it, its records in the same batch."""
+
+
+def _session_ms(member: ConsumerMember, config: ConsumerGroupConfig) -> int:
+    """A member's session timeout: its JoinGroup's when it uses the classic protocol."""
+    return (
+        member.classic.session_timeout_ms
+        if member.classic is not None
+        else config.session_timeout_ms
+    )
 
 
 def new_member_id(rng: Random) -> str:
@@ -87,6 +107,9 @@ class ConsumerCoordinator:
         """(group, member) -> the session deadline, ms."""
         self._revocations: dict[tuple[str, str], tuple[int, int]] = {}
         """(group, member) -> (deadline ms, the member epoch it must revoke in)."""
+        self._rejoins: dict[tuple[str, str], int] = {}
+        """(group, member using the classic protocol) -> the deadline to rejoin by, ms: it
+        was told REBALANCE_IN_PROGRESS (Kafka's join timeout, the rebalance timeout)."""
 
     # --- reading ------------------------------------------------------------------
 
@@ -122,8 +145,8 @@ class ConsumerCoordinator:
             log.exception("%s replaying %s", self._label, key)
         group = self.committed.get(key.group_id)
         if group is not None:
-            deadline_ms = now_ms + self.config.session_timeout_ms
-            for member_id in group.members:
+            for member_id, member in group.members.items():
+                deadline_ms = now_ms + _session_ms(member, self.config)
                 self._sessions.setdefault((key.group_id, member_id), deadline_ms)
 
     def loaded(self, belongs: Callable[[str], bool]) -> None:
@@ -145,11 +168,22 @@ class ConsumerCoordinator:
         topics: Mapping[str, TopicInfo],
         now_ms: int,
         config: ConsumerGroupConfig | None = None,
+        classic: Group | None = None,
     ) -> ConsumerDecision:
         """`config`: the group's own settings (its session timeout and heartbeat interval
-        from its group configs) when they differ from the coordinator's."""
+        from its group configs) when they differ from the coordinator's. `classic`: the
+        live classic group of this id, which a joining member upgrades (`migration.py`;
+        the classic coordinator handed it over in the same batch)."""
         config = config or self.config
         member_id = req.member_id
+        downgraded: list[Group] = []
+
+        def fence(work: Work, leaving: str) -> None:
+            classic = fence_members(
+                work, [leaving], topics, config.migration_policy, config.classic_max_size, now_ms
+            )
+            downgraded.extend([classic] if classic is not None else [])
+
         try:
             validate(req, config)
             current = self._tip.get(req.group_id)
@@ -161,7 +195,12 @@ class ConsumerCoordinator:
             if not member_id:
                 member_id = new_member_id(self._rng)
             work = Work(current.copy() if current is not None else ConsumerGroup(req.group_id))
-            result, member = run_heartbeat(work, req, member_id, topics, config)
+            if current is None and classic is not None:
+                check_upgrade(classic, config.migration_policy, config.max_size)
+                upgrade(work, classic, topics)
+                self._start_sessions(work.group, now_ms, config)
+                log.info("%s group %s: upgraded from classic", self._label, req.group_id)
+            result, member = run_heartbeat(work, req, member_id, topics, config, fence)
         except HeartbeatRefused as refused:
             result = ConsumerHeartbeatResult(
                 error=refused.error, message=refused.message, member_id=req.member_id or None
@@ -179,7 +218,15 @@ class ConsumerCoordinator:
             self._track_revocation(key, member, now_ms)
         if work.records and result.member_id != req.member_id and req.instance_id is not None:
             self._drop_replaced(req.group_id, work.group)
-        return self._finish(work, result)
+        return self._finish(work, result, downgraded[0] if downgraded else None)
+
+    def _start_sessions(
+        self, group: ConsumerGroup, now_ms: int, config: ConsumerGroupConfig
+    ) -> None:
+        for member in group.members.values():
+            self._sessions[(group.group_id, member.member_id)] = now_ms + _session_ms(
+                member, config
+            )
 
     def _track_revocation(self, key: tuple[str, str], member: ConsumerMember, now_ms: int) -> None:
         if member.state != MemberState.UNREVOKED_PARTITIONS:
@@ -196,11 +243,17 @@ class ConsumerCoordinator:
     def _forget_timers(self, group_id: str, member_id: str) -> None:
         self._sessions.pop((group_id, member_id), None)
         self._revocations.pop((group_id, member_id), None)
+        self._rejoins.pop((group_id, member_id), None)
 
     def _last(self, group_id: str) -> int:
         return self._writes.last(group_id)
 
-    def _finish(self, work: Work, result: ConsumerHeartbeatResult | None) -> ConsumerDecision:
+    def _finish(
+        self,
+        work: Work,
+        result: ConsumerHeartbeatResult | None,
+        classic: Group | None = None,
+    ) -> ConsumerDecision:
         group_id = work.group.group_id
         if not work.records:
             return ConsumerDecision(group_id, result=result, after_write_id=self._last(group_id))
@@ -208,7 +261,13 @@ class ConsumerCoordinator:
         write_id = self._writes.push(
             group_id, list(work.records), None if work.deleted else work.group
         )
-        return ConsumerDecision(group_id, list(work.records), result, write_id)
+        if classic is not None:
+            for key in [
+                k for k in self._sessions.keys() | self._rejoins.keys() if k[0] == group_id
+            ]:
+                self._forget_timers(*key)
+            log.info("%s group %s: downgraded to classic", self._label, group_id)
+        return ConsumerDecision(group_id, list(work.records), result, write_id, classic=classic)
 
     def _log_changes(self, work: Work) -> None:
         """One INFO line per member that joined or left and per new target assignment."""
@@ -240,9 +299,14 @@ class ConsumerCoordinator:
             for key, (deadline, epoch) in self._revocations.items()
             if deadline <= now_ms
         ]
+        late_joins = [key for key, deadline in self._rejoins.items() if deadline <= now_ms]
         for key in expired:
             self._forget_timers(*key)
-            decisions += self._fence(key, topics, "its session timed out")
+            decisions += self._fence(key, topics, "its session timed out", now_ms)
+        for key in late_joins:
+            if key in self._rejoins:
+                self._forget_timers(*key)
+                decisions += self._fence(key, topics, "it did not rejoin in time", now_ms)
         for key, epoch in late:
             group = self._tip.get(key[0])
             member = group.members.get(key[1]) if group is not None else None
@@ -253,23 +317,119 @@ class ConsumerCoordinator:
                 and member.member_epoch == epoch
             ):
                 self._forget_timers(*key)
-                decisions += self._fence(key, topics, "it did not revoke its partitions in time")
+                decisions += self._fence(
+                    key, topics, "it did not revoke its partitions in time", now_ms
+                )
         return decisions
 
     def _fence(
-        self, key: tuple[str, str], topics: Mapping[str, TopicInfo], why: str
+        self, key: tuple[str, str], topics: Mapping[str, TopicInfo], why: str, now_ms: int
     ) -> list[ConsumerDecision]:
         group = self._tip.get(key[0])
         if group is None or key[1] not in group.members:
             return []
         log.info("%s consumer group %s: removing member %s: %s", self._label, key[0], key[1], why)
         work = Work(group.copy())
-        fence_member(work, key[1], topics)
-        return [self._finish(work, None)]
+        config = self.config
+        classic = fence_members(
+            work, [key[1]], topics, config.migration_policy, config.classic_max_size, now_ms
+        )
+        return [self._finish(work, None, classic)]
 
     def next_deadline_ms(self) -> int | None:
         deadlines = list(self._sessions.values()) + [d for d, _ in self._revocations.values()]
+        deadlines += self._rejoins.values()
         return min(deadlines) if deadlines else None
+
+    # --- members using the classic protocol (classic_members.py) --------------------
+
+    def classic_join(
+        self,
+        req: JoinRequest,
+        topics: Mapping[str, TopicInfo],
+        now_ms: int,
+        config: ConsumerGroupConfig | None = None,
+    ) -> tuple[JoinResult, ConsumerDecision]:
+        """A JoinGroup to this consumer group; answered once the decision is durable."""
+        config = config or self.config
+        current = self._tip.get(req.group_id)
+        assert current is not None, "a JoinGroup to a consumer group that is not here"
+        member_id = req.member_id or new_member_id(self._rng)
+        work = Work(current.copy())
+        joined = classic_join(work, req, member_id, topics, config, config.migration_policy)
+        member = joined.member
+        if member is not None:
+            key = (req.group_id, member.member_id)
+            if joined.result.member_id != member_id or key not in self._sessions:
+                log.info(
+                    "%s consumer group %s: member %s joins with the classic protocol",
+                    self._label,
+                    req.group_id,
+                    member.member_id,
+                )
+            self._rejoins.pop(key, None)
+            self._sessions[key] = now_ms + req.session_timeout_ms
+            self._track_revocation(key, member, now_ms)
+            if req.group_instance_id is not None:
+                self._drop_replaced(req.group_id, work.group)
+        return joined.result, self._finish(work, None)
+
+    def classic_sync(
+        self, req: SyncRequest, topics: Mapping[str, TopicInfo], now_ms: int
+    ) -> tuple[SyncResult, ConsumerDecision]:
+        group = self._tip.get(req.group_id)
+        assert group is not None, "a SyncGroup to a consumer group that is not here"
+        result = classic_sync(group, req, topics)
+        self._after_classic(group, req.member_id, result.error, now_ms)
+        return result, ConsumerDecision(req.group_id, after_write_id=self._last(req.group_id))
+
+    def classic_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        now_ms: int,
+    ) -> tuple[ErrorCode, ConsumerDecision]:
+        group = self._tip.get(group_id)
+        assert group is not None, "a Heartbeat to a consumer group that is not here"
+        error = classic_heartbeat(group, member_id, instance_id, generation_id)
+        self._after_classic(group, member_id, error, now_ms)
+        return error, ConsumerDecision(group_id, after_write_id=self._last(group_id))
+
+    def _after_classic(
+        self, group: ConsumerGroup, member_id: str, error: ErrorCode, now_ms: int
+    ) -> None:
+        """A SyncGroup or Heartbeat of a member using the classic protocol: its session
+        goes on; told to rejoin, it must within its rebalance timeout."""
+        member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            return
+        if error in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+            key = (group.group_id, member_id)
+            self._sessions[key] = now_ms + member.classic.session_timeout_ms
+            if error is ErrorCode.rebalance_in_progress and key not in self._rejoins:
+                self._rejoins[key] = now_ms + max(member.rebalance_timeout_ms, 0)
+
+    def classic_leave(
+        self,
+        group_id: str,
+        leaving: Sequence[LeavingMember],
+        topics: Mapping[str, TopicInfo],
+        now_ms: int,
+    ) -> tuple[list[ErrorCode], ConsumerDecision]:
+        """A LeaveGroup to this consumer group: one error per member named."""
+        current = self._tip.get(group_id)
+        assert current is not None, "a LeaveGroup to a consumer group that is not here"
+        work = Work(current.copy())
+        config = self.config
+        errors, gone, classic = classic_leave(
+            work, leaving, topics, config.migration_policy, config.classic_max_size, now_ms
+        )
+        for member_id in gone:
+            log.info("%s consumer group %s: member %s left", self._label, group_id, member_id)
+            self._forget_timers(group_id, member_id)
+        return errors, self._finish(work, None, classic)
 
     # --- the shell reports ----------------------------------------------------------
 
@@ -291,8 +451,8 @@ class ConsumerCoordinator:
         dropped = self._writes.forget(gone)
         for key in [k for k in self._sessions if k[0] in gone]:
             self._forget_timers(*key)
-        for key in [k for k in self._revocations if k[0] in gone]:
-            self._revocations.pop(key, None)
+        for key in [k for k in self._revocations.keys() | self._rejoins.keys() if k[0] in gone]:
+            self._forget_timers(*key)
         return dropped
 
     # --- deleting and offsets -------------------------------------------------------
@@ -347,7 +507,8 @@ class ConsumerCoordinator:
         """KIP-848's rule for OffsetCommit to a consumer group; None: not a consumer group.
         A commit without a member (epoch < 0) is allowed only into an empty group; a
         member commits with OffsetCommit v9+ (TxnOffsetCommit: any version) and its
-        current epoch."""
+        current epoch; a member using the classic protocol with any version and its
+        generation (ILLEGAL_GENERATION otherwise)."""
         group = self._tip.get(group_id)
         if group is None:
             return None
@@ -356,6 +517,9 @@ class ConsumerCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:  # a member using the classic protocol: its generation
+            ok = member_epoch == member.member_epoch
+            return ErrorCode.none if ok else ErrorCode.illegal_generation
         if api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.member_epoch:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from kio.schema.errors import ErrorCode
 
@@ -60,15 +61,36 @@ __all__ = [
     "ConsumerHeartbeatRequest",
     "ConsumerHeartbeatResult",
     "HeartbeatRefused",
+    "MigrationPolicy",
     "TopicInfo",
     "Work",
     "assignor_of",
     "blank",
     "fence_member",
+    "remove_member_records",
+    "replace_static",
     "run_heartbeat",
 ]
 
 ConsumerRecord = tuple[ConsumerKey, ConsumerValue | None]
+
+
+class MigrationPolicy(Enum):
+    """`group.consumer.migration.policy`: which way a group may move between the classic
+    and the consumer protocol while its members roll over (`migration.py`)."""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    DISABLED = "disabled"
+
+    @property
+    def upgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +100,9 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    classic_max_size: int = 2**31 - 1
+    """`group.max.size`: a group turning back into a classic group must fit it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +266,7 @@ def _member(work: Work, req: ConsumerHeartbeatRequest, member_id: str) -> Consum
         if existing is None:
             return group.members.get(member_id) or ConsumerMember(member_id)
         if existing.member_epoch == STATIC_LEAVE_EPOCH:
-            return _replace_static(work, existing, member_id)
+            return replace_static(work, existing, member_id)
         if existing.member_id == member_id:
             check_epoch(existing, 0, req.owned)
             return existing
@@ -264,12 +289,12 @@ def _member(work: Work, req: ConsumerHeartbeatRequest, member_id: str) -> Consum
     return existing
 
 
-def _replace_static(work: Work, old: ConsumerMember, member_id: str) -> ConsumerMember:
+def replace_static(work: Work, old: ConsumerMember, member_id: str) -> ConsumerMember:
     """A static member back (with a new member id): it takes its former self's place,
     subscription, target and assignment, at epoch 0."""
     group_id = work.group.group_id
     target = work.group.target.get(old.member_id, {})
-    _remove_member_records(work, old.member_id)
+    remove_member_records(work, old.member_id)
     new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
     work.emit(MemberSubscriptionKey(group_id, member_id), new.subscription())
     work.emit(TargetAssignmentKey(group_id, member_id), TargetAssignmentValue(target))
@@ -277,7 +302,7 @@ def _replace_static(work: Work, old: ConsumerMember, member_id: str) -> Consumer
     return work.group.members[member_id]
 
 
-def _remove_member_records(work: Work, member_id: str) -> None:
+def remove_member_records(work: Work, member_id: str) -> None:
     group_id = work.group.group_id
     work.emit(CurrentAssignmentKey(group_id, member_id), None)
     work.emit(TargetAssignmentKey(group_id, member_id), None)
@@ -365,7 +390,7 @@ def update_target(work: Work, config: ConsumerGroupConfig) -> None:
 def fence_member(work: Work, member_id: str, topics: Mapping[str, TopicInfo]) -> None:
     """Remove a member (left, expired, fenced) and bump the group epoch, so the others
     get its partitions at their next heartbeat."""
-    _remove_member_records(work, member_id)
+    remove_member_records(work, member_id)
     bump_epoch_if_needed(work, topics, bump=True)
 
 
@@ -375,12 +400,15 @@ def run_heartbeat(
     member_id: str,
     topics: Mapping[str, TopicInfo],
     config: ConsumerGroupConfig,
+    fence: Callable[[Work, str], None] | None = None,
 ) -> tuple[ConsumerHeartbeatResult, ConsumerMember | None]:
     """Steps 1-4 for a join or a heartbeat (epoch >= 0), or a leave (-1, -2). Returns the
-    answer and the member as it is now (None once it left). Raises HeartbeatRefused."""
+    answer and the member as it is now (None once it left). Raises HeartbeatRefused.
+    `fence(work, member_id)` removes a member leaving (default: `fence_member`)."""
     group = work.group
     if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-        return _leave(work, req, topics), None
+        remove = fence or (lambda w, member_id: fence_member(w, member_id, topics))
+        return _leave(work, req, remove), None
     if (
         req.member_epoch == 0
         and member_id not in group.members
@@ -460,7 +488,7 @@ def run_heartbeat(
 
 
 def _leave(
-    work: Work, req: ConsumerHeartbeatRequest, topics: Mapping[str, TopicInfo]
+    work: Work, req: ConsumerHeartbeatRequest, fence: Callable[[Work, str], None]
 ) -> ConsumerHeartbeatResult:
     group = work.group
     if req.instance_id is None:
@@ -494,5 +522,5 @@ def _leave(
         )
         work.emit(CurrentAssignmentKey(group.group_id, member.member_id), away.current_assignment())
     else:
-        fence_member(work, member.member_id, topics)
+        fence(work, member.member_id)
     return ConsumerHeartbeatResult(member_id=member.member_id, member_epoch=req.member_epoch)

@@ -14,8 +14,9 @@ They share the topic with the classic group's records (key versions 0-2,
 Keys are not flexible (int16 version, then int16-length strings). Values are version 0
 of a flexible layout: an int16 version, compact strings and arrays (length + 1 as an
 unsigned varint, 0 for null), a tagged-field section after every struct. Unknown tagged
-fields are skipped on read and none are written (the member metadata's tag 0, a classic
-member's protocols, belongs to classic<->consumer migration, which strom does not do).
+fields are skipped on read; the one written is the member metadata's tag 0, the
+session timeout and protocols of a member using the classic protocol (a nullable struct:
+an unsigned varint 1 before it, as Kafka writes a tagged nullable struct).
 A null value is a tombstone. docs/groups.md lists the fields.
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from strom.group import records as classic
@@ -38,6 +39,7 @@ from strom.protocol.layout import LayoutReader, LayoutWriter, RecordLayoutError
 
 __all__ = [
     "Assignment",
+    "ClassicMetadata",
     "ConsumerGroupEpochKey",
     "ConsumerGroupEpochValue",
     "ConsumerKey",
@@ -159,6 +161,20 @@ class PartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member using the classic protocol joined with: its session timeout and its
+    protocols (name, subscription bytes), in its order of preference."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol it gets (the first it offers: the group takes them all)."""
+        return self.protocols[0][0] if self.protocols else ""
+
+
+@dataclass(frozen=True, slots=True)
 class MemberSubscriptionValue:
     instance_id: str | None
     rack_id: str | None
@@ -168,6 +184,7 @@ class MemberSubscriptionValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,12 +273,46 @@ def encode_consumer_key(key: ConsumerKey) -> bytes:
 def encode_consumer_value(value: ConsumerValue) -> bytes:
     w = LayoutWriter()
     w.i16(VALUE_VERSION)
+    tags: dict[int, bytes] = {}
     try:
         _write_value(w, value)
+        if isinstance(value, MemberSubscriptionValue) and value.classic is not None:
+            tags[CLASSIC_TAG] = _classic_bytes(value.classic)
     except RecordLayoutError as exc:
         raise ConsumerRecordError(str(exc)) from None
+    w.tagged_fields(tags)
+    return w.bytes()
+
+
+CLASSIC_TAG = 0
+
+
+def _classic_bytes(classic: ClassicMetadata) -> bytes:
+    w = LayoutWriter()
+    w.uvarint(1)  # present: a tagged nullable struct
+    w.i32(classic.session_timeout_ms)
+    w.array_length(len(classic.protocols), compact=True)
+    for name, metadata in classic.protocols:
+        w.string(name, compact=True)
+        w.compact_blob(metadata)
+        w.tagged_fields({})
     w.tagged_fields({})
     return w.bytes()
+
+
+def _read_classic(data: bytes) -> ClassicMetadata | None:
+    r = LayoutReader(data)
+    if r.uvarint() <= 0:
+        return None
+    session_timeout_ms = r.i32()
+    protocols = []
+    for _ in range(r.array_length(compact=True) or 0):
+        name = r.string(compact=True)
+        metadata = r.compact_blob()
+        r.tagged_fields()
+        protocols.append((name, metadata))
+    r.tagged_fields()
+    return ClassicMetadata(session_timeout_ms, tuple(protocols))
 
 
 def _write_value(w: LayoutWriter, value: ConsumerValue) -> None:
@@ -330,7 +381,9 @@ def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
         if version != VALUE_VERSION:
             raise ConsumerRecordError(f"unknown value version {version} for {type(key).__name__}")
         value = _read_value(r, _VALUE_OF_KEY[type(key)])
-        r.tagged_fields()
+        tags = r.tagged_fields()
+        if isinstance(value, MemberSubscriptionValue) and CLASSIC_TAG in tags:
+            value = replace(value, classic=_read_classic(tags[CLASSIC_TAG]))
     except RecordLayoutError as exc:
         raise ConsumerRecordError(str(exc)) from None
     return value

@@ -34,6 +34,7 @@ from enum import Enum, IntEnum
 
 from strom.group.consumer.records import (
     Assignment,
+    ClassicMetadata,
     ConsumerGroupEpochKey,
     ConsumerGroupEpochValue,
     ConsumerKey,
@@ -99,6 +100,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMetadata | None = None
+    """Set while the member uses the classic protocol (JoinGroup, SyncGroup, Heartbeat)
+    in this consumer group: what it joined with."""
 
     def subscription(self) -> MemberSubscriptionValue:
         return MemberSubscriptionValue(
@@ -110,6 +114,7 @@ class ConsumerMember:
             subscribed_topic_regex=self.subscribed_topic_regex,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
             server_assignor=self.server_assignor,
+            classic=self.classic,
         )
 
     def current_assignment(self) -> CurrentAssignmentValue:
@@ -177,6 +182,10 @@ class ConsumerGroup:
         """The epoch of the member holding the partition, -1 when none holds it."""
         owner = self.partition_owners.get((topic_id, partition))
         return -1 if owner is None else owner[1]
+
+    def classic_members(self) -> list[ConsumerMember]:
+        """The members using the classic protocol."""
+        return [m for m in self.members.values() if m.classic is not None]
 
     def subscribed_topic_names(self) -> set[str]:
         return {name for m in self.members.values() for name in m.subscribed_topic_names}
@@ -269,6 +278,7 @@ def _with_subscription(member: ConsumerMember, value: MemberSubscriptionValue) -
         subscribed_topic_regex=value.subscribed_topic_regex,
         rebalance_timeout_ms=value.rebalance_timeout_ms,
         server_assignor=value.server_assignor,
+        classic=value.classic,
     )
 
 

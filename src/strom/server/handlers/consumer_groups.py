@@ -36,6 +36,8 @@ from strom.server.handlers.ports import GroupContext
 _GROUP = AclResourceType.GROUP
 CONSUMER_MEMBER_TYPE = 1
 """ConsumerGroupDescribe v1's member_type of a member using the consumer protocol."""
+CLASSIC_MEMBER_TYPE = 0
+"""... and of one using the classic protocol (KIP-1099)."""
 
 
 ZERO_TOPIC_ID = uuid.UUID(int=0)
@@ -149,7 +151,7 @@ def _described(
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "assignment": _assignment(m.assigned, names, visible),
                 "target_assignment": _assignment(group.target.get(m.member_id, {}), names, visible),
-                "member_type": CONSUMER_MEMBER_TYPE,
+                "member_type": CONSUMER_MEMBER_TYPE if m.classic is None else CLASSIC_MEMBER_TYPE,
             }
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         ],

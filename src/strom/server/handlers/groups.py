@@ -139,14 +139,12 @@ async def handle_heartbeat(context: GroupContext, request: Request) -> Any:
         }
         return build_response(ApiKey.HEARTBEAT, request.api_version, denied)
     try:
-        await context.groups.coordinate(body.group_id)
-        error, out = context.groups.heartbeat(
+        error = await context.groups.heartbeat(
             body.group_id,
             body.member_id,
             getattr(body, "group_instance_id", None),
             int(body.generation_id),
         )
-        await context.groups.apply(out)
     except CoordinatorUnavailable as exc:
         error = exc.error_code
     response: HeartbeatResponse = {"throttle_time": 0, "error_code": error}
@@ -169,9 +167,7 @@ async def handle_leave_group(context: GroupContext, request: Request) -> Any:
     else:
         leaving = [LeavingMember(body.member_id)]
     try:
-        await context.groups.coordinate(body.group_id)
-        error, member_errors, out = context.groups.leave(body.group_id, leaving)
-        await context.groups.apply(out)
+        error, member_errors = await context.groups.leave(body.group_id, leaving)
     except CoordinatorUnavailable as exc:
         error, member_errors = exc.error_code, []
     data: LeaveGroupResponse = {"throttle_time": 0, "error_code": error, "members": []}

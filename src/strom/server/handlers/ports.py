@@ -220,13 +220,17 @@ class GroupCoordination(Protocol):
 
     async def sync(self, sync: SyncRequest) -> SyncResult: ...
 
-    def heartbeat(
+    async def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
-    ) -> tuple[ErrorCode, Output]: ...
+    ) -> ErrorCode:
+        """Heartbeat, answered once the state it read is durable."""
+        ...
 
-    def leave(
+    async def leave(
         self, group_id: str, leaving: list[LeavingMember]
-    ) -> tuple[ErrorCode, list[ErrorCode], Output]: ...
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup: the group's error and one per member, once durable."""
+        ...
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """The committed state of `group_id`; None when there is no such group here."""
