@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from broker import BrokerProcess, free_port
-from group_members import KIP848_SESSION_MS, Member
+from group_members import KIP848_BROKER_SETTINGS, Member
 from oauth_helpers import keys, oauth_broker, tls  # noqa: F401 - the OAUTHBEARER tests'
 from zookeeper_fixtures import zk_chroot, zk_connect, zookeeper_server  # noqa: F401
 
@@ -85,16 +85,7 @@ def kip848_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     timeout, heartbeats every 0.5 s."""
     process = BrokerProcess(
         tmp_path / "data",
-        extra=[
-            "--set",
-            f"group.consumer.session.timeout.ms={KIP848_SESSION_MS}",
-            "--set",
-            "group.consumer.min.session.timeout.ms=1000",
-            "--set",
-            "group.consumer.heartbeat.interval.ms=500",
-            "--set",
-            "group.consumer.min.heartbeat.interval.ms=100",
-        ],
+        extra=[part for setting in KIP848_BROKER_SETTINGS for part in ("--set", setting)],
     )
     process.start()
     try:

@@ -19,6 +19,15 @@ MEMBER_SCRIPT = Path(__file__).with_name("group_member.py")
 KIP848_SESSION_MS = 4000
 """The session timeout of the `kip848_broker` fixture's consumer groups (conftest.py)."""
 
+KIP848_BROKER_SETTINGS = (
+    f"group.consumer.session.timeout.ms={KIP848_SESSION_MS}",
+    "group.consumer.min.session.timeout.ms=1000",
+    "group.consumer.heartbeat.interval.ms=500",
+    "group.consumer.min.heartbeat.interval.ms=100",
+)
+"""The broker keys (`--set` values) of the `kip848_broker` fixture: KIP-848 groups with
+short timers, a 4 s session timeout and heartbeats every 0.5 s."""
+
 
 class MemberProcess:
     """A member's child process: alive, killed with SIGKILL, or stopped with SIGTERM (the
