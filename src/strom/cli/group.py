@@ -1,15 +1,17 @@
-"""`strom group ...`: list, describe and delete consumer groups, and reset their offsets.
+"""`strom group ...`: list, describe and delete groups, and reset their offsets.
 
 Through confluent-kafka's admin client (ListGroups, DescribeGroups, OffsetFetch,
-ListOffsets, OffsetCommit, DeleteGroups), so it works against any Kafka-compatible
-broker. What needs no broker (parsing, tables, the reset plan) is in group_model.py.
-KIP-848 groups are described, and share groups (which the admin client does not see)
-listed and described, through strom's own client: group_consumer.py, group_share.py.
+ListOffsets, OffsetCommit, DeleteGroups; group_admin.py), so it works against any
+Kafka-compatible broker. What needs no broker (parsing, tables, the reset plan) is in
+group_model.py. KIP-848 groups are described, and share groups (which the admin client
+does not see) listed, described and reset, through strom's own client:
+group_consumer.py, group_share.py, group_share_offsets.py. DeleteGroups deletes an empty
+group of any type, share groups too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,16 +23,25 @@ from strom.cli.common import (
     BootstrapOption,
     CommandConfigOption,
     CommandError,
-    ConnectionSettings,
     TimeoutOption,
-    admin_client,
     admin_outcome,
     echo_status,
     print_table,
     raise_failures,
     reporting_errors,
-    topic_missing_message,
     usage_error,
+)
+from strom.cli.group_admin import (
+    chosen_partitions,
+    commit_plan,
+    committed_offsets,
+    connect,
+    describe_groups,
+    group_error,
+    group_exists,
+    list_offsets,
+    offset_spec,
+    partition_bounds,
 )
 from strom.cli.group_consumer import (
     CONSUMER_MEMBER_HEADERS,
@@ -40,24 +51,19 @@ from strom.cli.group_consumer import (
     describe_consumer_group,
 )
 from strom.cli.group_model import (
-    Partition,
-    PartitionBounds,
-    PlannedOffset,
+    ACTIVE_MEMBER_ERRORS,
     ResetMode,
     active_members_message,
     describe_header,
-    group_error_message,
     group_missing_message,
     group_progress,
     group_type_name,
     list_rows,
     member_rows,
-    merge_selections,
     parse_topic_selection,
     partition_owners,
     plan_reset,
     reset_target,
-    selected_partitions,
     total_lag,
 )
 from strom.cli.group_share import (
@@ -71,103 +77,27 @@ from strom.cli.group_share import (
     share_partition_rows,
     total_share_lag,
 )
+from strom.cli.group_share_offsets import (
+    ShareResetRequest,
+    busy_share_groups,
+    check_share_target,
+    not_share_message,
+    reset_share_offsets,
+)
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AdminClient,
-        ClusterMetadata,
-        ConsumerGroupDescription,
-        OffsetSpec,
-    )
+    from confluent_kafka.admin import ClusterMetadata  # type: ignore[attr-defined]
 
     from strom.cli.txn_model import BrokerAddress
 
 group_app = typer.Typer(
     name="group",
-    help="List, describe and delete consumer groups, and reset their offsets.",
+    help="List, describe and delete groups (classic, consumer and share), and reset their offsets.",
     no_args_is_help=True,
 )
 
 GroupArgument = Annotated[str, typer.Argument(help="Group id.", show_default=False)]
 GroupsArgument = Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)]
-
-
-def group_error(connection: ConnectionSettings, error: KafkaError, group: str) -> CommandError:
-    message = group_error_message(group, error.name())
-    if message is not None:
-        return CommandError(message)
-    return connection.kafka_error(error, f"group {group!r}")
-
-
-def describe_groups(
-    admin: AdminClient, connection: ConnectionSettings, groups: Sequence[str]
-) -> dict[str, ConsumerGroupDescription]:
-    futures = admin.describe_consumer_groups(list(groups), request_timeout=connection.timeout_s)
-    descriptions = {}
-    for group in groups:
-        description, error = admin_outcome(futures[group], connection, f"group {group!r}")
-        if error is not None:
-            raise group_error(connection, error, group)
-        descriptions[group] = description
-    return descriptions
-
-
-def group_exists(description: ConsumerGroupDescription) -> bool:
-    """DescribeGroups answers an unknown group with state Dead (GROUP_ID_NOT_FOUND from v6)."""
-    return bool(description.members) or getattr(description.state, "name", "") != "DEAD"
-
-
-def committed_offsets(
-    admin: AdminClient, connection: ConnectionSettings, group: str
-) -> dict[Partition, int]:
-    """Every committed offset of the group (OffsetFetch for all partitions)."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    futures = admin.list_consumer_group_offsets(
-        [ConsumerGroupTopicPartitions(group)], request_timeout=connection.timeout_s
-    )
-    result, error = admin_outcome(futures[group], connection, f"group {group!r}")
-    if error is not None:
-        raise group_error(connection, error, group)
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result.topic_partitions or []
-        if tp.error is None and tp.offset >= 0
-    }
-
-
-def offset_spec(kind: str, timestamp_ms: int = 0) -> OffsetSpec:
-    """OffsetSpec.earliest(), .latest() or .for_timestamp(ms), which are untyped."""
-    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
-
-    if kind == "timestamp":
-        return OffsetSpec.for_timestamp(timestamp_ms)  # type: ignore[no-any-return]
-    return getattr(OffsetSpec, kind)()  # type: ignore[no-any-return]
-
-
-def list_offsets(
-    admin: AdminClient,
-    connection: ConnectionSettings,
-    partitions: Iterable[Partition],
-    spec: OffsetSpec,
-) -> tuple[dict[Partition, int], dict[Partition, KafkaError]]:
-    """ListOffsets: (offset per partition, error per partition that has none)."""
-    from confluent_kafka import TopicPartition
-
-    wanted = {TopicPartition(t, p): spec for t, p in partitions}
-    if not wanted:
-        return {}, {}
-    futures = admin.list_offsets(wanted, request_timeout=connection.timeout_s)
-    offsets: dict[Partition, int] = {}
-    errors: dict[Partition, KafkaError] = {}
-    for tp, future in futures.items():
-        info, error = admin_outcome(future, connection, f"{tp.topic}:{tp.partition}")
-        if error is not None:
-            errors[(tp.topic, tp.partition)] = error
-        else:
-            offsets[(tp.topic, tp.partition)] = info.offset
-    return offsets, errors
 
 
 def describe_consumer_groups(
@@ -248,26 +178,15 @@ def print_share_group(view: ShareGroupView, coordinator: BrokerAddress) -> None:
         print(f"\nTotal lag: {lag}")
 
 
-def _connect(
-    bootstrap: str, timeout: float, command_config: Path | None
-) -> tuple[ConnectionSettings, AdminClient, ClusterMetadata]:
-    """A connection and admin client, and the cluster's metadata: asking for it first
-    reports an unreachable broker the same way every client command does."""
-    connection = ConnectionSettings.create(bootstrap, timeout, command_config)
-    admin = admin_client(connection)
-    return connection, admin, connection.metadata(admin)
-
-
 @group_app.command("list")
 def list_groups(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     command_config: CommandConfigOption = None,
 ) -> None:
-    """List consumer groups with their type (classic or consumer), state, protocol type
-    and member count."""
+    """List groups: type (classic, consumer or share), state, protocol type, members."""
     with reporting_errors():
-        connection, admin, metadata = _connect(bootstrap, timeout, command_config)
+        connection, admin, metadata = connect(bootstrap, timeout, command_config)
         future = admin.list_consumer_groups(request_timeout=timeout)
         listing, error = admin_outcome(future, connection, "listing groups")
         if error is not None:
@@ -312,7 +231,7 @@ def describe(
     """
     with reporting_errors():
         names = list(dict.fromkeys(groups))
-        connection, admin, _ = _connect(bootstrap, timeout, command_config)
+        connection, admin, _ = connect(bootstrap, timeout, command_config)
         descriptions = describe_groups(admin, connection, names)
         missing = [n for n in names if not group_exists(descriptions[n])]
         share_views = describe_share_groups(bootstrap, timeout, missing, command_config)
@@ -369,88 +288,25 @@ def delete(
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     command_config: CommandConfigOption = None,
 ) -> None:
-    """Delete groups and their committed offsets; a group with members is refused."""
+    """Delete groups that have no members, with their offsets (or start offsets)."""
     with reporting_errors():
         names = list(dict.fromkeys(groups))
-        connection, admin, _ = _connect(bootstrap, timeout, command_config)
+        connection, admin, _ = connect(bootstrap, timeout, command_config)
         futures = admin.delete_consumer_groups(names, request_timeout=timeout)
-        failures: list[CommandError] = []
+        failures: dict[str, CommandError] = {}
+        busy: list[str] = []
         for name in names:
             _, error = admin_outcome(futures[name], connection, f"group {name!r}")
             if error is None:
                 print(f"deleted group {name}")
-            else:
-                failures.append(group_error(connection, error, name))
-        raise_failures(failures)
-
-
-def _chosen_partitions(
-    connection: ConnectionSettings,
-    metadata: ClusterMetadata,
-    topics: list[str] | None,
-    all_topics: bool,
-    committed: dict[Partition, int],
-    group: str,
-) -> list[Partition]:
-    if all_topics:
-        if not committed:
-            raise CommandError(
-                f"group {group!r} has no committed offsets; name the topics with --topic"
-            )
-        return sorted(committed)
-    chosen: list[Partition] = []
-    for selection in merge_selections(parse_topic_selection(t) for t in topics or []):
-        topic = connection.topic(metadata, selection.topic)
-        chosen += selected_partitions(selection, len(topic.partitions))
-    return chosen
-
-
-def partition_bounds(
-    admin: AdminClient,
-    connection: ConnectionSettings,
-    partitions: list[Partition],
-    at_ms: int | None,
-) -> dict[Partition, PartitionBounds]:
-    queries = [offset_spec("earliest"), offset_spec("latest")]
-    if at_ms is not None:
-        queries.append(offset_spec("timestamp", at_ms))
-    found: list[dict[Partition, int]] = []
-    for spec in queries:
-        offsets, errors = list_offsets(admin, connection, partitions, spec)
-        if errors:
-            (topic, _), error = min(errors.items())
-            raise connection.kafka_error(error, topic)
-        found.append(offsets)
-    return {
-        p: PartitionBounds(
-            found[0][p],
-            found[1][p],
-            found[2][p] if at_ms is not None and found[2][p] >= 0 else None,
-        )
-        for p in partitions
-    }
-
-
-def commit_plan(
-    admin: AdminClient, connection: ConnectionSettings, group: str, plan: Sequence[PlannedOffset]
-) -> None:
-    """Commit a reset plan's new offsets for `group` (OffsetCommit through the admin client);
-    a failure for the group or one of its partitions is a CommandError."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(p.topic, p.partition, p.new) for p in plan]
-    )
-    futures = admin.alter_consumer_group_offsets([request], request_timeout=connection.timeout_s)
-    result, error = admin_outcome(futures[group], connection, f"group {group!r}")
-    if error is not None:
-        raise group_error(connection, error, group)
-    for tp in result.topic_partitions or []:
-        if tp.error is None:
-            continue
-        if tp.error.name() == "UNKNOWN_TOPIC_OR_PART":
-            raise CommandError(topic_missing_message(tp.topic))
-        raise group_error(connection, tp.error, group)
+                continue
+            failures[name] = group_error(connection, error, name)
+            if error.name() in ACTIVE_MEMBER_ERRORS:
+                busy.append(name)
+        # A share group refused for its members is told how many it has.
+        for name, message in busy_share_groups(bootstrap, timeout, busy, command_config).items():
+            failures[name] = CommandError(message)
+        raise_failures(list(failures.values()))
 
 
 @group_app.command("reset-offsets")
@@ -496,6 +352,14 @@ def reset_offsets(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only show the new offsets (the default).")
     ] = False,
+    share: Annotated[
+        bool,
+        typer.Option(
+            "--share",
+            help="A group that does not exist yet is made a share group (an existing share "
+            "group is found without this).",
+        ),
+    ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     command_config: CommandConfigOption = None,
@@ -503,6 +367,8 @@ def reset_offsets(
     """Show, and with --execute commit, new offsets for a group that has no members.
 
     Offsets outside a partition's log are moved to its start or end, as Kafka's tool does.
+
+    A share group's start offsets are set the same way (any target but --shift-by).
     """
     with reporting_errors():
         target = reset_target(to_earliest, to_latest, to_datetime, to_offset, shift_by)
@@ -514,12 +380,30 @@ def reset_offsets(
             raise usage_error("choose the partitions to reset with --topic or --all-topics")
         for text in topics or []:
             parse_topic_selection(text)  # a typo is a usage error before connecting
-        connection, admin, metadata = _connect(bootstrap, timeout, command_config)
+        if share:
+            check_share_target(target)
+        connection, admin, metadata = connect(bootstrap, timeout, command_config)
         description = describe_groups(admin, connection, [group])[group]
+        exists = group_exists(description)
+        if share and exists:
+            raise CommandError(not_share_message(group, group_type_name(description).lower()))
+        found = {} if exists else describe_share_groups(bootstrap, timeout, [group], command_config)
+        if share or group in found:
+            view = found[group][0] if group in found else None
+            request = ShareResetRequest(group, view, target, topics, all_topics, execute)
+            reset_share_offsets(request, connection, admin, metadata)
+            return
         if description.members:
             raise CommandError(active_members_message(group))
         committed = committed_offsets(admin, connection, group)
-        partitions = _chosen_partitions(connection, metadata, topics, all_topics, committed, group)
+        partitions = chosen_partitions(
+            connection,
+            metadata,
+            topics,
+            all_topics,
+            committed,
+            f"group {group!r} has no committed offsets; name the topics with --topic",
+        )
         at_ms = target.value if target.mode is ResetMode.DATETIME else None
         bounds = partition_bounds(admin, connection, partitions, at_ms)
         plan, warnings = plan_reset(target, partitions, committed, bounds)
@@ -529,7 +413,10 @@ def reset_offsets(
         new_group = not group_exists(description)
         if not execute:
             if new_group:
-                echo_status(f"group {group!r} does not exist yet; --execute creates it")
+                echo_status(
+                    f"group {group!r} does not exist yet; --execute creates it "
+                    "(add --share for a share group)"
+                )
             echo_status("dry run: nothing changed; add --execute to commit these offsets")
             return
         commit_plan(admin, connection, group, plan)

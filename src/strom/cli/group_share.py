@@ -22,7 +22,7 @@ from strom.cli.group_consumer import GROUP_KEY, coordinator_of
 from strom.cli.group_model import NONE, Partition, format_assignment
 from strom.cli.txn import at_coordinator
 from strom.cli.txn_model import COORDINATOR_RETRIABLE, BrokerAddress, CoordinatorMoved
-from strom.cli.wire import error_name, is_error
+from strom.cli.wire import ApiNotSupported, error_name, is_error
 
 if TYPE_CHECKING:
     from strom.cli.txn import TxnCluster
@@ -198,7 +198,8 @@ async def describe_share_group(
     cluster: TxnCluster, group: str
 ) -> tuple[ShareGroupView, BrokerAddress] | None:
     """FindCoordinator, then ShareGroupDescribe and DescribeShareGroupOffsets there;
-    None when there is no share group `group` (or the cluster serves none)."""
+    None when there is no share group `group` (or the cluster serves none: off, or a
+    broker that speaks no ShareGroupDescribe v1)."""
 
     async def ask(
         session: WireSession, coordinator: BrokerAddress
@@ -224,7 +225,7 @@ async def describe_share_group(
         return await at_coordinator(
             cluster, group, GROUP_KEY, lambda r: coordinator_of(r, group), ask
         )
-    except NotAShareGroup:
+    except (NotAShareGroup, ApiNotSupported):
         return None
 
 

@@ -32,6 +32,11 @@ CLIENT_ID = "strom-cli"
 T = TypeVar("T")
 
 
+class ApiNotSupported(CommandError):
+    """The broker speaks no version of the request the command needs (an API it does
+    not serve, such as a share-group API on a broker without share groups)."""
+
+
 def client_security(settings: Mapping[str, str], source: str) -> ClientSecurity | None:
     """The TLS and SASL that client settings (librdkafka's keys) ask for; None for
     plaintext. A usage error naming `source` for what strom's client cannot do or for a
@@ -164,7 +169,9 @@ class WireSession:
                 api_key, version, dict(fields), timeout_s=self.timeout_s
             )
         except UnsupportedVersionError as exc:
-            raise CommandError(f"{name}: the broker at {connection.peer} cannot: {exc}") from None
+            raise ApiNotSupported(
+                f"{name}: the broker at {connection.peer} cannot: {exc}"
+            ) from None
         except ClientConnectionError as exc:
             # An answer that never came is a Kafka-level failure (1), as in admin_outcome.
             timed_out = "timed out" in str(exc)

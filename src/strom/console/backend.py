@@ -27,7 +27,7 @@ from strom.cli.common import (
     admin_outcome,
     kafka_error_message,
 )
-from strom.cli.group import list_offsets, offset_spec
+from strom.cli.group_admin import list_offsets, offset_spec
 from strom.cli.topic import describe_source
 from strom.cli.wire import WireSession, is_error, run_session
 

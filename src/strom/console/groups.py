@@ -14,7 +14,7 @@ from strom.cli.common import (
     admin_outcome,
     kafka_error_message,
 )
-from strom.cli.group import (
+from strom.cli.group_admin import (
     commit_plan,
     committed_offsets,
     describe_groups,

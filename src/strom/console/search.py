@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from strom.cli.common import CommandError, kafka_error_message
-from strom.cli.group import partition_bounds
+from strom.cli.group_admin import partition_bounds
 from strom.console.backend import ClusterBackend
 from strom.console.browse import (
     BrowseQuery,

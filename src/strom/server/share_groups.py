@@ -15,7 +15,9 @@ GroupCoordinatorService does, before it answers the heartbeat; then it tells the
 `state_initialized` (recorded; the next heartbeat assigns them) or, on any error,
 `state_not_initialized` (a later heartbeat asks again) and answers the heartbeat with
 that error, as Kafka does. A member that leaves or is fenced is reported to
-`on_member_left(group_id, member_id)`, which gives back the records it held.
+`on_member_left(group_id, member_id)`, which gives back the records it held; a
+share-partition state deleted with its group to `state_reset(key)`, so the
+share-partitions led here drop what they hold of it.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class ShareGroupService:
         self._image = image
         self._share_state = share_state
         self.on_member_left = on_member_left
+        self.state_reset: Callable[[ShareStateKey], None] = lambda key: None
+        """A share-partition's state was deleted (the leader here drops it)."""
         self.log_end: Callable[[str, int], Awaitable[tuple[ErrorCode, int]]] = _no_log_end
         """A partition's log end (high watermark), from its leader (server/log_ends.py)."""
         self.enabled = enabled
@@ -254,9 +258,9 @@ class ShareGroupService:
         port = self._share_state()
         for topic in group.state_partitions.initialized + group.state_partitions.initializing:
             for partition in sorted(topic.partitions or ()):
-                error, message = await port.delete(
-                    ShareStateKey(group_id, topic.topic_id, partition)
-                )
+                key = ShareStateKey(group_id, topic.topic_id, partition)
+                error, message = await port.delete(key)
+                self.state_reset(key)
                 if error not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
                     log.error("cannot delete share state of %s: %s", group_id, message)
                     return error

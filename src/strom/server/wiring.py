@@ -138,6 +138,7 @@ def share_services(broker: Broker) -> tuple[ShareStateClient, SharePartitionMana
         ),
     )
     broker.share_groups.on_member_left = manager.member_left
+    broker.share_groups.state_reset = manager.state_reset
     return state, manager
 
 
