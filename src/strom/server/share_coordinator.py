@@ -210,11 +210,12 @@ class ShareCoordinatorService:
             self._config().share_coordinator.snapshot_update_records_per_snapshot
         )
         count = 0
+        log_start = partition.log.log_start_offset
         for header, records in replay_batches(partition):
             if header.is_control:
                 continue
             for record in records:
-                if record.key is None:
+                if record.key is None or record.offset < log_start:
                     continue
                 try:
                     key, value = decode_share_record(record.key, record.value)
@@ -226,17 +227,18 @@ class ShareCoordinatorService:
                         exc,
                     )
                     continue
-                shard.load(ShareStateRecord(key, value))
+                shard.load(ShareStateRecord(key, value), record.offset)
                 count += 1
         loaded = self._loaded[index] = _Loaded(leader_epoch, shard)
         log.info(
             "[node %d] coordinating the share-partition states of %s-%d at leader epoch %d "
-            "(%d record(s) loaded)",
+            "(%d record(s) loaded from offset %d)",
             self._node_id,
             SHARE_STATE_TOPIC,
             index,
             leader_epoch,
             count,
+            log_start,
         )
         return loaded
 
@@ -338,7 +340,7 @@ class ShareCoordinatorService:
         try:
             if self._loaded.get(index) is not loaded:  # dropped before its turn: not written
                 return
-            await self._append(index, decision.records)
+            await self._append(index, loaded.shard, decision)
             error = ErrorCode.none
         except StorageError as exc:
             log.error("[node %d] cannot write share-partition state: %s", self._node_id, exc)
@@ -356,8 +358,13 @@ class ShareCoordinatorService:
                 if future is not None and not future.done():
                     future.set_exception(ShareCoordinatorUnavailable(error, "state not written"))
 
-    async def _append(self, index: int, records: list[ShareStateRecord]) -> None:
-        """The one place this coordinator writes through `Partition`; raises StorageError."""
+    async def _append(
+        self, index: int, shard: ShareStateShard, decision: ShareStateDecision[A]
+    ) -> None:
+        """The one place this coordinator writes through `Partition`: the shard learns
+        where the records sit as soon as they are appended (a pruning must not pass
+        them); raises StorageError."""
+        records = decision.records
         partition = self._partitions.get(SHARE_STATE_TOPIC, index)
         if partition is None:
             raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
@@ -379,6 +386,7 @@ class ShareCoordinatorService:
             result = partition.append(
                 [(view, parse_batch_header(view))], now_ms=current, producer_check=False
             )
+            shard.appended(decision.write_id, result.base_offset)
             await partition.committed(result.last_offset + 1, timeout_s)
         except LeadershipMoved as exc:
             raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
