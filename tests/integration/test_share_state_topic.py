@@ -111,6 +111,9 @@ class RemoteOnly:
     def follow(self, image: Any) -> None:
         pass
 
+    async def run_pruning(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -20,6 +20,12 @@ gets the coordinator error Kafka gives: COORDINATOR_NOT_AVAILABLE for a timeout 
 few replicas, NOT_COORDINATOR for lost leadership) and the partition is loaded again
 from its log at the next request: the log, not memory, says what a failed write left.
 A decision that writes nothing is answered once the earlier writes of its key are durable.
+
+Pruning (Kafka's record pruning job): every `share.coordinator.state.topic.prune.interval.ms`
+each partition loaded here starts its log at its shard's `redundant_offset()` (the
+lowest offset its share-partition states still need), when that is above the log start
+and at most the high watermark, the way DeleteRecords moves a leader's log start
+(`Partition.delete_records`): durably, and followed by the followers.
 """
 
 from __future__ import annotations
@@ -66,6 +72,10 @@ log = logging.getLogger(__name__)
 
 Answer = tuple[ErrorCode, str | None]
 A = TypeVar("A")
+
+PRUNE_FOLLOWERS_TIMEOUT_S = 30.0
+"""How long a pruning waits for the in-sync followers to start where the leader does
+(Kafka's writer gives its DeleteRecords 30 s); they catch up later if they do not."""
 
 
 class ShareCoordinatorUnavailable(Exception):
@@ -398,6 +408,54 @@ class ShareCoordinatorService:
             raise StorageError(ErrorCode.message_too_large, str(exc)) from exc
         except OSError as exc:
             raise StorageError(ErrorCode.kafka_storage_error, str(exc)) from exc
+
+    # --- pruning --------------------------------------------------------------------
+
+    async def run_pruning(self) -> None:
+        """Prune every `share.coordinator.state.topic.prune.interval.ms`, until cancelled."""
+        while True:
+            interval_ms = self._config().share_coordinator.state_topic_prune_interval_ms
+            await asyncio.sleep(interval_ms / 1000)
+            await self.prune()
+
+    async def prune(self) -> None:
+        """Start each partition loaded here at the offset its states still need."""
+        await asyncio.gather(
+            *(self._prune(index, loaded) for index, loaded in sorted(self._loaded.items()))
+        )
+
+    async def _prune(self, index: int, loaded: _Loaded) -> None:
+        offset = loaded.shard.redundant_offset()
+        partition = self._partitions.get(SHARE_STATE_TOPIC, index)
+        if (
+            offset is None
+            or partition is None
+            or not partition.is_leader
+            or partition.leader_epoch != loaded.leader_epoch  # not loaded at this epoch yet
+        ):
+            return
+        before = partition.log.log_start_offset
+        if not before < offset <= partition.high_watermark:
+            return
+        try:
+            await partition.delete_records(offset, PRUNE_FOLLOWERS_TIMEOUT_S)
+        except (TimeoutError, LeadershipMoved):
+            pass  # the start moved here (or not, if leadership moved first)
+        except (OSError, ValueError) as exc:
+            log.warning(
+                "[node %d] cannot prune %s-%d: %s", self._node_id, SHARE_STATE_TOPIC, index, exc
+            )
+            return
+        if partition.log.log_start_offset > before:
+            log.info(
+                "[node %d] pruned %s-%d: its log starts at %d (was %d), the lowest offset "
+                "its share-partition states still need",
+                self._node_id,
+                SHARE_STATE_TOPIC,
+                index,
+                partition.log.log_start_offset,
+                before,
+            )
 
     def close(self) -> None:
         """Pending answers get NOT_COORDINATOR; the caller finds the coordinator again."""
