@@ -5,8 +5,9 @@ and surviving a `kill -9` of the coordinator's broker.
 The state is written a few hundred times (with a snapshot every 50 updates), then read
 back through strom's `ShareStateClient` (the port share-partition leaders use) from this
 test process, which is no coordinator: it finds the leader of the key's partition and
-retries NOT_COORDINATOR while leadership moves. After the kill the new leader replays
-the partition's log and answers the same state.
+retries NOT_COORDINATOR while leadership moves. The partition is pruned (every 300 ms)
+up to the key's latest snapshot before the kill; after it the new leader replays the
+partition's log from its pruned start and answers the same state.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TopicCollection
+from confluent_kafka import Consumer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cluster import TestCluster, running_cluster
+from group_members import wait_until
 
 from strom.client import ClientError, KafkaConnection
 from strom.protocol.apis import ApiKey
@@ -43,6 +45,7 @@ SETTINGS = [
     "share.coordinator.state.topic.replication.factor=3",
     "share.coordinator.snapshot.update.records.per.snapshot=50",
     "leader.imbalance.check.interval.seconds=300",
+    "share.coordinator.state.topic.prune.interval.ms=300",
 ]
 GROUP = "workers"
 WRITES = 300
@@ -111,6 +114,9 @@ class RemoteOnly:
     def follow(self, image: Any) -> None:
         pass
 
+    async def run_pruning(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -122,6 +128,16 @@ async def _rpc(cluster: TestCluster, node_id: int, api_key: int, version: int, b
         return await connection.request(api_key, version, body, timeout_s=20.0)
     finally:
         connection.close()
+
+
+def _log_start(cluster: TestCluster, index: int) -> int:
+    """Where `__share_group_state`-`index` starts at its leader (ListOffsets earliest)."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "watcher"})
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(SHARE_STATE_TOPIC, index), 5)
+    finally:
+        consumer.close()
+    return int(low)
 
 
 def _coordinator(cluster: TestCluster, key: str) -> int:
@@ -207,6 +223,8 @@ def test_share_state_survives_the_coordinators_death(tmp_path: Path) -> None:
                 port.close()
 
         before, expected, start = asyncio.run(scenario())
+        index = share_state_partition(GROUP, topic_id, 0, STATE_PARTITIONS)
+        wait_until(lambda: _log_start(cluster, index) > 0, 30, f"{SHARE_STATE_TOPIC} pruned")
 
         cluster.kill(coordinator)  # kill -9
         alive.discard(coordinator)

@@ -1,5 +1,6 @@
-"""The share coordinator's keys (share.coordinator.*): its `__share_group_state` topic
-and how often it writes a snapshot. Kafka's names and defaults (ShareCoordinatorConfig)."""
+"""The share coordinator's keys (share.coordinator.*): its `__share_group_state` topic,
+how often it writes a snapshot and how often it prunes the topic. Kafka's names and
+defaults (ShareCoordinatorConfig)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,13 @@ SHARE_COORDINATOR_KEYS: tuple[ConfigKey, ...] = (
         "How long a share coordinator's write waits to be committed.",
         AtLeast(1),
     ),
+    ConfigKey(
+        "share.coordinator.state.topic.prune.interval.ms",
+        INT,
+        "300000",
+        "Time between two prunings of __share_group_state (records no state needs deleted).",
+        AtLeast(1),
+    ),
 )
 
 
@@ -66,6 +74,7 @@ class ShareCoordinatorSettings:
     state_topic_segment_bytes: int = 104857600
     snapshot_update_records_per_snapshot: int = 500
     write_timeout_ms: int = 5000
+    state_topic_prune_interval_ms: int = 300000
 
 
 def share_coordinator_settings(v: TypedValues) -> ShareCoordinatorSettings:
@@ -80,4 +89,5 @@ def share_coordinator_settings(v: TypedValues) -> ShareCoordinatorSettings:
             "share.coordinator.snapshot.update.records.per.snapshot"
         ),
         write_timeout_ms=v.integer("share.coordinator.write.timeout.ms"),
+        state_topic_prune_interval_ms=v.integer("share.coordinator.state.topic.prune.interval.ms"),
     )

@@ -318,6 +318,7 @@ class Broker:
             (self.consumer_groups.run_timers(), "consumer-group-timers"),
             (self.share_groups.run_timers(), "share-group-timers"),
             (self.share_partitions.run_timers(), "share-partition-timers"),
+            (self.share_state.coordinator.run_pruning(), "share-state-pruning"),
         ):
             self._background.spawn(loop, name)
         self.isr.start()

@@ -20,6 +20,12 @@ gets the coordinator error Kafka gives: COORDINATOR_NOT_AVAILABLE for a timeout 
 few replicas, NOT_COORDINATOR for lost leadership) and the partition is loaded again
 from its log at the next request: the log, not memory, says what a failed write left.
 A decision that writes nothing is answered once the earlier writes of its key are durable.
+
+Pruning (Kafka's record pruning job): every `share.coordinator.state.topic.prune.interval.ms`
+each partition loaded here starts its log at its shard's `redundant_offset()` (the
+lowest offset its share-partition states still need), when that is above the log start
+and at most the high watermark, the way DeleteRecords moves a leader's log start
+(`Partition.delete_records`): durably, and followed by the followers.
 """
 
 from __future__ import annotations
@@ -66,6 +72,10 @@ log = logging.getLogger(__name__)
 
 Answer = tuple[ErrorCode, str | None]
 A = TypeVar("A")
+
+PRUNE_FOLLOWERS_TIMEOUT_S = 30.0
+"""How long a pruning waits for the in-sync followers to start where the leader does
+(Kafka's writer gives its DeleteRecords 30 s); they catch up later if they do not."""
 
 
 class ShareCoordinatorUnavailable(Exception):
@@ -210,11 +220,12 @@ class ShareCoordinatorService:
             self._config().share_coordinator.snapshot_update_records_per_snapshot
         )
         count = 0
+        log_start = partition.log.log_start_offset
         for header, records in replay_batches(partition):
             if header.is_control:
                 continue
             for record in records:
-                if record.key is None:
+                if record.key is None or record.offset < log_start:
                     continue
                 try:
                     key, value = decode_share_record(record.key, record.value)
@@ -226,17 +237,18 @@ class ShareCoordinatorService:
                         exc,
                     )
                     continue
-                shard.load(ShareStateRecord(key, value))
+                shard.load(ShareStateRecord(key, value), record.offset)
                 count += 1
         loaded = self._loaded[index] = _Loaded(leader_epoch, shard)
         log.info(
             "[node %d] coordinating the share-partition states of %s-%d at leader epoch %d "
-            "(%d record(s) loaded)",
+            "(%d record(s) loaded from offset %d)",
             self._node_id,
             SHARE_STATE_TOPIC,
             index,
             leader_epoch,
             count,
+            log_start,
         )
         return loaded
 
@@ -338,7 +350,7 @@ class ShareCoordinatorService:
         try:
             if self._loaded.get(index) is not loaded:  # dropped before its turn: not written
                 return
-            await self._append(index, decision.records)
+            await self._append(index, loaded.shard, decision)
             error = ErrorCode.none
         except StorageError as exc:
             log.error("[node %d] cannot write share-partition state: %s", self._node_id, exc)
@@ -356,8 +368,13 @@ class ShareCoordinatorService:
                 if future is not None and not future.done():
                     future.set_exception(ShareCoordinatorUnavailable(error, "state not written"))
 
-    async def _append(self, index: int, records: list[ShareStateRecord]) -> None:
-        """The one place this coordinator writes through `Partition`; raises StorageError."""
+    async def _append(
+        self, index: int, shard: ShareStateShard, decision: ShareStateDecision[A]
+    ) -> None:
+        """The one place this coordinator writes through `Partition`: the shard learns
+        where the records sit as soon as they are appended (a pruning must not pass
+        them); raises StorageError."""
+        records = decision.records
         partition = self._partitions.get(SHARE_STATE_TOPIC, index)
         if partition is None:
             raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
@@ -379,6 +396,7 @@ class ShareCoordinatorService:
             result = partition.append(
                 [(view, parse_batch_header(view))], now_ms=current, producer_check=False
             )
+            shard.appended(decision.write_id, result.base_offset)
             await partition.committed(result.last_offset + 1, timeout_s)
         except LeadershipMoved as exc:
             raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
@@ -390,6 +408,54 @@ class ShareCoordinatorService:
             raise StorageError(ErrorCode.message_too_large, str(exc)) from exc
         except OSError as exc:
             raise StorageError(ErrorCode.kafka_storage_error, str(exc)) from exc
+
+    # --- pruning --------------------------------------------------------------------
+
+    async def run_pruning(self) -> None:
+        """Prune every `share.coordinator.state.topic.prune.interval.ms`, until cancelled."""
+        while True:
+            interval_ms = self._config().share_coordinator.state_topic_prune_interval_ms
+            await asyncio.sleep(interval_ms / 1000)
+            await self.prune()
+
+    async def prune(self) -> None:
+        """Start each partition loaded here at the offset its states still need."""
+        await asyncio.gather(
+            *(self._prune(index, loaded) for index, loaded in sorted(self._loaded.items()))
+        )
+
+    async def _prune(self, index: int, loaded: _Loaded) -> None:
+        offset = loaded.shard.redundant_offset()
+        partition = self._partitions.get(SHARE_STATE_TOPIC, index)
+        if (
+            offset is None
+            or partition is None
+            or not partition.is_leader
+            or partition.leader_epoch != loaded.leader_epoch  # not loaded at this epoch yet
+        ):
+            return
+        before = partition.log.log_start_offset
+        if not before < offset <= partition.high_watermark:
+            return
+        try:
+            await partition.delete_records(offset, PRUNE_FOLLOWERS_TIMEOUT_S)
+        except (TimeoutError, LeadershipMoved):
+            pass  # the start moved here (or not, if leadership moved first)
+        except (OSError, ValueError) as exc:
+            log.warning(
+                "[node %d] cannot prune %s-%d: %s", self._node_id, SHARE_STATE_TOPIC, index, exc
+            )
+            return
+        if partition.log.log_start_offset > before:
+            log.info(
+                "[node %d] pruned %s-%d: its log starts at %d (was %d), the lowest offset "
+                "its share-partition states still need",
+                self._node_id,
+                SHARE_STATE_TOPIC,
+                index,
+                partition.log.log_start_offset,
+                before,
+            )
 
     def close(self) -> None:
         """Pending answers get NOT_COORDINATOR; the caller finds the coordinator again."""

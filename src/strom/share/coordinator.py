@@ -15,9 +15,16 @@ written since its last snapshot.
 
 A write's transitions:
 
-    decided --durable(write_id)--> replayed into committed (in decision order per key)
-    decided --failed(write_id)--> dropped with every later write of the same key; the
-                                  key's tip rebuilt from what remains
+    decided --appended(write_id, base_offset)--> in the log, its records from base_offset on
+    appended --durable(write_id)--> replayed into committed (in decision order per key)
+    decided, appended --failed(write_id)--> dropped with every later write of the same
+                                  key; the key's tip rebuilt from what remains (an
+                                  appended one may still sit in the log: the shell loads
+                                  the partition again)
+
+Every committed record is replayed with its offset, so the shard knows the offset below
+which the partition's records are redundant (`redundant_offset`, the rule in
+strom.share.state_offsets): the shell prunes the partition there.
 
 A decision that writes nothing is answered once the pending writes of its key it read
 are durable (`after_write_id`; 0: none). Time comes in as `now_ms`; whether the
@@ -44,6 +51,7 @@ from strom.share.records import (
     ShareValue,
     StateBatch,
 )
+from strom.share.state_offsets import ShareStateOffsets
 from strom.share.state_port import (
     UNINITIALIZED_START_OFFSET,
     ShareStateKey,
@@ -209,6 +217,8 @@ class _Pending:
     key: ShareStateKey
     records: list[ShareStateRecord]
     durable: bool = False
+    base_offset: int | None = None
+    """Where its records sit in the log, once appended."""
 
 
 class ShareStateShard:
@@ -218,6 +228,7 @@ class ShareStateShard:
         self._tip: _Entries = {}
         self._pending: dict[ShareStateKey, list[_Pending]] = {}
         self._next_write_id = 0
+        self._offsets = ShareStateOffsets()
 
     # --- reading ------------------------------------------------------------------
 
@@ -236,11 +247,28 @@ class ShareStateShard:
     def pending_write_ids(self) -> list[int]:
         return sorted(p.write_id for queue in self._pending.values() for p in queue)
 
+    def redundant_offset(self) -> int | None:
+        """Every record of the partition below this offset is redundant: loading only
+        the records from it on gives the same committed states. The lowest offset the
+        committed records still need, and at most the first offset of any write appended
+        and not yet promoted (None: nothing is redundant)."""
+        below = self._offsets.redundant_below()
+        if below is None:
+            return None
+        appended = [
+            p.base_offset
+            for queue in self._pending.values()
+            for p in queue
+            if p.base_offset is not None
+        ]
+        return min([below, *appended])
+
     # --- loading ------------------------------------------------------------------
 
-    def load(self, record: ShareStateRecord) -> None:
-        """Replay one record of the partition's log at load (nothing may be pending)."""
-        _replay(self._committed, record, self.snapshot_update_records)
+    def load(self, record: ShareStateRecord, offset: int) -> None:
+        """Replay the record at `offset` of the partition's log at load (nothing may be
+        pending)."""
+        self._commit(record, offset)
         key = _state_key(record)
         entry = self._committed.get(key)
         if entry is None:
@@ -434,19 +462,30 @@ class ShareStateShard:
 
     # --- the outcome of writes ------------------------------------------------------
 
+    def appended(self, write_id: int, base_offset: int) -> None:
+        """The write's records are in the log at `base_offset` and the offsets after it
+        (not durable yet)."""
+        found = self._find(write_id)
+        if found is not None:
+            found.base_offset = base_offset
+
     def durable(self, write_id: int) -> list[int]:
-        """The write's records are durable; returns the writes promoted into the
-        committed state (this one once every earlier write of its key is)."""
+        """The write's records (appended) are durable; returns the writes promoted into
+        the committed state (this one once every earlier write of its key is)."""
         found = self._find(write_id)
         if found is None:
             return []
+        if found.base_offset is None:
+            raise ValueError(f"write {write_id} is durable but was never appended")
         found.durable = True
         queue = self._pending[found.key]
         promoted: list[int] = []
         while queue and queue[0].durable:
             done = queue.pop(0)
-            for record in done.records:
-                _replay(self._committed, record, self.snapshot_update_records)
+            base = done.base_offset
+            assert base is not None  # checked when it was made durable
+            for i, record in enumerate(done.records):
+                self._commit(record, base + i)
             promoted.append(done.write_id)
         if not queue:
             del self._pending[found.key]
@@ -472,6 +511,17 @@ class ShareStateShard:
         self._pending.clear()
         self._tip = dict(self._committed)
         return dropped
+
+    def _commit(self, record: ShareStateRecord, offset: int) -> None:
+        key = _state_key(record)
+        if record.value is None:
+            if isinstance(record.key, ShareSnapshotKey):
+                self._offsets.tombstone(key, offset)
+        elif isinstance(record.value, ShareSnapshotValue):
+            self._offsets.snapshot(key, offset)
+        else:
+            self._offsets.update(key, offset)
+        _replay(self._committed, record, self.snapshot_update_records)
 
     def _find(self, write_id: int) -> _Pending | None:
         for queue in self._pending.values():
@@ -522,9 +572,12 @@ def _check_topic(key: ShareStateKey, partitions: int | None) -> Answer | None:
     return None
 
 
-def replay_all(records: Iterable[ShareStateRecord], limit: int) -> ShareStateShard:
-    """A shard loaded from `records` (tests, tools)."""
+def replay_all(
+    records: Iterable[ShareStateRecord], limit: int, first_offset: int = 0
+) -> ShareStateShard:
+    """A shard loaded from `records`, at consecutive offsets from `first_offset` (tests,
+    tools)."""
     shard = ShareStateShard(limit)
-    for record in records:
-        shard.load(record)
+    for offset, record in enumerate(records, first_offset):
+        shard.load(record, offset)
     return shard

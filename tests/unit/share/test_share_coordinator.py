@@ -40,9 +40,15 @@ KEY = ShareStateKey("g", TOPIC, 0)
 PARTITIONS = 3
 
 
+def _committed(shard: ShareStateShard, write_id: int) -> list[int]:
+    """Appended and committed; one record per write, so its id serves as its offset."""
+    shard.appended(write_id, write_id)
+    return shard.durable(write_id)
+
+
 def _durable(shard: ShareStateShard, decision: ShareStateDecision[object]) -> object:
     if decision.records:
-        assert shard.durable(decision.write_id) == [decision.write_id]
+        assert _committed(shard, decision.write_id) == [decision.write_id]
     return decision.answer
 
 
@@ -232,7 +238,7 @@ def test_a_failed_write_drops_the_later_writes_of_its_key() -> None:
     assert read.answer.state_batches == (StateBatch(0, 1, 2, 1),)  # decided on the tip
     assert shard.failed(first.write_id) == [first.write_id, second.write_id]
     assert shard.durable(second.write_id) == []
-    assert shard.durable(elsewhere.write_id) == [elsewhere.write_id]
+    assert _committed(shard, elsewhere.write_id) == [elsewhere.write_id]
     state = shard.committed(KEY)
     assert state is not None and state.state_batches == ()
     assert shard.read(KEY, 1, PARTITIONS, 10).answer.state_batches == ()
@@ -242,8 +248,8 @@ def test_writes_are_promoted_in_order() -> None:
     shard = _initialized()
     first = _write(shard, [StateBatch(0, 0, 2, 1)])
     second = _write(shard, [StateBatch(1, 1, 2, 1)])
-    assert shard.durable(second.write_id) == []
-    assert shard.durable(first.write_id) == [first.write_id, second.write_id]
+    assert _committed(shard, second.write_id) == []
+    assert _committed(shard, first.write_id) == [first.write_id, second.write_id]
 
 
 # --- live and replayed ------------------------------------------------------------
@@ -306,9 +312,11 @@ def test_replaying_the_log_gives_the_live_state(ops: list[tuple[object, ...]], l
             unsettled.append(decision)
         if len(unsettled) > 2:  # the oldest becomes durable, as the log appends in order
             oldest = unsettled.pop(0)
+            shard.appended(oldest.write_id, len(log))
             log.extend(oldest.records)
             shard.durable(oldest.write_id)
     for decision in unsettled:
+        shard.appended(decision.write_id, len(log))
         log.extend(decision.records)
         shard.durable(decision.write_id)
     assert shard.pending_write_ids() == []

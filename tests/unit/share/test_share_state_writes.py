@@ -21,17 +21,23 @@ PARTITION = SharePartitionId("g", uuid.UUID(int=3), "t", 0)
 KEY = ShareStateKey("g", PARTITION.topic_id, 0)
 
 
+def _durable(keeper: ShareStateShard, write_id: int) -> None:
+    """Appended and committed; one record per write, so its id serves as its offset."""
+    keeper.appended(write_id, write_id)
+    keeper.durable(write_id)
+
+
 def _write_all(keeper: ShareStateShard, decision: ShareDecision, state_epoch: int) -> None:
     for record in decision.records:
         written = keeper.write(KEY, state_write(record, state_epoch), 1, 0)
         assert written.answer == (ErrorCode.none, None)
-        keeper.durable(written.write_id)
+        _durable(keeper, written.write_id)
 
 
 def _read(keeper: ShareStateShard) -> ShareStateRead:
     read = keeper.read(KEY, 0, 1, 0)
     if read.records:
-        keeper.durable(read.write_id)
+        _durable(keeper, read.write_id)
     return read.answer
 
 
@@ -56,7 +62,7 @@ def test_writes_replayed_load_the_durable_state(
         record_lock_duration_ms=1000, delivery_count_limit=3, snapshot_update_records=snapshot_every
     )
     keeper = ShareStateShard(snapshot_update_records=snapshot_every)
-    keeper.durable(keeper.initialize(KEY, 0, -1, 1, 0).write_id)
+    _durable(keeper, keeper.initialize(KEY, 0, -1, 1, 0).write_id)
     _read(keeper)  # the leader's first read: its epoch, 0, fences older leaders
     core, first = SharePartitionState.initialize(
         PARTITION, config, log_start_offset=0, log_end_offset=0, now_ms=0, leader_epoch=0
