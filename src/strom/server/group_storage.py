@@ -6,8 +6,9 @@ records (`append_group_records`), the storage error, the error a client sees ins
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, get_args
 
 from kio.schema.errors import ErrorCode
@@ -31,6 +32,7 @@ __all__ = [
     "check_producer_epoch",
     "encode_group_record",
     "offsets_topic_configs",
+    "storage_errors",
 ]
 
 _SHARE_KEYS = get_args(ShareKey)
@@ -106,7 +108,7 @@ async def append_group_records(
         by_partition[partition_for(key.group_id, num_partitions)].append((key, value))
     waits: list[tuple[Partition, int]] = []
     current = now_ms()
-    try:
+    with storage_errors():
         for index, items in by_partition.items():
             partition = partition_of(OFFSETS_TOPIC, index)
             if partition is None:
@@ -126,6 +128,15 @@ async def append_group_records(
             )
             waits.append((partition, result.last_offset + 1))
         await asyncio.gather(*(p.committed(end, timeout_s) for p, end in waits))
+
+
+@contextlib.contextmanager
+def storage_errors() -> Iterator[None]:
+    """What a coordinator's append and wait raise, as the StorageError of Kafka's code:
+    leadership moved, not committed in time, the partition gone, a batch too large or
+    malformed, the disk failing."""
+    try:
+        yield
     except LeadershipMoved as exc:
         raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
     except TimeoutError as exc:

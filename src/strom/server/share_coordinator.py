@@ -42,10 +42,9 @@ from kio.schema.errors import ErrorCode
 from strom.config import BrokerConfig
 from strom.metadata import controller
 from strom.metadata.image import MetadataImage
-from strom.protocol.records import RecordsError, encode_batch, parse_batch_header
+from strom.protocol.records import encode_batch, parse_batch_header
 from strom.server.clock import now_ms
-from strom.server.flusher import PartitionGone
-from strom.server.group_storage import COORDINATOR_ERRORS, StorageError
+from strom.server.group_storage import COORDINATOR_ERRORS, StorageError, storage_errors
 from strom.server.log_replay import replay_batches
 from strom.server.partition import LeadershipMoved
 from strom.share.coordinator import ShareStateDecision, ShareStateRecord, ShareStateShard
@@ -380,7 +379,7 @@ class ShareCoordinatorService:
             raise StorageError(ErrorCode.unknown_topic_or_partition, f"no {index} here")
         current = now_ms()
         timeout_s = self._config().share_coordinator.write_timeout_ms / 1000
-        try:
+        with storage_errors():
             batch = encode_batch(
                 [
                     (
@@ -398,16 +397,6 @@ class ShareCoordinatorService:
             )
             shard.appended(decision.write_id, result.base_offset)
             await partition.committed(result.last_offset + 1, timeout_s)
-        except LeadershipMoved as exc:
-            raise StorageError(ErrorCode.not_leader_or_follower, str(exc)) from exc
-        except TimeoutError as exc:
-            raise StorageError(ErrorCode.request_timed_out, "not committed in time") from exc
-        except PartitionGone as exc:
-            raise StorageError(ErrorCode.unknown_topic_or_partition, str(exc)) from exc
-        except (RecordsError, ValueError) as exc:
-            raise StorageError(ErrorCode.message_too_large, str(exc)) from exc
-        except OSError as exc:
-            raise StorageError(ErrorCode.kafka_storage_error, str(exc)) from exc
 
     # --- pruning --------------------------------------------------------------------
 
