@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 CONSUMER_GROUP_DESCRIBE = 69
 GROUP_KEY = 0
+CLASSIC_MEMBER_TYPE = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,9 @@ class ConsumerMemberView:
     client_host: str
     assigned: tuple[Partition, ...]
     target: tuple[Partition, ...]
+    protocol: str = "consumer"
+    """The group protocol it speaks: "classic" while a group moves between the protocols
+    (ConsumerGroupDescribe v1's member_type 0), else "consumer"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,9 @@ def view_from(response: Any, group: str) -> ConsumerGroupView:
             client_host=str(m.client_host),
             assigned=_partitions(m.assignment),
             target=_partitions(m.target_assignment),
+            protocol="classic"
+            if getattr(m, "member_type", 1) == CLASSIC_MEMBER_TYPE
+            else "consumer",
         )
         for m in found.members
     )
@@ -120,6 +127,7 @@ def consumer_header(view: ConsumerGroupView, coordinator: BrokerAddress | None) 
 CONSUMER_MEMBER_HEADERS = (
     "MEMBER",
     "EPOCH",
+    "PROTOCOL",
     "CLIENT ID",
     "HOST",
     "INSTANCE ID",
@@ -130,12 +138,13 @@ CONSUMER_MEMBER_HEADERS = (
 
 def consumer_member_rows(
     members: Sequence[ConsumerMemberView],
-) -> list[tuple[str, str, str, str, str, str, str]]:
+) -> list[tuple[str, str, str, str, str, str, str, str]]:
     """One row per member, by member id; partitions in the --topic syntax."""
     return [
         (
             m.member_id,
             str(m.member_epoch),
+            m.protocol,
             m.client_id or NONE,
             m.client_host or NONE,
             m.instance_id or NONE,

@@ -74,8 +74,17 @@ def test_view_from_an_answer_sorted_by_member() -> None:
     assert first.assigned == (("audit", 0), ("orders", 0), ("orders", 2))
     assert first.target == (("audit", 0), ("orders", 0))
     assert consumer_member_rows(view.members) == [
-        ("m1", "6", "client-m1", "/127.0.0.1", "-", "audit:0 orders:0,2", "audit:0 orders:0"),
-        ("m2", "7", "client-m2", "/127.0.0.1", "-", "orders:1", "orders:1,2"),
+        (
+            "m1",
+            "6",
+            "consumer",
+            "client-m1",
+            "/127.0.0.1",
+            "-",
+            "audit:0 orders:0,2",
+            "audit:0 orders:0",
+        ),
+        ("m2", "7", "consumer", "client-m2", "/127.0.0.1", "-", "orders:1", "orders:1,2"),
     ]
 
 
@@ -110,4 +119,6 @@ def test_coordinator_of_both_answer_shapes() -> None:
 
 def test_member_view_rows_show_instance_id() -> None:
     member = ConsumerMemberView("m", 1, "i-1", "", "", (), ())
-    assert consumer_member_rows([member]) == [("m", "1", "-", "-", "i-1", "-", "-")]
+    assert consumer_member_rows([member]) == [("m", "1", "consumer", "-", "-", "i-1", "-", "-")]
+    classic = ConsumerMemberView("c", 3, None, "old", "/h", (), (), protocol="classic")
+    assert consumer_member_rows([classic]) == [("c", "3", "classic", "old", "/h", "-", "-", "-")]
