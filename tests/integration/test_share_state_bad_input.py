@@ -68,7 +68,7 @@ def batches(kind: Any) -> st.SearchStrategy[tuple[Any, ...]]:
         kind,
         first_offset=int64s,
         last_offset=int64s,
-        delivery_state=st.one_of(st.sampled_from([0, 2, 4]), st.integers(-128, 127)).map(i8),
+        delivery_state=st.one_of(st.sampled_from([0, 2, 3, 4]), st.integers(-128, 127)).map(i8),
         delivery_count=st.one_of(st.integers(0, 5), st.integers(-(2**15), 2**15 - 1)).map(i16),
     )
     huge = st.just(

@@ -1,7 +1,7 @@
 """Copying a share group's dead letters (KIP-1191) to its dead-letter topic.
 
-A share-partition's decision names the records it archived by REJECT or at the delivery
-count limit (`DeadLetter`); once the decision is durable in `__share_group_state`, each
+A share-partition's decision names the records it moved to ARCHIVING by REJECT or at the
+delivery count limit (`DeadLetter`); once that is durable in `__share_group_state`, each
 record is appended to partition (source partition mod the topic's partitions) of the
 group's `errors.deadletterqueue.topic.name`, stamped with the time of the copy and
 carrying KIP-1191's `__dlq.errors.*` headers. With the group's
@@ -21,10 +21,13 @@ kept per leader. The batch is neither idempotent nor transactional (producer id 
     anything else, or the bound spent -> logged and dropped
 
 What differs from Kafka (docs/share-groups.md): the topic must already exist (it is not
-created), and its `errors.deadletterqueue.group.enable` topic config is not asked for. A
-copy that cannot be made is logged and dropped: the state write before it already
-archived the records. A copy tried again after a timeout may be written twice (the
-Produce is not idempotent).
+created), and its `errors.deadletterqueue.group.enable` topic config is not asked for.
+
+A copy that cannot be made is logged and given up: the share-partition then archives its
+records anyway (ARCHIVING -> ARCHIVED), as Kafka does ("Failed to write to DLQ,
+proceeding to ARCHIVED regardless"). A copy tried again after a timeout, or made again
+after a crash between the copy and the write of ARCHIVED, may be written twice (the
+Produce is not idempotent): dead letters are copied at least once.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ class DeadLetterCopier:
         self._clients = BrokerClients(f"strom-dead-letters-{node_id}", image, security)
 
     async def copy(self, source: Partition, letters: Sequence[DeadLetter]) -> None:
-        """Append each letter's records to the dead-letter topic; wait until committed."""
+        """Append each letter's records to the dead-letter topic; wait until committed,
+        or until the copy is given up (logged)."""
         for letter in letters:
             try:
                 await self._copy_one(source, letter)

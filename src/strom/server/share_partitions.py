@@ -5,9 +5,14 @@ share-state port and the group's dead-letter topic.
     unknown  -- first ShareFetch/ShareAcknowledge -> loaded through the port (read at the
                 partition's leader epoch; a state never placed is placed by
                 share.auto.offset.reset and its first snapshot written)
-    held     -- a decision -> its records written through the port, then its dead
-                letters copied, then the answer; a failed write drops the state (it is
-                read again at the next use) and answers the error
+    held     -- a decision -> its records written through the port, then the answer;
+                a failed write drops the state (it is read again at the next use) and
+                answers the error
+    held     -- a durable decision with dead letters (their records ARCHIVING) -> the
+                copies made in the background, in decision order, then reported to the
+                core, whose ARCHIVED records are written (KIP-1191's phase 2)
+    loaded   -- with ARCHIVING records (a crash, a new leader between the two phases)
+                -> their copies made again, as above
     held     -- this broker stops leading the partition, or its leader epoch changes ->
                 dropped (a fetch answers NOT_LEADER_OR_FOLLOWER)
 
@@ -16,6 +21,11 @@ that makes them durable, so writes reach the port in decision order. A timer tas
 every state at its next lock deadline and follows the log start (retention,
 DeleteRecords). Fetches waiting for records wait on `changed`, set by every decision that
 makes records acquirable.
+
+A copy that fails for good (after the copier's retries) is logged and its records are
+archived anyway, as Kafka does. A copy resumed after a crash may repeat one made just
+before it: dead letters are copied at least once. A copy finishing after the state was
+dropped here is not reported: whoever loads the state next copies those records again.
 """
 
 from __future__ import annotations
@@ -46,7 +56,13 @@ from strom.share.state_port import (
     ShareStatePort,
 )
 from strom.share.state_writes import consumer_error, snapshot_of_read, state_write
-from strom.share.values import AckBatch, AcquiredRecords, ShareDecision, SharePartitionId
+from strom.share.values import (
+    AckBatch,
+    AcquiredRecords,
+    DeadLetter,
+    ShareDecision,
+    SharePartitionId,
+)
 
 __all__ = ["ShareAcquired", "SharePartitionManager", "share_partition_config"]
 
@@ -74,6 +90,9 @@ class _Held:
     partition: Partition
     leader_epoch: int
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    copying: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Taken by each copy of dead letters in turn (first come, first served), so they
+    reach the dead-letter topic in decision order."""
 
 
 def _group_value(own: Mapping[str, str], broker: Mapping[str, str], name: str, default: str) -> str:
@@ -142,9 +161,14 @@ class SharePartitionManager:
         self.changed: set[asyncio.Future[None]] = set()
         """Futures of waiting ShareFetches: set when records may have become acquirable."""
         self._releasing: set[asyncio.Task[None]] = set()
+        self._copies: set[asyncio.Task[None]] = set()
 
     def close(self) -> None:
-        """The broker stops: the dead-letter copier closes its clients of other brokers."""
+        """The broker stops: copies under way stop (their records stay ARCHIVING in
+        `__share_group_state`, copied by the next leader) and the dead-letter copier
+        closes its clients of other brokers."""
+        for task in list(self._copies):
+            task.cancel()
         self._dead_letters.close()
 
     # ------------------------------------------------------------------ configs
@@ -287,6 +311,8 @@ class SharePartitionManager:
                 return held
             held = await self._load(key, partition)
             self._held[key] = held
+            async with held.lock:
+                await self._carry_out(key, held, held.core.resume_archiving(now_ms()))
             return held
 
     async def _load(self, key: ShareStateKey, partition: Partition) -> _Held:
@@ -359,8 +385,8 @@ class SharePartitionManager:
     async def _carry_out(
         self, key: ShareStateKey, held: _Held, decision: ShareDecision
     ) -> ErrorCode:
-        """Write the decision's records, then copy its dead letters; NONE once durable.
-        A refused write drops the state: the next use reads the durable one."""
+        """Write the decision's records, then start copying its dead letters; NONE once
+        durable. A refused write drops the state: the next use reads the durable one."""
         for record in decision.records:
             write = state_write(record, held.core.state_epoch)
             error, message = await self._state.write(key, write)
@@ -376,10 +402,43 @@ class SharePartitionManager:
                 self._wake()
                 return consumer_error(error)
         if decision.dead_letters:
-            await self._dead_letters.copy(held.partition, decision.dead_letters)
+            task = asyncio.get_running_loop().create_task(
+                self._copy_then_archive(key, held, decision.dead_letters)
+            )
+            self._copies.add(task)
+            task.add_done_callback(self._copied)
         if decision.records:
             self._wake()
         return ErrorCode.none
+
+    async def _copy_then_archive(
+        self, key: ShareStateKey, held: _Held, letters: Sequence[DeadLetter]
+    ) -> None:
+        """KIP-1191's phase 2: copy the dead letters (their ARCHIVING state is durable),
+        then archive them. A copy that failed for good was logged by the copier and is
+        archived anyway, as Kafka does."""
+        async with held.copying:
+            if self._held.get(key) is not held:
+                return  # dropped: whoever loads the state copies its ARCHIVING records
+            try:
+                await self._dead_letters.copy(held.partition, letters)
+            except Exception:  # a bug: logged, and archived anyway rather than stuck
+                log.exception("%sshare-partition %s: copying %s failed", self._label, key, letters)
+        async with held.lock:
+            if self._held.get(key) is not held:
+                log.info(
+                    "%sshare-partition %s: dead letters copied after the state was dropped; "
+                    "the next load copies them again",
+                    self._label,
+                    key,
+                )
+                return
+            await self._carry_out(key, held, held.core.dead_letters_copied(letters, now_ms()))
+
+    def _copied(self, task: asyncio.Task[None]) -> None:
+        self._copies.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("%scopying dead letters failed: %r", self._label, task.exception())
 
     def _follow_log_start(self, held: _Held, current: int) -> ShareDecision:
         log_start = held.partition.log.log_start_offset

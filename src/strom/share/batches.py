@@ -3,9 +3,10 @@
 list of non-overlapping batches covering their union, clipped at the start offset.
 
 Where batches overlap, the one with the higher delivery count wins, and at equal counts
-the higher delivery state (ARCHIVED 4 > ACKNOWLEDGED 2 > AVAILABLE 0). A share-partition's
-leader only ever moves an offset up that order (a delivery raises the count, an
-acknowledgement or an archive is final), so the winner is also the newest write, and a
+the higher delivery state (ARCHIVED 4 > ARCHIVING 3 > ACKNOWLEDGED 2 > AVAILABLE 0). A
+share-partition's leader only ever moves an offset up that order (a delivery raises the
+count, an acknowledgement or an archive is final, ARCHIVING only becomes ARCHIVED at the
+same count), so the winner is also the newest write, and a
 write that arrives twice or late changes nothing. Adjacent pieces with the same state
 and count are joined.
 

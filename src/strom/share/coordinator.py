@@ -85,10 +85,10 @@ FENCED_LEADER_EPOCH = "The leader epoch in the request is older than the epoch o
 FENCED_STATE_EPOCH = "The coordinator rejected the request because the state epoch did not match."
 UNKNOWN_TOPIC = "This server does not host this topic-partition."
 BAD_BATCH = (
-    "A state batch needs 0 <= first offset <= last offset, a delivery state of 0, 2 or 4 "
+    "A state batch needs 0 <= first offset <= last offset, a delivery state of 0, 2, 3 or 4 "
     "and a delivery count of 0 or more."
 )
-_DURABLE_STATES = frozenset({0, 2, 4})
+_DURABLE_STATES = frozenset({0, 2, 3, 4})
 
 Answer = tuple[ErrorCode, str | None]
 A = TypeVar("A")

@@ -7,13 +7,20 @@ in one of these states, with a delivery count:
     AVAILABLE    -> ACQUIRED      acquire: count + 1, locked to one member until
                                   now + share.record.lock.duration.ms
     ACQUIRED     -> ACKNOWLEDGED  ACCEPT
-    ACQUIRED     -> ARCHIVED      REJECT, GAP; or released / lock expired / member
-                                  gone when the count has reached the limit
+    ACQUIRED     -> ARCHIVING     with a dead-letter topic: REJECT; or released / lock
+                                  expired / member gone when the count has reached
+                                  the limit (the decision's dead letters)
+    ACQUIRED     -> ARCHIVED      GAP; the same without a dead-letter topic
+    ARCHIVING    -> ARCHIVED      dead_letters_copied: the shell copied them (or gave up)
     ACQUIRED     -> AVAILABLE     RELEASE, lock expiry, member gone (below the limit)
     ACQUIRED     -> ACQUIRED      RENEW: the lock starts again, nothing else changes
 
 ACKNOWLEDGED and ARCHIVED are final. The start offset moves past every final record at
-its head. Records at and above SPEO are AVAILABLE and have never been delivered.
+its head; an ARCHIVING record (KIP-1191's two phases: ARCHIVING written, copied,
+ARCHIVED written) is neither acquirable nor final, so it holds the start offset back
+until its copy is reported. A state loaded with ARCHIVING records owes their copies
+again (`resume_archiving`). Records at and above SPEO are AVAILABLE and have never been
+delivered.
 
 strom's delayed delivery: a record is acquirable only once `now_ms` is at least its
 timestamp + strom.share.delivery.delay.ms, and a record released or timed out after
@@ -331,10 +338,10 @@ class SharePartitionState:
                 self._finish(offset, entry, RecordState.ACKNOWLEDGED, changes)
             elif kind is AcknowledgeType.RELEASE:
                 self._release(offset, entry, now_ms, changes)
+            elif kind is AcknowledgeType.REJECT:
+                self._archive(offset, entry, DeadLetterReason.CLIENT_REJECT, changes)
             elif entry.state is RecordState.ACQUIRED:
                 self._finish(offset, entry, RecordState.ARCHIVED, changes)
-                if kind is AcknowledgeType.REJECT:
-                    self._dead_letter(offset, entry, DeadLetterReason.CLIENT_REJECT, changes)
         return self._decide(changes, now_ms)
 
     def _check(
@@ -374,6 +381,47 @@ class SharePartitionState:
                 self._release(offset, entry, now_ms, changes)
         return self._decide(changes, now_ms)
 
+    def dead_letters_copied(self, letters: Iterable[DeadLetter], now_ms: int) -> ShareDecision:
+        """The shell copied these dead letters to the dead-letter topic, or gave up on
+        them (KIP-1191's phase 2): their ARCHIVING records are ARCHIVED. Offsets no
+        longer ARCHIVING (out of flight since, or reported before) are left alone."""
+        changes = self._expire(now_ms)
+        for letter in letters:
+            for offset in range(letter.first_offset, letter.last_offset + 1):
+                entry = self.records.get(offset)
+                if entry is not None and entry.state is RecordState.ARCHIVING:
+                    self._finish(offset, entry, RecordState.ARCHIVED, changes)
+        return self._decide(changes, now_ms)
+
+    def resume_archiving(self, now_ms: int) -> ShareDecision:
+        """The copies a loaded state still owes: a dead letter for every ARCHIVING
+        record, its reason inferred from its delivery count (Kafka resumes them so once
+        the share-partition is loaded). Without a dead-letter topic now they are
+        archived at once (Kafka's copy fails its topic check, and archives them)."""
+        changes = self._expire(now_ms)
+        limit = self.config.delivery_count_limit
+        for offset in sorted(self.records):
+            entry = self.records[offset]
+            if entry.state is not RecordState.ARCHIVING:
+                continue
+            if self.config.dead_letter_topic is None:
+                self._finish(offset, entry, RecordState.ARCHIVED, changes)
+            else:
+                reason = DeadLetterReason.inferred(entry.delivery_count, limit)
+                self._dead_letter(offset, entry, reason, changes)
+        if changes.dead:
+            log.info(
+                "%sshare-partition %s: resuming the copies of %d ARCHIVING records",
+                self._label,
+                self.partition,
+                sum(d.last_offset - d.first_offset + 1 for d in changes.dead),
+            )
+        return self._decide(changes, now_ms)
+
+    def archiving(self) -> int:
+        """How many in-flight records are ARCHIVING (their copies owed)."""
+        return sum(1 for r in self.records.values() if r.state is RecordState.ARCHIVING)
+
     def tick(self, now_ms: int) -> ShareDecision:
         """Expire every acquisition lock whose deadline is at or before `now_ms`."""
         return self._decide(self._expire(now_ms), now_ms)
@@ -412,8 +460,7 @@ class SharePartitionState:
     def _release(self, offset: int, entry: InFlightRecord, now_ms: int, changes: _Changes) -> None:
         if entry.delivery_count >= self.config.delivery_count_limit:
             changes.exhausted += 1
-            self._finish(offset, entry, RecordState.ARCHIVED, changes)
-            self._dead_letter(offset, entry, DeadLetterReason.DELIVERY_COUNT_EXCEEDED, changes)
+            self._archive(offset, entry, DeadLetterReason.DELIVERY_COUNT_EXCEEDED, changes)
             return
         self._finish(offset, entry, RecordState.AVAILABLE, changes)
         entry.available_from_ms = now_ms + self.config.redelivery_backoff(entry.delivery_count)
@@ -425,6 +472,17 @@ class SharePartitionState:
         entry.member_id = None
         entry.lock_deadline_ms = None
         changes.states[offset] = (state, entry.delivery_count)
+
+    def _archive(
+        self, offset: int, entry: InFlightRecord, reason: DeadLetterReason, changes: _Changes
+    ) -> None:
+        """ARCHIVING with a dead letter to copy when the group has a dead-letter topic,
+        else ARCHIVED."""
+        if self.config.dead_letter_topic is None:
+            self._finish(offset, entry, RecordState.ARCHIVED, changes)
+            return
+        self._finish(offset, entry, RecordState.ARCHIVING, changes)
+        self._dead_letter(offset, entry, reason, changes)
 
     def _dead_letter(
         self, offset: int, entry: InFlightRecord, reason: DeadLetterReason, changes: _Changes

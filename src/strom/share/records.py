@@ -18,7 +18,8 @@ value's tagged field 0, written only when it is not -1.
     ShareUpdateValue    snapshot_epoch i32, leader_epoch i32, start_offset i64
                         (-1: unchanged), state_batches
     StateBatch          first_offset i64, last_offset i64, delivery_state i8
-                        (0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED), delivery_count i16
+                        (0 AVAILABLE, 2 ACKNOWLEDGED, 3 ARCHIVING, 4 ARCHIVED),
+                        delivery_count i16
 
 Written by hand against `strom.protocol.layout` because kio has no schema for the
 coordinators' internal records.
@@ -81,7 +82,7 @@ class StateBatch:
     first_offset: int
     last_offset: int
     delivery_state: int
-    """The durable `RecordState` value: 0, 2 or 4."""
+    """The durable `RecordState` value: 0, 2, 3 or 4."""
     delivery_count: int
 
 

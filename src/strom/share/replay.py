@@ -5,9 +5,8 @@ then sets the state and delivery count of every offset in its batches. Offsets b
 the start offset are forgotten. An offset no record mentions is AVAILABLE and has never
 been delivered, so that pair is the default and is not kept.
 
-Kafka 4.2 also writes ARCHIVING (3): archived, with the copy to its dead-letter topic
-still owed. strom archives at once (docs/share-groups.md), so it reads ARCHIVING as
-ARCHIVED: a log Kafka wrote loads, and the owed copy is not made.
+ARCHIVING (3, KIP-1191) is kept as it is: archived, with the copy to its dead-letter
+topic still owed; the loaded share-partition makes that copy again.
 """
 
 from __future__ import annotations
@@ -28,8 +27,14 @@ DurableView = tuple[int, tuple[tuple[int, RecordState, int], ...]]
 """The start offset and every offset at or above it that is not (AVAILABLE, 0), with
 its state and delivery count, in offset order."""
 
-KAFKA_ARCHIVING = 3
-_DURABLE_STATES = frozenset({RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+_DURABLE_STATES = frozenset(
+    {
+        RecordState.AVAILABLE,
+        RecordState.ACKNOWLEDGED,
+        RecordState.ARCHIVING,
+        RecordState.ARCHIVED,
+    }
+)
 
 
 class ShareReplayError(ValueError):
@@ -80,11 +85,8 @@ class DurableShareState:
         self.states = {o: s for o, s in self.states.items() if o >= start_offset}
 
     def _set(self, batch: StateBatch) -> None:
-        delivery_state = batch.delivery_state
-        if delivery_state == KAFKA_ARCHIVING:
-            delivery_state = RecordState.ARCHIVED
         try:
-            state = RecordState(delivery_state)
+            state = RecordState(batch.delivery_state)
         except ValueError:
             raise ShareReplayError(f"unknown delivery state {batch.delivery_state}") from None
         if state not in _DURABLE_STATES or batch.first_offset > batch.last_offset:

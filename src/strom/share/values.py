@@ -39,11 +39,14 @@ DLQ_HEADER_MESSAGE = "__dlq.errors.message"
 
 
 class RecordState(enum.IntEnum):
-    """Kafka's delivery states, with Kafka's ids (ACQUIRED is never written)."""
+    """Kafka's delivery states, with Kafka's ids (ACQUIRED is never written). ARCHIVING
+    (KIP-1191) is archived with its copy to the dead-letter topic still owed: not
+    acquirable, and not final (it holds the start offset back) until ARCHIVED."""
 
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3
     ARCHIVED = 4
 
 
@@ -60,6 +63,14 @@ class AcknowledgeType(enum.IntEnum):
 class DeadLetterReason(enum.Enum):
     CLIENT_REJECT = "Offset rejected by client."
     DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
+
+    @classmethod
+    def inferred(cls, delivery_count: int, delivery_count_limit: int) -> DeadLetterReason:
+        """The reason of a record read back ARCHIVING (the reason is not written): the
+        limit if its count reached it, else a REJECT, as Kafka infers it."""
+        if delivery_count >= delivery_count_limit:
+            return cls.DELIVERY_COUNT_EXCEEDED
+        return cls.CLIENT_REJECT
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +111,8 @@ class AckBatch:
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """Records the shell copies to the group's dead-letter topic, with KIP-1191's
-    headers (the `DLQ_HEADER_*` names) filled from these fields."""
+    headers (the `DLQ_HEADER_*` names) filled from these fields. They are ARCHIVING
+    until the shell reports the copy (`SharePartitionState.dead_letters_copied`)."""
 
     dead_letter_topic: str
     group_id: str
@@ -115,7 +127,8 @@ class DeadLetter:
 @dataclass(frozen=True, slots=True)
 class ShareDecision:
     """What a decision asks the shell to do: write `records` to the share-partition's
-    `__share_group_state` partition (in order), then copy `dead_letters`."""
+    `__share_group_state` partition (in order), then copy `dead_letters` and report
+    each copy made (or given up) with `SharePartitionState.dead_letters_copied`."""
 
     error: ErrorCode = ErrorCode.none
     records: tuple[ShareSnapshotValue | ShareUpdateValue, ...] = ()

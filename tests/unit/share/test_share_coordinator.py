@@ -186,6 +186,9 @@ def test_bad_fields_are_invalid_requests_and_unknown_topics_are_refused() -> Non
     assert shard.read(KEY, 0, None, 1).answer.error is ErrorCode.unknown_topic_or_partition
     beyond = ShareStateKey("g", TOPIC, PARTITIONS)
     assert shard.summary(beyond, PARTITIONS).answer.error is ErrorCode.unknown_topic_or_partition
+    acquired = _write(shard, [StateBatch(0, 0, 1, 1)]).answer[0]  # ACQUIRED is never durable
+    archiving = _write(shard, [StateBatch(0, 0, 3, 1)]).answer[0]  # KIP-1191's ARCHIVING is
+    assert (acquired, archiving) == (ErrorCode.invalid_request, ErrorCode.none)
 
 
 def test_every_nth_write_is_a_snapshot_of_the_merged_state() -> None:

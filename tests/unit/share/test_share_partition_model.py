@@ -1,9 +1,11 @@
 """A share-partition against a model: consumers acquire, accept, release, reject and
-renew records, members leave, the broker restarts from its records, time moves on a
-manual clock. After every step: no record is acknowledged twice or lost, no record is
-held by two members, a lock ends exactly at its deadline, no delivery count passes the
-limit, nothing is delivered before its timestamp + delay or inside its backoff, and the
-emitted records (through their bytes) rebuild the live state."""
+renew records, members leave, the shell reports dead letters copied (KIP-1191's two
+phases), the broker restarts from its records, time moves on a manual clock. After every
+step: no record is acknowledged twice or lost, no record is held by two members, a lock
+ends exactly at its deadline, no delivery count passes the limit, nothing is delivered
+before its timestamp + delay or inside its backoff, every ARCHIVING record has its copy
+owed (so it becomes ARCHIVED once the copy is reported) and holds the start offset back,
+and the emitted records (through their bytes) rebuild the live state."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from strom.share.replay import DurableShareState
 from strom.share.values import (
     AckBatch,
     AcknowledgeType,
+    DeadLetter,
     DeadLetterReason,
     FetchedRecord,
     RecordState,
@@ -43,6 +46,7 @@ from strom.share.values import (
 PARTITION = SharePartitionId("g", uuid.UUID(int=1), "t", 0)
 MEMBERS = ("a", "b", "c")
 LOCK_MS = 100
+FINAL = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
 @dataclass
@@ -84,6 +88,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.values: list[ShareSnapshotValue | ShareUpdateValue] = []
         self.replayed = DurableShareState()
         self.dead: list[tuple[int, DeadLetterReason]] = []
+        """Dead letters the next decision must ask for."""
+        self.owed: list[DeadLetter] = []
+        """Dead letters asked for and not yet reported copied: the shell's copies."""
 
     @initialize(
         limit=st.integers(1, 4),
@@ -91,14 +98,17 @@ class SharePartitionMachine(RuleBasedStateMachine):
         backoff=st.sampled_from([0, 10, 40]),
         locks=st.integers(3, 12),
         every=st.integers(1, 4),
+        dlq=st.sampled_from(["dlq", "dlq", None]),
     )
-    def start(self, limit: int, delay: int, backoff: int, locks: int, every: int) -> None:
+    def start(
+        self, limit: int, delay: int, backoff: int, locks: int, every: int, dlq: str | None
+    ) -> None:
         self.config = SharePartitionConfig(
             record_lock_duration_ms=LOCK_MS,
             delivery_count_limit=limit,
             max_record_locks=locks,
             auto_offset_reset=AutoOffsetReset.EARLIEST,
-            dead_letter_topic="dlq",
+            dead_letter_topic=dlq,
             delivery_delay_ms=delay,
             redelivery_backoff_ms=backoff,
             redelivery_backoff_max_ms=backoff * 3,
@@ -126,12 +136,21 @@ class SharePartitionMachine(RuleBasedStateMachine):
         ]
         assert sorted(got) == sorted(self.dead), "dead letters"
         self.dead = []
+        self.owed.extend(decision.dead_letters)
+
+    def archive(self, offset: int, record: Expected, reason: DeadLetterReason) -> None:
+        """ARCHIVING with its copy owed when there is a dead-letter topic."""
+        record.holder = None
+        if self.config.dead_letter_topic is None:
+            record.final = RecordState.ARCHIVED
+        else:
+            record.final = RecordState.ARCHIVING
+            self.dead.append((offset, reason))
 
     def release(self, offset: int, record: Expected) -> None:
         record.holder = None
         if record.count >= self.config.delivery_count_limit:
-            record.final = RecordState.ARCHIVED
-            self.dead.append((offset, DeadLetterReason.DELIVERY_COUNT_EXCEEDED))
+            self.archive(offset, record, DeadLetterReason.DELIVERY_COUNT_EXCEEDED)
         else:
             record.ready_ms = self.now_ms + self.config.redelivery_backoff(record.count)
 
@@ -241,8 +260,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             elif kind is AcknowledgeType.ACCEPT:
                 record.holder, record.final = None, RecordState.ACKNOWLEDGED
             elif kind is AcknowledgeType.REJECT:
-                record.holder, record.final = None, RecordState.ARCHIVED
-                self.dead.append((offset, DeadLetterReason.CLIENT_REJECT))
+                self.archive(offset, record, DeadLetterReason.CLIENT_REJECT)
             else:
                 self.release(offset, record)
         decision = self.state.acknowledge(member, batches, self.now_ms)
@@ -266,6 +284,34 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert (decision.error, decision.records) == (ErrorCode.invalid_record_state, ())
         assert self.state.durable_view() == before
         self.take(decision)
+
+    @precondition(lambda self: self.owed)
+    @rule(data=st.data())
+    def copied(self, data: st.DataObject) -> None:
+        """The shell reports some of its copies made (in any order; one maybe twice):
+        their records still ARCHIVING are ARCHIVED."""
+        letters = data.draw(st.lists(st.sampled_from(self.owed), min_size=1, unique=True))
+        self.expire()
+        for letter in letters:
+            for offset in range(letter.first_offset, letter.last_offset + 1):
+                record = self.log.get(offset)
+                if record is not None and record.final is RecordState.ARCHIVING:
+                    assert letter.delivery_count == record.count
+                    record.final = RecordState.ARCHIVED
+        again = data.draw(st.booleans())
+        self.owed = [d for d in self.owed if d not in letters or again]
+        self.take(self.state.dead_letters_copied(letters, self.now_ms))
+
+    @rule()
+    def copied_all(self) -> None:
+        """Every copy owed is reported: nothing is left ARCHIVING."""
+        self.expire()
+        letters, self.owed = self.owed, []
+        for record in self.log.values():
+            if record.final is RecordState.ARCHIVING:
+                record.final = RecordState.ARCHIVED
+        self.take(self.state.dead_letters_copied(letters, self.now_ms))
+        assert self.state.archiving() == 0
 
     @rule(data=st.data())
     def retention(self, data: st.DataObject) -> None:
@@ -297,6 +343,14 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 record.count -= 1
             if record.final is None:
                 record.ready_ms = self.now_ms + self.config.redelivery_backoff(record.count)
+        # The copies under way died with the broker; the new one owes every ARCHIVING
+        # record's copy again, with the reason its delivery count says.
+        self.owed = []
+        limit = self.config.delivery_count_limit
+        for offset, record in sorted(self.log.items()):
+            if record.final is RecordState.ARCHIVING and offset >= self.state.start_offset:
+                self.dead.append((offset, DeadLetterReason.inferred(record.count, limit)))
+        self.take(self.state.resume_archiving(self.now_ms))
 
     # ------------------------------------------------------------------ invariants
 
@@ -315,7 +369,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
             record = self.log.get(offset)
             entry = self.state.records.get(offset)
             if offset < start:
-                assert record is None or record.final is not None, f"{offset} lost"
+                assert record is None or record.final in FINAL, f"{offset} lost"
                 continue
             assert entry is not None
             if record is None:
@@ -329,6 +383,12 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 assert entry.lock_deadline_ms == record.deadline_ms
             elif record.holder is None:
                 assert entry.state is RecordState.AVAILABLE
+        owed = {o for d in self.owed for o in range(d.first_offset, d.last_offset + 1)}
+        for offset, entry in self.state.records.items():
+            if entry.state is RecordState.ARCHIVING:
+                assert offset in owed, f"{offset} ARCHIVING with no copy owed"
+                assert self.config.dead_letter_topic is not None
+                assert offset >= start and offset != self.state.next_fetch_offset(self.now_ms)
         deadlines = [r.lock_deadline_ms for r in self.state.records.values() if r.lock_deadline_ms]
         assert self.state.next_deadline_ms() == min(deadlines, default=None)
         for offset, record in self.log.items():

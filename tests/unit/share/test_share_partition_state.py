@@ -79,6 +79,11 @@ class Partition:
         self.written += decision.records
         return decision
 
+    def copied(self, now_ms: int, *letters: DeadLetter) -> ShareDecision:
+        decision = self.state.dead_letters_copied(letters, now_ms)
+        self.written += decision.records
+        return decision
+
     def states(self) -> dict[int, tuple[RecordState, int]]:
         return {o: (r.state, r.delivery_count) for o, r in self.state.records.items()}
 
@@ -186,9 +191,17 @@ def test_the_delivery_count_limit_archives_and_dead_letters() -> None:
     assert p.fetch("a", now_ms=3).acquired == (AcquiredRecords(0, 0, 3),)
     third = p.tick(3 + 30_000)  # the third lock runs out
     exceeded = DeadLetterReason.DELIVERY_COUNT_EXCEEDED
-    assert third.dead_letters == (DeadLetter("jobs-dlq", "workers", "jobs", 0, 0, 0, 3, exceeded),)
-    assert p.state.start_offset == 1
+    letter = DeadLetter("jobs-dlq", "workers", "jobs", 0, 0, 0, 3, exceeded)
+    assert third.dead_letters == (letter,)
+    assert third.records[0].state_batches == (StateBatch(0, 0, 3, 3),)  # ARCHIVING, written
+    assert (p.state.start_offset, p.states()[0]) == (0, (RecordState.ARCHIVING, 3))
     assert p.fetch("a", now_ms=40_000).acquired == ()
+    copied = p.copied(40_001, letter)  # ARCHIVED: the start offset moves past it
+    assert (copied.records[0].start_offset, copied.dead_letters, p.state.start_offset) == (
+        1,
+        (),
+        1,
+    )
 
 
 def test_a_record_on_its_last_delivery_goes_alone() -> None:
@@ -212,9 +225,60 @@ def test_reject_archives_and_dead_letters_only_with_a_dead_letter_topic() -> Non
         DeadLetter("jobs-dlq", "workers", "jobs", 0, 0, 1, 1, DeadLetterReason.CLIENT_REJECT),
     )
     assert p.states()[3] == (RecordState.ARCHIVED, 1)
+    assert p.states()[0] == p.states()[1] == (RecordState.ARCHIVING, 1)
     quiet = Partition(earliest(), ten_records())
     quiet.fetch("a", now_ms=0, max_records=1)
     assert quiet.ack("a", 1, (0, 0, REJECT)).dead_letters == ()
+    assert (quiet.states().get(0), quiet.state.start_offset) == (None, 1)  # ARCHIVED at once
+
+
+def test_archiving_holds_the_start_offset_until_its_copy_is_reported() -> None:
+    p = Partition(earliest(dead_letter_topic="jobs-dlq"), ten_records())
+    p.fetch("a", now_ms=0, max_records=4)
+    (letter,) = p.ack("a", 1, (0, 0, ACCEPT), (1, 1, REJECT), (2, 3, ACCEPT)).dead_letters
+    assert p.state.start_offset == 1  # held back by offset 1, ARCHIVING
+    assert p.state.next_fetch_offset(now_ms=2) == 4
+    assert p.ack("a", 2, (1, 1, ACCEPT)).error is ErrorCode.invalid_record_state
+    assert p.state.archiving() == 1
+    copied = p.copied(3, letter)
+    assert copied.records[0].start_offset == 4
+    assert p.state.archiving() == 0
+    assert p.copied(4, letter).records == ()  # reported twice: nothing more
+    assert p.replayed().view() == p.state.durable_view()
+
+
+def test_a_state_loaded_with_archiving_records_owes_their_copies_again() -> None:
+    config = earliest(dead_letter_topic="jobs-dlq", delivery_count_limit=2)
+    p = Partition(config, ten_records())
+    p.fetch("a", now_ms=0, max_records=3)
+    p.ack("a", 1, (0, 0, REJECT), (1, 1, RELEASE))
+    p.fetch("a", now_ms=2, max_records=1)  # offset 1, its second and last delivery
+    p.ack("a", 3, (1, 1, RELEASE), (2, 2, REJECT))  # the crash comes before the copies
+    loaded = SharePartitionState.load(PARTITION, config, p.written, now_ms=10)
+    assert loaded.durable_view() == p.state.durable_view()
+    assert loaded.next_fetch_offset(now_ms=10) == 3
+    resumed = loaded.resume_archiving(now_ms=10)
+    rejected, exceeded = DeadLetterReason.CLIENT_REJECT, DeadLetterReason.DELIVERY_COUNT_EXCEEDED
+    assert resumed.records == ()
+    assert resumed.dead_letters == (
+        DeadLetter("jobs-dlq", "workers", "jobs", 0, 0, 0, 1, rejected),
+        DeadLetter("jobs-dlq", "workers", "jobs", 0, 1, 1, 2, exceeded),  # inferred
+        DeadLetter("jobs-dlq", "workers", "jobs", 0, 2, 2, 1, rejected),
+    )
+    done = loaded.dead_letters_copied(resumed.dead_letters, now_ms=11)
+    assert done.records[0].start_offset == 3
+    assert loaded.resume_archiving(now_ms=12) == ShareDecision()
+
+
+def test_archiving_records_loaded_without_a_dead_letter_topic_are_archived() -> None:
+    with_dlq = earliest(dead_letter_topic="jobs-dlq")
+    p = Partition(with_dlq, ten_records())
+    p.fetch("a", now_ms=0, max_records=2)
+    p.ack("a", 1, (0, 1, REJECT))
+    loaded = SharePartitionState.load(PARTITION, earliest(), p.written, now_ms=10)
+    resumed = loaded.resume_archiving(now_ms=10)
+    assert resumed.dead_letters == ()
+    assert (resumed.records[0].start_offset, loaded.start_offset) == (2, 2)
 
 
 def test_offsets_with_no_record_are_archived_as_they_are_passed() -> None:

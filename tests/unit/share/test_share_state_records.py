@@ -163,10 +163,10 @@ def test_replay_needs_a_snapshot_and_durable_states() -> None:
         DurableShareState.from_records([acquired])
 
 
-def test_kafkas_archiving_state_is_read_as_archived() -> None:
+def test_archiving_is_read_back_as_archiving() -> None:
     snapshot = ShareSnapshotValue(0, 0, 0, 0, 0, 0, (StateBatch(1, 2, 3, 5),))
     view = DurableShareState.from_records([snapshot]).view()
-    assert view == (0, ((1, RecordState.ARCHIVED, 5), (2, RecordState.ARCHIVED, 5)))
+    assert view == (0, ((1, RecordState.ARCHIVING, 5), (2, RecordState.ARCHIVING, 5)))
 
 
 def test_state_batches_coalesce_runs() -> None:
