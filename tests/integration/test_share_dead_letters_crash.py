@@ -42,6 +42,9 @@ SETTINGS = [
     "group.share.min.session.timeout.ms=1000",
     "group.share.heartbeat.interval.ms=500",
     "group.share.min.heartbeat.interval.ms=100",
+    # The copies must still be retrying when the leader is killed, however slow the
+    # machine: they are tried for two minutes, not the default five seconds.
+    "strom.share.dead.letter.copy.timeout.ms=120000",
 ]
 RECORDS = 12
 REJECTED = {f"bad-{i}" for i in range(1, RECORDS, 3)}

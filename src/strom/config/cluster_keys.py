@@ -403,6 +403,13 @@ GROUP_KEYS: tuple[ConfigKey, ...] = (
         "A topic's strom.share.redelivery.backoff.max.ms unless the topic has its own.",
         AtLeast(0),
     ),
+    ConfigKey(
+        "strom.share.dead.letter.copy.timeout.ms",
+        LONG,
+        "5000",
+        "How long a dead letter's copy is retried before its records are archived anyway.",
+        AtLeast(0),
+    ),
 )
 
 TXN_KEYS: tuple[ConfigKey, ...] = (

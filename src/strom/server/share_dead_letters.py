@@ -76,7 +76,7 @@ _READ_BYTES = 1 << 20
 PRODUCE_VERSION = 12
 """The newest Produce version whose requests name topics (v13 names topic ids)."""
 DELIVERY_BOUND_S = 5.0
-"""How long one copy is tried, over all its attempts."""
+"""How long one copy is tried, over all its attempts, by default."""
 RETRY_S = 0.2
 """Pause before a copy is tried again."""
 _PRODUCE_TIMEOUT_MS = 4000
@@ -115,8 +115,12 @@ class DeadLetterCopier:
         partitions: PartitionManager,
         security: Callable[[], ClientSecurity | None] = lambda: None,
         retry_s: float = RETRY_S,
+        bound_s: Callable[[], float] = lambda: DELIVERY_BOUND_S,
     ) -> None:
+        """`bound_s`: how long one copy is tried, over all its attempts, read at each copy
+        (`strom.share.dead.letter.copy.timeout.ms`)."""
         self._node_id = node_id
+        self._bound_s = bound_s
         self._label = f"[node {node_id}] "
         self._image = image
         self._partitions = partitions
@@ -184,7 +188,7 @@ class DeadLetterCopier:
         return await with_retries(
             lambda: self._attempt(topic, index, batch),
             retry_s=self._retry_s,
-            bound_s=DELIVERY_BOUND_S,
+            bound_s=self._bound_s(),
         )
 
     async def _attempt(self, topic: str, index: int, batch: bytes) -> ErrorCode:

@@ -27,6 +27,8 @@ from strom.server.txn_verifier import TxnVerifier, VerifierPorts
 if TYPE_CHECKING:
     from strom.server.broker import Broker
 
+DEAD_LETTER_TIMEOUT_KEY = "strom.share.dead.letter.copy.timeout.ms"
+
 
 def controller_channel(broker: Broker) -> ControllerChannel:
     return ControllerChannel(
@@ -134,7 +136,11 @@ def share_services(broker: Broker) -> tuple[ShareStateClient, SharePartitionMana
         image,
         lambda: broker.config,
         DeadLetterCopier(
-            broker.node_id, image, broker.partitions, lambda: broker.links.inter_broker()
+            broker.node_id,
+            image,
+            broker.partitions,
+            lambda: broker.links.inter_broker(),
+            bound_s=lambda: int(broker.config.raw.get(DEAD_LETTER_TIMEOUT_KEY, "5000")) / 1000,
         ),
     )
     broker.share_groups.on_member_left = manager.member_left
