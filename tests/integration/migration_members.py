@@ -160,6 +160,13 @@ class MigrationMember(MemberProcess):
             return list(self._committed)
 
     @property
+    def committing(self) -> bool:
+        """Its last event is a batch processed: its commit is being sent, or is waiting
+        for an answer."""
+        with self._lock:
+            return bool(self._history) and "processed" in self._history[-1]
+
+    @property
     def abandoned(self) -> list[Record]:
         """What it processed and never committed, because it lost the partition first
         (after a failed commit), or was killed (what it had not seen committed then)."""
@@ -299,6 +306,13 @@ def check_after_a_kill(
     """Every produced record processed at least once, none committed twice, and a record
     read twice only where the killed member had not committed (or, as anywhere, where a
     member lost a partition after a failed commit)."""
+    check_consumed_at_least_once(members, produced)
+
+
+def check_consumed_at_least_once(members: list[MigrationMember], produced: set[Record]) -> None:
+    """Every produced record processed at least once, none committed twice, and a record
+    read twice only where its readers but one never committed it (killed, or lost the
+    partition after a failed commit)."""
     processed = Counter(r for m in members for r in m.processed)
     missing = produced - set(processed)
     assert not missing, f"{len(missing)} records never consumed: {first_records(missing)}"
@@ -306,6 +320,23 @@ def check_after_a_kill(
     twice = {r for r, n in committed.items() if n > 1}
     assert not twice, f"{len(twice)} records committed twice: {first_records(twice)}"
     check_read_again_only_when_abandoned(members)
+
+
+def check_commits_kept(
+    members: Iterable[MigrationMember], before_s: float, committed: dict[int, int]
+) -> None:
+    """No commit a member saw succeed before `before_s` (monotonic) is lost: the group's
+    `committed` offset of each partition is past every record committed by then."""
+    seen: dict[int, int] = {}
+    for member in members:
+        for (partition, offset, _), at in member.committed_at():
+            if at < before_s:
+                seen[partition] = max(seen.get(partition, 0), offset + 1)
+    lost = {p: (n, committed.get(p)) for p, n in seen.items() if committed.get(p, -1) < n}
+    assert not lost, (
+        f"commits acknowledged before the broker was killed are lost (partition: "
+        f"(acknowledged, committed now)): {lost}"
+    )
 
 
 def wait_for(

@@ -39,12 +39,28 @@ def describe(bootstrap: str, group: str) -> GroupView:
 def member_types(port: int, group: str) -> tuple[int, dict[str, int]]:
     """ConsumerGroupDescribe v1 of `group` from the broker on `port` (its coordinator, on
     a single node): the error code, and each member's member_type by client id."""
+    error, members = consumer_group_members(port, group)
+    return error, {client_id: kind for client_id, (_, kind) in members.items()}
+
+
+def consumer_group_members(port: int, group: str) -> tuple[int, dict[str, tuple[str, int]]]:
+    """ConsumerGroupDescribe v1 of `group` from the broker on `port`: the error code, and
+    each member's (member id, member_type) by client id."""
     request = ConsumerGroupDescribeRequest(
         group_ids=(GroupId(group),), include_authorized_operations=False
     )
     with connect(port) as sock:
         described = call(sock, request).groups[0]
-    return int(described.error_code), {m.client_id: int(m.member_type) for m in described.members}
+    members = {m.client_id: (str(m.member_id), int(m.member_type)) for m in described.members}
+    return int(described.error_code), members
+
+
+def member_ids(bootstrap: str, group: str) -> dict[str, str]:
+    """Each member's member id by client id, as describe_consumer_groups tells them (of a
+    classic group or a consumer group)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer
+    found = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+    return {m.client_id: m.member_id for m in found.members}
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -11,6 +11,11 @@ keeps writing, as in Kafka 4.x (`group.consumer.migration.policy`, default
 - with the policy `disabled` a consumer-protocol member is refused by a live classic group
   (GROUP_ID_NOT_FOUND, which librdkafka makes a fatal error) and the group goes on.
 
+The broker is also killed with SIGKILL and restarted on the same data directory and
+port while the group is mixed, and right after it became a classic group again: the
+records of both protocols' cores, written in one batch, are replayed into the same group
+with the same members and commits.
+
 Each member consumes in batches and commits each batch synchronously before the next
 (migration_member.py). After clean replacements every record is consumed and committed
 exactly once (a lost commit would make a member read again from an older offset), the
@@ -22,18 +27,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from broker import BrokerProcess
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from group_members import KIP848_BROKER_SETTINGS, KIP848_SESSION_MS
+from kio.schema.errors import ErrorCode
 from migration_feeder import Feeder
 from migration_members import (
     MigrationMember,
     Record,
     check_after_a_kill,
+    check_commits_kept,
+    check_consumed_at_least_once,
     check_each_committed_once,
     never_shared,
     owned_once,
@@ -44,8 +52,10 @@ from migration_views import (
     CONSUMER_MEMBER,
     GroupView,
     committed_offsets,
+    consumer_group_members,
     describe,
     log_end_offsets,
+    member_ids,
     member_types,
 )
 
@@ -53,6 +63,12 @@ PARTITIONS = 6
 CLASSIC_SESSION_S = 6.0  # migration_member.py's session.timeout.ms for classic members
 CONSUMER = {"group.protocol": "consumer"}
 STEP_TIMEOUT_S = 30.0
+COORDINATOR_NOT_READY = (
+    int(ErrorCode.coordinator_load_in_progress),
+    int(ErrorCode.coordinator_not_available),
+    int(ErrorCode.not_coordinator),
+)
+T = TypeVar("T")
 MIGRATION_SETTINGS = (*KIP848_BROKER_SETTINGS, "group.initial.rebalance.delay.ms=0")
 """The `kip848_broker` fixture's short KIP-848 timers, and classic groups that do not
 wait 3 s for more members before their first rebalance."""
@@ -60,6 +76,19 @@ wait 3 s for more members before their first rebalance."""
 
 def classic(strategy: str) -> dict[str, str]:
     return {"group.protocol": "classic", "partition.assignment.strategy": strategy}
+
+
+def first_answer(ask: Callable[[], T], timeout_s: float = STEP_TIMEOUT_S) -> T:
+    """What `ask()` returns the first time it does not raise (a broker just started
+    may not answer yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ask()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -187,6 +216,42 @@ class Migration:
             return produced <= seen
 
         wait_for(done, 60, f"all {len(produced)} records consumed", self.live, self.story)
+
+    def restart_broker(self) -> float:
+        """SIGKILL the broker and start it again on the same data directory and port;
+        returns when it was killed (monotonic clock). Aimed (for up to 5 s) at a moment
+        when some member has processed a batch and not yet seen its commit answered."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(m.committing for m in self.live):
+            time.sleep(0.001)
+        self.broker.kill()
+        killed_at = time.monotonic()
+        self.broker.start()
+        return killed_at
+
+    def loaded(self, timeout_s: float = STEP_TIMEOUT_S) -> tuple[int, dict[str, tuple[str, int]]]:
+        """The first ConsumerGroupDescribe v1 answer of the group once its coordinator has
+        loaded it: the error code, each member's (member id, member_type) by client id."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                error, members = consumer_group_members(self.broker.port, self.group)
+            except OSError:  # not listening yet, or the connection dropped
+                error, members = COORDINATOR_NOT_READY[0], {}
+            if error not in COORDINATOR_NOT_READY:
+                return error, members
+            assert time.monotonic() < deadline, f"the group not loaded in {timeout_s} s"
+            time.sleep(0.05)
+
+    def wait_resumed(self, since_s: float, timeout_s: float = STEP_TIMEOUT_S) -> None:
+        """Until every live member has committed records after `since_s` (monotonic)."""
+
+        def resumed() -> bool:
+            if self.feeding is not None:
+                self.feeding.nudge()
+            return all(any(at > since_s for _, at in m.committed_at()) for m in self.live)
+
+        wait_for(resumed, timeout_s, "every live member committing again", self.live, self.story)
 
     def check_offsets(self, produced: set[Record]) -> None:
         """(c) The group's committed offsets are the log end offsets."""
@@ -318,4 +383,90 @@ def test_migration_policy_disabled_refuses_a_consumer_member(
     run.check_offsets(produced)
     after = [sum(1 for e in m.history if "assigned" in e or "revoked" in e) for m in run.live]
     assert after == moves, f"the classic members rebalanced: {moves} -> {after}\n{run.story()}"
+    never_shared(run.members, PARTITIONS)
+
+
+def test_the_broker_killed_while_the_group_is_mixed(
+    start_broker: Callable[..., BrokerProcess], started: list[MigrationMember]
+) -> None:
+    """SIGKILL of the broker while a converted group has members of both protocols, then
+    a restart on the same data directory and port. The upgrade wrote the classic group's
+    tombstone and the consumer group's records in one batch; replaying them must give
+    the consumer group back, with the same members (ids and kinds) and every commit a
+    member saw succeed before the kill. The members go on where they were, the upgrade
+    then completes, and a record is read twice only where it was not committed."""
+    run = Migration(start_broker(), "brokerkill", started)
+    with run.feeder() as feeder:
+        for i in range(3):
+            run.add(f"classic-{i}", **classic("range"))
+        run.wait_settled("three classic members, each consuming")
+        run.wait_described("CLASSIC")
+        run.replace(run.live[0], "consumer-0", **CONSUMER)
+        run.wait_described("CONSUMER")
+        run.wait_resumed(time.monotonic())  # commits of the mixed group, just before
+        error, before = run.loaded()
+        assert error == 0, f"ConsumerGroupDescribe: error {error}\n{run.story()}"
+        killed_at = run.restart_broker()
+        error, after = run.loaded()
+        assert (error, after) == (0, before), (
+            f"after the restart the group is not the consumer group it was: error {error}, "
+            f"members {after} (before: {before})\n{run.story()}"
+        )
+        committed = committed_offsets(run.bootstrap, run.group, run.topic, PARTITIONS)
+        check_commits_kept(run.members, killed_at, committed)
+        run.wait_resumed(time.monotonic())
+        run.wait_described("CONSUMER")
+        still_classic = [m for m in run.live if m.protocol == "classic"]
+        for i, old in enumerate(still_classic, start=1):
+            run.replace(old, f"consumer-{i}", **CONSUMER)
+            run.wait_described("CONSUMER")
+        produced = feeder.finish()
+    run.wait_consumed(produced, committed=False)
+    check_consumed_at_least_once(run.members, produced)
+    run.check_offsets(produced)
+    never_shared(run.members, PARTITIONS)
+
+
+def test_the_broker_killed_right_after_the_group_became_classic_again(
+    start_broker: Callable[..., BrokerProcess], started: list[MigrationMember]
+) -> None:
+    """SIGKILL of the broker right after the last consumer-protocol member left (the
+    consumer group's tombstones and the classic group's record, one batch), then a
+    restart on the same data directory and port: the group is a classic group with the
+    same members and commits, the members go on, and a new classic member joins."""
+    run = Migration(start_broker(), "downkill", started)
+    with run.feeder() as feeder:
+        for i in range(3):
+            run.add(f"consumer-{i}", **CONSUMER)
+        run.wait_settled("three consumer-protocol members, each consuming")
+        run.wait_described("CONSUMER")
+        for i in range(2):
+            run.replace(run.live[0], f"classic-{i}", **classic("range"))
+            run.wait_described("CONSUMER")
+        last = run.live[0]
+        ids = member_ids(run.bootstrap, run.group)
+        last.stop()
+        run.live.remove(last)
+        wait_for(
+            lambda: describe(run.bootstrap, run.group).type == "CLASSIC",
+            STEP_TIMEOUT_S,
+            f"the group classic again once {last.name} left",
+            run.live,
+            run.story,
+        )
+        killed_at = run.restart_broker()
+        view = first_answer(lambda: describe(run.bootstrap, run.group))
+        assert view.type == "CLASSIC", f"after the restart: {view}\n{run.story()}"
+        left = {name: ids[name] for name in ("classic-0", "classic-1")}
+        assert member_ids(run.bootstrap, run.group) == left, run.story()
+        committed = committed_offsets(run.bootstrap, run.group, run.topic, PARTITIONS)
+        check_commits_kept(run.members, killed_at, committed)
+        run.wait_resumed(time.monotonic())
+        run.add("classic-2", **classic("range"))
+        run.wait_settled("classic-2 consuming beside the others")
+        run.wait_described("CLASSIC")
+        produced = feeder.finish()
+    run.wait_consumed(produced, committed=False)
+    check_consumed_at_least_once(run.members, produced)
+    run.check_offsets(produced)
     never_shared(run.members, PARTITIONS)

@@ -117,7 +117,7 @@ class GroupCoordinator:
         return self.decide(now_ms, lambda out: self._join(req, token, now_ms, out))
 
     def _join(self, req: JoinRequest, token: Token, now_ms: int, out: Output) -> None:
-        error = self._check_join(req)
+        error = self.check_join(req)
         if error is not ErrorCode.none:
             out.reply(token, JoinResult(error, member_id=req.member_id))
             return
@@ -137,7 +137,9 @@ class GroupCoordinator:
         else:
             self._join_known(group, req, token, now_ms, out)
 
-    def _check_join(self, req: JoinRequest) -> ErrorCode:
+    def check_join(self, req: JoinRequest) -> ErrorCode:
+        """Kafka's GroupCoordinatorService.joinGroup checks, made whatever the group's
+        type: the group id, and the session timeout within the broker's bounds."""
         if not req.group_id:
             return ErrorCode.invalid_group_id
         config = self.config

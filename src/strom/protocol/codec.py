@@ -24,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from strom.protocol.apis import SERVED_APIS, ApiKey
+from strom.protocol.bounds import check_array_counts
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -128,6 +129,8 @@ def decode_request(
     read_header, read_body = _request_reader(api_key, api_version)
     try:
         header, header_size = read_header(frame, 0)
+        # Before kio sizes an array from its count: a huge one aborts the process.
+        check_array_counts(frame, header_size, request_class(api_key, api_version))
         body, _ = read_body(frame, header_size)
     except Exception as exc:  # kio raises several types for malformed input
         raise RequestError(f"malformed {key.name} v{api_version} request: {exc!r}") from None

@@ -112,11 +112,12 @@ class Migration:
         owned: dict[str, tuple[int, ...]] | None = None,
         *,
         name: str = "range",
+        instance: str | None = None,
     ) -> JoinResult:
         req = JoinRequest(
             "g",
             member_id,
-            None,
+            instance,
             "consumer",
             ((name, subscription(owned)),),
             SESSION_MS,
@@ -358,6 +359,66 @@ def test_a_join_that_does_not_speak_the_consumer_protocol_is_refused() -> None:
     garbage = JoinRequest("g", "x", None, "consumer", (("range", b"\x00"),), SESSION_MS, 30_000)
     result, _ = m.consumer.core.classic_join(garbage, m.consumer.topics, m.now_ms)
     assert result.error is ErrorCode.inconsistent_group_protocol
+
+
+def test_a_join_naming_a_member_with_an_instance_id_no_static_member_has_is_refused() -> None:
+    """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: a JoinGroup with a member id
+    and an instance id is a static member rejoining, UNKNOWN_MEMBER_ID when no static
+    member has that instance id (neither a new member of the request's choosing, nor a
+    dynamic member made static), checked before the subscription is read."""
+    m = Migration()
+    m.consumer_heartbeat("c", 0)
+    required = m.classic_join("")
+    a = required.member_id
+    assert m.classic_join(a).error is ErrorCode.none
+    before = m.consumer.core.group("g")
+    assert m.classic_join("x", instance="i1").error is ErrorCode.unknown_member_id
+    assert m.classic_join(a, instance="i1").error is ErrorCode.unknown_member_id
+    req = JoinRequest("g", "x", "i1", "consumer", (("range", b"\x00"),), SESSION_MS, 30_000)
+    result, _ = m.consumer.core.classic_join(req, m.consumer.topics, m.now_ms)
+    assert result.error is ErrorCode.unknown_member_id
+    assert m.consumer.core.group("g") == before
+    static = m.classic_join("", instance="i1")  # a new static member: its id is made here
+    assert static.error is ErrorCode.none and static.member_id not in ("", "x", a)
+    assert m.classic_join(static.member_id, instance="i1").error is ErrorCode.none
+    assert m.classic_join("x", instance="i1").error is ErrorCode.fenced_instance_id
+    m.check_replay()
+
+
+def test_a_consumer_heartbeat_makes_a_classic_member_a_consumer_member_again() -> None:
+    """A JoinGroup naming a member of the consumer protocol makes it a member using the
+    classic protocol (as Kafka's classicGroupJoinToConsumerGroup does); its next
+    ConsumerGroupHeartbeat makes it a consumer-protocol member again (Kafka's
+    consumerGroupHeartbeat clears the classic metadata), so that it is not taken for a
+    classic member (its kind, its session, whether its leaving downgrades the group)."""
+    m = Migration()
+    joined = m.consumer_heartbeat("c", 0)
+    assert m.classic_join("c").error is ErrorCode.none
+    group = m.consumer.core.group("g")
+    assert group is not None and group.members["c"].classic is not None
+    again = m.consumer_heartbeat("c", group.members["c"].member_epoch)
+    assert again.error is ErrorCode.none, again
+    group = m.consumer.core.group("g")
+    assert group is not None and group.members["c"].classic is None
+    assert joined.member_epoch <= again.member_epoch
+    m.check_replay()
+
+
+def test_a_consumer_member_takes_the_place_of_a_classic_static_member() -> None:
+    """A static member restarted on the consumer protocol (same group.instance.id) takes
+    the place of its classic self at once, without waiting for it to leave: Kafka's
+    getOrMaybeSubscribeStaticConsumerGroupMember checks that the instance id was
+    released only when both use the consumer protocol."""
+    m = Migration()
+    m.consumer_heartbeat("c", 0)
+    old = m.classic_join("", instance="s1")
+    assert old.error is ErrorCode.none
+    new = m.consumer_heartbeat("n", 0, instance_id="s1")
+    assert new.error is ErrorCode.none, new
+    group = m.consumer.core.group("g")
+    assert group is not None and set(group.members) == {"c", "n"}
+    assert group.members["n"].instance_id == "s1" and group.members["n"].classic is None
+    m.check_replay()
 
 
 def test_a_group_metadata_tombstone_keeps_the_offsets_a_group_id_holds() -> None:

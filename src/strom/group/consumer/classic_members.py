@@ -101,13 +101,16 @@ def classic_join(
         return _refused(ErrorCode.inconsistent_group_protocol, req.member_id)
     if req.require_known_member_id and not req.member_id and req.group_instance_id is None:
         return _refused(ErrorCode.member_id_required, member_id)
+    if req.group_instance_id is not None and req.member_id:  # a static member rejoining
+        if static is None:
+            return _refused(ErrorCode.unknown_member_id, req.member_id)
+        if static.member_id != req.member_id:
+            return _refused(ErrorCode.fenced_instance_id, req.member_id)
     try:
         subscription = decode_subscription(req.protocols[0][1])
     except EmbeddedProtocolError:
         return _refused(ErrorCode.inconsistent_group_protocol, req.member_id)
     if static is not None and static.member_id != member_id:
-        if req.member_id:
-            return _refused(ErrorCode.fenced_instance_id, req.member_id)
         member = replace_static(work, static, member_id)  # a static member restarted
     else:
         member = group.members.get(member_id) or ConsumerMember(member_id)

@@ -265,7 +265,9 @@ def _member(work: Work, req: ConsumerHeartbeatRequest, member_id: str) -> Consum
     if req.member_epoch == 0:
         if existing is None:
             return group.members.get(member_id) or ConsumerMember(member_id)
-        if existing.member_epoch == STATIC_LEAVE_EPOCH:
+        # Kafka waits for the instance id to be released only by a member of the
+        # consumer protocol: one using the classic protocol is replaced at once.
+        if existing.member_epoch == STATIC_LEAVE_EPOCH or existing.classic is not None:
             return replace_static(work, existing, member_id)
         if existing.member_id == member_id:
             check_epoch(existing, 0, req.owned)
@@ -445,6 +447,7 @@ def run_heartbeat(
         ),
         client_id=req.client_id,
         client_host=req.client_host,
+        classic=None,  # it speaks the consumer protocol now, as Kafka's heartbeat sets
     )
     if not known or updated.subscription() != member.subscription():
         work.emit(MemberSubscriptionKey(group.group_id, member.member_id), updated.subscription())
