@@ -334,20 +334,37 @@ def test_a_classic_member_cannot_join_a_consumer_group_when_migration_is_disable
     assert m.classic_join("").error is ErrorCode.inconsistent_group_protocol
 
 
-def test_a_custom_assignors_user_data_stops_the_upgrade() -> None:
+def _assigned_with_user_data(assignor: str) -> Migration:
+    """One classic member whose assignment (from `assignor`) carries user data."""
     m = Migration()
     h = m.classic
-    protocols = (("custom", subscription()),)
+    protocols = ((assignor, subscription()),)
     member, token = h.join_new(protocols=protocols, session_ms=SESSION_MS)
     generation = h.joined(token).generation_id
     data = bytearray(encode_assignment({TOPIC: (0,)}))
     data[-4:] = (3).to_bytes(4, "big", signed=True)
     data += b"xyz"
     h.sync(member, generation, {member: bytes(data)})
+    return m
+
+
+def test_a_custom_assignors_user_data_stops_the_upgrade() -> None:
+    m = _assigned_with_user_data("custom")
     refused = m.consumer_heartbeat("c", 0)
     assert refused.error is ErrorCode.group_id_not_found
     assert "custom assignor" in (refused.message or "")
     assert m.classic.core.groups["g"].state is GroupState.STABLE
+
+
+@pytest.mark.parametrize("assignor", ["sticky", "cooperative-sticky", "range", "roundrobin"])
+def test_a_built_in_assignors_user_data_does_not(assignor: str) -> None:
+    """librdkafka echoes its sticky data into assignments (strom's choice, not Kafka's)."""
+    m = _assigned_with_user_data(assignor)
+    joined = m.consumer_heartbeat("c", 0)
+    assert joined.error is ErrorCode.none
+    group = m.consumer.core.group("g")
+    assert group is not None and len(group.members) == 2
+    m.check_replay()
 
 
 def test_a_join_that_does_not_speak_the_consumer_protocol_is_refused() -> None:

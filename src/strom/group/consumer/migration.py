@@ -71,6 +71,14 @@ __all__ = [
 ]
 
 
+BUILT_IN_ASSIGNORS = frozenset({"range", "roundrobin", "sticky", "cooperative-sticky"})
+"""The clients' own assignors. Their user data is stickiness only (a member's previous
+partitions and generation), which the broker's assignors do without: librdkafka copies
+it from each member's subscription into the assignment it sends, so Kafka refuses to
+upgrade a librdkafka group on `sticky` or `cooperative-sticky` once it has been assigned
+twice; strom upgrades it."""
+
+
 def _not_upgraded(group_id: str, why: str) -> HeartbeatRefused:
     return HeartbeatRefused(
         ErrorCode.group_id_not_found,
@@ -153,7 +161,7 @@ def upgrade(work: Work, classic: Group, topics: Mapping[str, TopicInfo]) -> None
             by_name, user_data = decode_assignment(old.assignment) if old.assignment else ({}, None)
         except EmbeddedProtocolError:
             raise _not_upgraded(group_id, "the embedded consumer protocol is malformed") from None
-        if user_data:
+        if user_data and classic.protocol_name not in BUILT_IN_ASSIGNORS:
             raise _not_upgraded(
                 group_id,
                 "an unsupported custom assignor is in use (its user data would be lost); "
