@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import pytest
 from broker import BrokerProcess
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from group_members import KIP848_BROKER_SETTINGS, KIP848_SESSION_MS
@@ -470,3 +471,50 @@ def test_the_broker_killed_right_after_the_group_became_classic_again(
     check_consumed_at_least_once(run.members, produced)
     run.check_offsets(produced)
     never_shared(run.members, PARTITIONS)
+
+
+def test_an_empty_consumer_group_becomes_classic_when_a_classic_member_joins(
+    start_broker: Callable[..., BrokerProcess],
+) -> None:
+    """Kafka converts an empty consumer group on a JoinGroup: the group is classic again,
+    and the classic consumer goes on from the offsets the consumer-protocol one committed."""
+    broker = start_broker()
+    migration = Migration(broker, "emptied", [])
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(60):
+        producer.produce(migration.topic, f"r{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+    def consume(config: dict[str, str], want: int) -> list[str]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": migration.group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": "false",
+                **config,
+            }
+        )
+        got: list[str] = []
+        try:
+            consumer.subscribe([migration.topic])
+            deadline = time.monotonic() + STEP_TIMEOUT_S
+            while len(got) < want and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is not None and not message.error():
+                    got.append(message.value().decode())
+                    consumer.commit(message, asynchronous=False)
+        finally:
+            consumer.close()
+        return got
+
+    first = consume(CONSUMER, 30)
+    assert len(first) == 30
+    assert describe(broker.bootstrap, migration.group).type == "CONSUMER"
+    for i in range(60, 90):
+        producer.produce(migration.topic, f"r{i}".encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    rest = consume(classic("range"), 60)
+    assert sorted(first + rest) == sorted(f"r{i}" for i in range(90)), "read twice or lost"
+    view = first_answer(lambda: describe(broker.bootstrap, migration.group))
+    assert view.type == "CLASSIC"

@@ -103,7 +103,22 @@ class ConsumerGroupService:
 
     # --- members using the classic protocol, as GroupService sends their requests --------
 
-    async def classic_join(self, join: JoinRequest) -> JoinResult:
+    async def classic_join(self, join: JoinRequest) -> JoinResult | None:
+        """A JoinGroup to a consumer group. An empty one is deleted instead (None), so the
+        classic coordinator makes the group classic again, as Kafka converts an empty
+        consumer group on a JoinGroup; its offsets stay."""
+        refused = self._groups.core.check_join(join)  # as for a classic group, first
+        if refused is not ErrorCode.none:
+            return JoinResult(refused, member_id=join.member_id)
+        group = self.core.group(join.group_id)
+        if group is not None and not group.members:
+            error = await self.delete(join.group_id)
+            if error is ErrorCode.none:
+                log.info("consumer group %s: empty, deleted for a JoinGroup", join.group_id)
+            elif error not in (ErrorCode.group_id_not_found, ErrorCode.non_empty_group):
+                raise CoordinatorUnavailable(error, "the empty consumer group was not deleted")
+        if self.core.group(join.group_id) is None:
+            return None
         config = self._config_of(join.group_id)
         result, decision = self.core.classic_join(join, self.topics(), now_ms(), config)
         self._wake.set()

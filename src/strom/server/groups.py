@@ -289,10 +289,9 @@ class GroupService:
         Raises CoordinatorUnavailable."""
         await self.coordinate(join.group_id)
         if self.consumer.group(join.group_id) is not None and self.classic_members is not None:
-            refused = self.core.check_join(join)  # as for a classic group, before all else
-            if refused is not ErrorCode.none:
-                return JoinResult(refused, member_id=join.member_id)
-            return await self.classic_members.classic_join(join)
+            joined = await self.classic_members.classic_join(join)
+            if joined is not None:  # None: it was empty, and is gone (Kafka's conversion)
+                return joined
         if self.share.group(join.group_id) is not None:  # a share group: Kafka's answer too
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id="")
         reply = await self.request(
