@@ -33,6 +33,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,10 @@ class MemberState:
     owned: set[int] = field(default_factory=set)
     last_record_at: float = 0.0
     stop: threading.Event = field(default_factory=threading.Event)
+    revocations: int = 0
+    """How many times the member gave up partitions (rebalance callbacks)."""
+    on_record: Callable[[int], None] | None = None
+    """Called with the partition of each record received (bench/group_migration.py)."""
 
 
 def bench_commits(
@@ -112,7 +117,7 @@ CONSUMER_PROTOCOL = "consumer protocol (KIP-848)"
 """The `strategy` that runs the members with group.protocol=consumer."""
 
 
-def _member(
+def new_member(
     bootstrap: str, topic: str, group: str, strategy: str, heartbeat_ms: int
 ) -> MemberState:
     config: dict[str, Any] = {
@@ -133,7 +138,7 @@ def _member(
     return MemberState(Consumer(config))
 
 
-def _run_member(state: MemberState, topic: str, incremental: bool) -> None:
+def run_member(state: MemberState, topic: str, incremental: bool) -> None:
     def assigned(_c: Consumer, partitions: list[TopicPartition]) -> None:
         got = {p.partition for p in partitions}
         state.owned = state.owned | got if incremental else got
@@ -142,13 +147,60 @@ def _run_member(state: MemberState, topic: str, incremental: bool) -> None:
     def revoked(_c: Consumer, partitions: list[TopicPartition]) -> None:
         state.owned = state.owned - {p.partition for p in partitions}
         state.assigned_at = time.perf_counter()
+        state.revocations += bool(partitions)
 
     state.consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
     while not state.stop.is_set():
         message = state.consumer.poll(0.05)
         if message is not None and not message.error():
             state.last_record_at = time.perf_counter()
+            partition = message.partition()
+            if state.on_record is not None and partition is not None:
+                state.on_record(partition)
     state.consumer.close()
+
+
+def all_consuming(states: Sequence[MemberState], partitions: int, since: float) -> bool:
+    """Every member "consumes again": together they own every partition once, evenly
+    (sizes differ by one at most), and each has received a record after its last
+    assignment change and after `since`."""
+    owned = [s.owned for s in states]
+    union = set().union(*owned)
+    sizes = [len(o) for o in owned]
+    return (
+        union == set(range(partitions))
+        and sum(sizes) == len(union)
+        and max(sizes) - min(sizes) <= 1
+        and all(s.last_record_at > max(s.assigned_at, since) for s in states)
+    )
+
+
+def keep_producing(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    producing: threading.Event,
+    backlog: dict[str, int] | None = None,
+) -> None:
+    """One record to every partition about every 5 ms while `producing` is set. When the
+    client's queue is full (the broker is behind) it waits for it to drain rather than
+    stop; `backlog` gets the most records ever waiting for an acknowledgement ("max") and
+    how often the queue was full ("full")."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "log_level": 0})
+    while producing.is_set():
+        for p in range(partitions):
+            try:
+                producer.produce(topic, b"x", partition=p)
+            except BufferError:
+                if backlog is not None:
+                    backlog["full"] = backlog.get("full", 0) + 1
+                producer.poll(0.1)
+        producer.poll(0)
+        if backlog is not None:
+            backlog["max"] = max(backlog.get("max", 0), len(producer))
+        time.sleep(0.005)
+    producer.purge()  # what the broker has not acknowledged yet is not needed
+    producer.flush(1)
 
 
 def bench_rebalance(
@@ -161,42 +213,27 @@ def bench_rebalance(
     incremental = strategy in ("cooperative-sticky", CONSUMER_PROTOCOL)
     producing = threading.Event()
     producing.set()
-
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "log_level": 0})
-        while producing.is_set():
-            for p in range(partitions):
-                producer.produce(topic, b"x", partition=p)
-            producer.poll(0)
-            time.sleep(0.005)
-        producer.flush(10)
-
-    states = [_member(bootstrap, topic, group, strategy, heartbeat_ms) for _ in range(members)]
-    threads = [threading.Thread(target=_run_member, args=(s, topic, incremental)) for s in states]
-    producer_thread = threading.Thread(target=produce)
+    states = [new_member(bootstrap, topic, group, strategy, heartbeat_ms) for _ in range(members)]
+    threads = [threading.Thread(target=run_member, args=(s, topic, incremental)) for s in states]
+    producer_thread = threading.Thread(
+        target=keep_producing, args=(bootstrap, topic, partitions, producing)
+    )
     producer_thread.start()
     for thread in threads:
         thread.start()
 
-    def settled(group_states: list[MemberState], since: float) -> bool:
-        owned = [s.owned for s in group_states]
-        union = set().union(*owned)
-        sizes = [len(o) for o in owned]
-        return (
-            union == set(range(partitions))
-            and sum(sizes) == len(union)
-            and max(sizes) - min(sizes) <= 1
-            and all(s.last_record_at > max(s.assigned_at, since) for s in group_states)
-        )
-
     try:
-        wait(lambda: settled(states, 0.0), 60, "the first members to settle")
-        newcomer = _member(bootstrap, topic, group, strategy, heartbeat_ms)
+        wait(lambda: all_consuming(states, partitions, 0.0), 60, "the first members to settle")
+        newcomer = new_member(bootstrap, topic, group, strategy, heartbeat_ms)
         everyone = [*states, newcomer]
         joined_at = time.perf_counter()
-        threads.append(threading.Thread(target=_run_member, args=(newcomer, topic, incremental)))
+        threads.append(threading.Thread(target=run_member, args=(newcomer, topic, incremental)))
         threads[-1].start()
-        wait(lambda: settled(everyone, joined_at), 60, "the group to consume again")
+        wait(
+            lambda: all_consuming(everyone, partitions, joined_at),
+            60,
+            "the group to consume again",
+        )
         elapsed = time.perf_counter() - joined_at
     finally:
         producing.clear()
@@ -211,6 +248,15 @@ def bench_rebalance(
         "heartbeat_ms": heartbeat_ms,
         "seconds_until_all_consume": elapsed,
     }
+
+
+def heartbeat_settings(heartbeat_ms: int) -> list[str]:
+    """The broker settings that give KIP-848 members the classic members' heartbeat
+    interval (it is the broker's; Kafka's floor for it is 5 s)."""
+    return [
+        f"group.consumer.min.heartbeat.interval.ms={min(heartbeat_ms, 5000)}",
+        f"group.consumer.heartbeat.interval.ms={heartbeat_ms}",
+    ]
 
 
 def wait(condition: Any, timeout_s: float, what: str) -> None:
@@ -232,12 +278,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json")
     args = parser.parse_args()
-    # The KIP-848 members' heartbeat interval is the broker's; Kafka's floor for it is 5 s.
-    heartbeat = [
-        f"group.consumer.min.heartbeat.interval.ms={min(args.heartbeat_ms, 5000)}",
-        f"group.consumer.heartbeat.interval.ms={args.heartbeat_ms}",
-    ]
-    broker = Broker(args.bootstrap) if args.bootstrap else start_strom("fsync", heartbeat)
+    broker = (
+        Broker(args.bootstrap)
+        if args.bootstrap
+        else start_strom("fsync", heartbeat_settings(args.heartbeat_ms))
+    )
     pid = broker.process.pid if broker.process is not None else None
     results: dict[str, Any] = {}
     try:

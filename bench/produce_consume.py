@@ -128,12 +128,16 @@ def admin(bootstrap: str, extra: dict[str, Any] | None = None) -> AdminClient:
 
 
 def start_strom(
-    durability: str, extra: list[str] | None = None, more_listeners: Sequence[str] = ()
+    durability: str,
+    extra: list[str] | None = None,
+    more_listeners: Sequence[str] = (),
+    log_level: str = "warning",
 ) -> Broker:
     """Start a broker and wait until a TCP connect and a metadata request both succeed;
     `extra` are more KEY=VALUE settings, `more_listeners` listeners (e.g.
     "SSL://localhost:9093", advertised as written) beside the PLAINTEXT one the returned
-    bootstrap names."""
+    bootstrap names. Its output goes to `broker.log` in `Broker.data_dir`, which `stop`
+    removes."""
     data_dir = Path(tempfile.mkdtemp(prefix=f"strom-bench-{durability}-"))
     port = free_port()
     command = [sys.executable, "-m", "strom", "serve", "--listen", f"127.0.0.1:{port}"]
@@ -141,7 +145,7 @@ def start_strom(
         listeners = ",".join([f"PLAINTEXT://127.0.0.1:{port}", *more_listeners])
         command[-2:] = ["--set", f"listeners={listeners}"]
         command += ["--set", f"advertised.listeners={listeners}"]
-    command += ["--data-dir", str(data_dir / "data"), "--log-level", "warning"]
+    command += ["--data-dir", str(data_dir / "data"), "--log-level", log_level]
     for setting in [*DURABILITY_SETTINGS[durability], *(extra or [])]:
         command += ["--set", setting]
     started = time.perf_counter()
