@@ -426,8 +426,7 @@ class ConsumerCoordinator:
         errors, gone, classic = classic_leave(
             work, leaving, topics, config.migration_policy, config.classic_max_size, now_ms
         )
-        for member_id in gone:
-            log.info("%s consumer group %s: member %s left", self._label, group_id, member_id)
+        for member_id in gone:  # _finish logs each member that left
             self._forget_timers(group_id, member_id)
         return errors, self._finish(work, None, classic)
 
