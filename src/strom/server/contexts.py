@@ -144,6 +144,7 @@ def handler_contexts(broker: Broker) -> Contexts:
             cluster_id=lambda: broker.cluster_id,
             channel=broker.channel,
             admin=admin,
+            stopping=lambda: broker.stopping,
         ),
         quorum=QuorumContext(
             node_id=broker.node_id,

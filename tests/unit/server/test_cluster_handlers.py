@@ -4,6 +4,7 @@ started, no socket, no sleep. Every answer is read as a client reads it."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from quorum_harness import Loopback, admin_context, answered
 from server_harness import request, run
 
 from strom.config import load_config
-from strom.metadata.records import RegisterBrokerRecord
+from strom.metadata.records import FenceBrokerRecord, RegisterBrokerRecord
 from strom.protocol.apis import ApiKey
 from strom.server.broker import Broker
 from strom.server.handlers import admin, cluster
@@ -148,6 +149,25 @@ def test_metadata_by_topic_id_answers_unknown_ids(tmp_path: Path) -> None:
         answer = await answered(cluster.handle_metadata, context_of(one), asked)
         (topic,) = answer.topics
         assert (topic.error_code, topic.topic_id) == (ErrorCode.unknown_topic_id, uuid.UUID(int=99))
+
+    run(scenario())
+
+
+def test_a_lone_broker_fenced_while_it_stops_still_lists_itself(tmp_path: Path) -> None:
+    """A single broker's controlled shutdown fences it before its connections close: its
+    Metadata answers then list it, not nothing (librdkafka would forget every broker)."""
+
+    async def scenario() -> None:
+        (one,) = await controller_with_brokers(tmp_path, 1)
+        assert one.controller is not None
+        brokers = one.metadata.image.brokers
+        await one.controller.commit([FenceBrokerRecord(b, brokers[b].epoch) for b in brokers])
+        assert all(b.fenced for b in one.metadata.image.brokers.values())
+        starting = await answered(cluster.handle_metadata, context_of(one), metadata())
+        assert starting.brokers == ()  # not yet unfenced: none, as Kafka answers
+        stopping = dataclasses.replace(context_of(one), stopping=lambda: True)
+        answer = await answered(cluster.handle_metadata, stopping, metadata())
+        assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [(1, "localhost", 9001)]
 
     run(scenario())
 

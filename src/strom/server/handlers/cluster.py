@@ -99,10 +99,24 @@ def _addresses(
     return result
 
 
-def _metadata_brokers(image: MetadataImage, listener: str) -> list[MetadataBroker]:
+def _metadata_brokers(
+    image: MetadataImage, listener: str, node_id: int, *, stopping: bool
+) -> list[MetadataBroker]:
+    """The unfenced brokers; with none while this broker stops (the only broker, fenced by
+    its controlled shutdown before its connections close), this broker. librdkafka
+    forgets every broker a Metadata answer leaves out, the bootstrap ones included, and
+    waits minutes before it bootstraps again: an empty list from a lone broker stopping
+    left its clients with no broker to go back to once it restarted. strom's choice;
+    Kafka lists only unfenced brokers."""
+    brokers = _addresses(image, listener)
+    if not brokers and stopping:
+        itself = image.brokers.get(node_id)
+        address = itself.address(listener or None) if itself is not None else None
+        if itself is not None and address is not None:
+            brokers = [(itself, *address)]
     return [
         {"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
-        for b, host, port in _addresses(image, listener)
+        for b, host, port in brokers
     ]
 
 
@@ -265,7 +279,9 @@ async def handle_metadata(context: ClusterContext, request: Request) -> Any:
     asked = bool(getattr(body, "include_cluster_authorized_operations", False))
     response: MetadataResponse = {
         "throttle_time": 0,
-        "brokers": _metadata_brokers(image, request.listener),
+        "brokers": _metadata_brokers(
+            image, request.listener, context.node_id, stopping=context.stopping()
+        ),
         "cluster_id": context.cluster_id(),
         "controller_id": metadata_controller_id(context, image),
         "topics": topics,

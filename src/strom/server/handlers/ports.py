@@ -566,6 +566,8 @@ class ClusterContext:
     """Who the active controller is (the controller id clients are given)."""
     admin: AdminContext
     """Metadata's topic auto-creation, and `auto.create.topics.enable` in its config."""
+    stopping: Callable[[], bool] = lambda: False
+    """Whether this broker is shutting down (Metadata's broker list then keeps it)."""
 
 
 class PrivateStore(Protocol):
