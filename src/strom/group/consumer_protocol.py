@@ -118,8 +118,12 @@ class _Reader:
 
 
 def embedded_version(metadata: bytes) -> int:
-    """The version a subscription or assignment starts with (above 3: 3)."""
-    return _Reader(metadata).version()
+    """The version a subscription or assignment starts with (above 3: 3; 0 when the bytes
+    have none): the version to answer a member's subscription in."""
+    try:
+        return _Reader(metadata).version()
+    except EmbeddedProtocolError:
+        return 0
 
 
 def decode_subscription(metadata: bytes) -> ConsumerSubscription:

@@ -36,6 +36,7 @@ from strom.group.consumer.heartbeat import (
     Work,
     bump_epoch_if_needed,
     remove_member_records,
+    subscribed_topics,
 )
 from strom.group.consumer.records import (
     ClassicMetadata,
@@ -49,7 +50,6 @@ from strom.group.consumer.records import (
     TargetAssignmentEpochValue,
     TargetAssignmentKey,
     TargetAssignmentValue,
-    TopicMetadata,
 )
 from strom.group.consumer.state import ConsumerGroup, ConsumerMember, MemberState
 from strom.group.consumer_protocol import (
@@ -136,10 +136,7 @@ def assignment_bytes(
     subscription it joined with."""
     assert member.classic is not None
     protocols = member.classic.protocols
-    try:
-        version = embedded_version(protocols[0][1]) if protocols else 0
-    except EmbeddedProtocolError:
-        version = 0
+    version = embedded_version(protocols[0][1]) if protocols else 0
     return encode_assignment(partitions_by_name(assignment, topics), version)
 
 
@@ -150,7 +147,7 @@ def upgrade(work: Work, classic: Group, topics: Mapping[str, TopicInfo]) -> None
     user data a client-side assignor would lose."""
     group_id = classic.group_id
     generation = classic.generation_id
-    members: list[tuple[ConsumerMember, Mapping[uuid.UUID, frozenset[int]]]] = []
+    members: list[ConsumerMember] = []
     taken: set[tuple[uuid.UUID, int]] = set()
     for old in classic.members.values():
         metadata = old.metadata_for(classic.protocol_name) or (
@@ -186,25 +183,17 @@ def upgrade(work: Work, classic: Group, topics: Mapping[str, TopicInfo]) -> None
             assigned={t: ps for t, ps in owned.items() if ps},
             classic=ClassicMetadata(old.session_timeout_ms, old.protocols),
         )
-        members.append((member, member.assigned))
-    for member, _ in members:
+        members.append(member)
+    for member in members:
         work.emit(MemberSubscriptionKey(group_id, member.member_id), member.subscription())
     work.emit(ConsumerGroupEpochKey(group_id), ConsumerGroupEpochValue(generation))
-    subscribed = work.group.subscribed_topic_names()
-    work.emit(
-        PartitionMetadataKey(group_id),
-        PartitionMetadataValue(
-            tuple(
-                TopicMetadata(topics[name].topic_id, name, topics[name].partitions)
-                for name in sorted(subscribed)
-                if name in topics
-            )
-        ),
-    )
-    for member, assigned in members:
-        work.emit(TargetAssignmentKey(group_id, member.member_id), TargetAssignmentValue(assigned))
+    subscribed = subscribed_topics(work.group.members, topics)
+    work.emit(PartitionMetadataKey(group_id), PartitionMetadataValue(tuple(subscribed.values())))
+    for member in members:
+        target = TargetAssignmentValue(member.assigned)
+        work.emit(TargetAssignmentKey(group_id, member.member_id), target)
     work.emit(TargetAssignmentEpochKey(group_id), TargetAssignmentEpochValue(generation))
-    for member, _ in members:
+    for member in members:
         work.emit(CurrentAssignmentKey(group_id, member.member_id), member.current_assignment())
 
 
@@ -278,10 +267,7 @@ def _downgrade(
     for member in staying:
         target = before.target.get(member.member_id, {})
         chosen = classic.members[member.member_id].metadata_for(classic.protocol_name)
-        try:
-            version = embedded_version(chosen)
-        except EmbeddedProtocolError:
-            version = 0
+        version = embedded_version(chosen)
         classic.members[member.member_id].assignment = encode_assignment(
             partitions_by_name(target, topics), version
         )
